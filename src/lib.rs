@@ -1,1 +1,3 @@
-pub fn _placeholder() {}
+//! compactd: keeps coding-agent conversations inside their LLM context window.
+
+pub mod session;
