@@ -1,1 +1,1 @@
-pub fn _placeholder() {}
+pub mod settings;
