@@ -17,6 +17,8 @@ mod paths;
 mod stack;
 mod validate;
 
+#[cfg(test)]
+mod tests;
 
 pub use error::{SettingsError, SettingsOrigin, SettingsSource, SettingsWarning};
 pub use model::{
