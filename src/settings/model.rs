@@ -516,7 +516,7 @@ impl Settings {
         let compaction = &self.compaction;
         let raw = match (compaction.threshold_tokens, compaction.threshold_percent) {
             (Some(tokens), _) => tokens,
-            (None, Some(percent)) => context_window * u64::from(percent) / 100,
+            (None, Some(percent)) => context_window.saturating_mul(u64::from(percent)) / 100,
             (None, None) => context_window.saturating_sub(compaction.reserve_tokens),
         };
         Some(raw.clamp(1, context_window.saturating_sub(1).max(1)))
