@@ -1,3 +1,7 @@
 //! compactd: keeps coding-agent conversations inside their LLM context window.
+//!
+//! Layers, each depending only on those below: `rpc` -> `engine` -> {`summarize`,
+//! `compaction`} -> `session` -> `tokens`; `settings` is read by all.
 
 pub mod session;
+pub mod settings;

@@ -1,0 +1,37 @@
+//! Typed settings with defaults, layering with provenance, validation and the JSON Schema.
+//!
+//! * [`Settings`] holds every key of the reference agent's settings (spec §8) with the same
+//!   defaults, plus compactd's own (summarizer, providers, tokenizer, hooks, log, storage).
+//! * [`SettingsStack`] merges the layers (built-in defaults, user file, project file,
+//!   `initialize` options, request overrides), tells where each value came from, and applies
+//!   `settings/update` patches after validating them.
+//! * [`settings_schema`] is the JSON Schema editors use to complete and check `settings.json`.
+//!
+//! Errors name the file (or layer) and the key path; a broken file can be skipped with a
+//! warning so the daemon keeps running. API keys never appear in `Debug` output, in
+//! serialized settings or in [`SettingsStack::explain`].
+
+mod error;
+mod model;
+mod paths;
+mod stack;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::{SettingsError, SettingsOrigin, SettingsSource, SettingsWarning};
+pub use model::{
+    BranchSummarySettings, CompactionSettings, DEFAULT_CONTEXT_WINDOW, HookSettings, LogSettings,
+    ModelSettings, ProviderKind, ProviderSettings, REDACTED, RetrySettings, SecretString, Settings,
+    StorageSettings, StorageSync, SummarizerKind, SummarizerSettings, Tokenizer,
+};
+pub use paths::{
+    CONFIG_DIR_ENV, SETTINGS_FILE_NAME, config_dir, project_settings_file, user_settings_file,
+};
+pub use stack::{ExplainedSetting, SettingsStack, UpdateTarget};
+
+/// The JSON Schema (draft 2020-12) of `settings.json`, with descriptions and defaults.
+pub fn settings_schema() -> serde_json::Value {
+    schemars::schema_for!(Settings).to_value()
+}
