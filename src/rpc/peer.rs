@@ -1,0 +1,789 @@
+//! The main loop: one reader task that parses and dispatches but never awaits a handler, one
+//! writer task that alone owns the output, and a spawned task per request or notification.
+//!
+//! Policy lives here: ingress is bounded (beyond `max_in_flight`, requests get -32001 at
+//! once); serial classes take their place in line on the reader, in arrival order; each
+//! request has a cancellation token reachable by `$/cancelRequest` and by domain code through
+//! [`PeerHandle`]; the LSP lifecycle is enforced when the router asks for it; and the loop
+//! ends on input EOF, on `exit`, when the parent process dies, or on [`PeerHandle::stop`].
+
+use std::collections::HashMap;
+use std::io;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt, SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::client::Client;
+use super::framing::{DEFAULT_MAX_MESSAGE_BYTES, DetectedFraming, Frame, FrameError, MessageCodec};
+use super::lock;
+use super::message::{Incoming, RequestId, RpcError, parse_incoming, parse_params, response_json};
+use super::parent::wait_for_process_exit;
+use super::router::{Concurrency, NotificationFn, RequestFn, Router};
+use super::serial::{QueueKey, SerialQueues, Slot};
+
+const INITIALIZE: &str = "initialize";
+const SHUTDOWN: &str = "shutdown";
+const EXIT: &str = "exit";
+const CANCEL_REQUEST: &str = "$/cancelRequest";
+
+/// Limits and timings of a peer.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    /// Larger messages are skipped and answered with an error. Default 64 MiB.
+    pub max_message_bytes: usize,
+    /// Requests and notifications accepted but not finished (running or queued). Beyond it,
+    /// requests get -32001 and notifications are dropped. Default 1024.
+    pub max_in_flight: usize,
+    /// Messages waiting for the writer; senders wait when it is full. Default 1024.
+    pub outgoing_queue: usize,
+    /// After cancelling everything at the end, how long handlers get to finish (and have
+    /// their answers written) before `serve` returns anyway. Default 5 s.
+    pub drain_timeout: Duration,
+    /// A process to watch from the start; `serve` ends when it dies.
+    pub parent_pid: Option<u32>,
+    /// How often a watched parent is checked. Default 1 s.
+    pub parent_poll_interval: Duration,
+}
+
+impl Default for PeerConfig {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_in_flight: 1024,
+            outgoing_queue: 1024,
+            drain_timeout: Duration::from_secs(5),
+            parent_pid: None,
+            parent_poll_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why [`Peer::serve`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitReason {
+    /// The input reached EOF (in-flight requests were allowed to finish first).
+    InputClosed,
+    /// The client sent `exit`; LSP wants exit code 0 only if `shutdown` came first.
+    Exit { after_shutdown: bool },
+    /// The watched parent process died.
+    ParentExited,
+    /// [`PeerHandle::stop`] was called, or the output failed.
+    Stopped,
+}
+
+impl ExitReason {
+    /// The process exit code LSP asks for: 1 for `exit` without `shutdown`, else 0.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Self::Exit {
+                after_shutdown: false,
+            } => 1,
+            _ => 0,
+        }
+    }
+}
+
+/// Entry point: serve one JSON-RPC connection.
+pub struct Peer;
+
+impl Peer {
+    /// Serves `router` on `reader`/`writer` with the default [`PeerConfig`] until the
+    /// connection ends; see [`Peer::serve_with`].
+    pub async fn serve<S, R, W>(reader: R, writer: W, router: Router<S>) -> io::Result<ExitReason>
+    where
+        S: Clone + Send + Sync + 'static,
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        Self::serve_with(PeerConfig::default(), reader, writer, router).await
+    }
+
+    /// Serves `router` until the input ends, `exit` arrives (with the lifecycle gate), the
+    /// parent dies or [`PeerHandle::stop`] is called. Returns after every queued message was
+    /// written and flushed. `Err` only for I/O errors on the input or the output.
+    ///
+    /// At EOF, requests in flight run to completion so a script that writes a request and
+    /// closes its end still gets the answer; in every other case they are cancelled and get
+    /// `drain_timeout` to finish.
+    pub async fn serve_with<S, R, W>(
+        config: PeerConfig,
+        reader: R,
+        writer: W,
+        router: Router<S>,
+    ) -> io::Result<ExitReason>
+    where
+        S: Clone + Send + Sync + 'static,
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let detected = DetectedFraming::default();
+        let (outgoing_tx, outgoing_rx) = mpsc::channel(config.outgoing_queue.max(1));
+        let stop = CancellationToken::new();
+        let writer_done = CancellationToken::new();
+        let sink = FramedWrite::new(
+            writer,
+            MessageCodec::new(config.max_message_bytes, detected.clone()),
+        );
+        let writer_task = tokio::spawn(write_loop(
+            outgoing_rx,
+            sink,
+            writer_done.clone(),
+            stop.clone(),
+        ));
+
+        let shared = Arc::new(PeerShared {
+            client: Client::new(outgoing_tx),
+            requests: Mutex::new(HashMap::new()),
+            load: AtomicUsize::new(0),
+            cancel_all: CancellationToken::new(),
+            stop: stop.clone(),
+            exit_reason: Mutex::new(None),
+            phase: Mutex::new(Phase::Uninitialized),
+            parent_poll_interval: config.parent_poll_interval,
+        });
+        if let Some(pid) = config.parent_pid {
+            PeerHandle::new(&shared).watch_parent(pid);
+        }
+        let dispatcher = Dispatcher {
+            router,
+            shared: Arc::clone(&shared),
+            queues: Arc::new(SerialQueues::default()),
+            tasks: TaskTracker::new(),
+            max_in_flight: config.max_in_flight,
+        };
+
+        let mut frames = FramedRead::new(
+            reader,
+            MessageCodec::new(config.max_message_bytes, detected),
+        );
+        let read_result = read_loop(&mut frames, &dispatcher, &stop).await;
+        drop(frames);
+        if read_result.is_err() {
+            stop.cancel();
+        }
+        wind_down(&dispatcher, config.drain_timeout).await;
+        // Ends background helpers such as the parent watcher.
+        stop.cancel();
+        writer_done.cancel();
+        let write_result = writer_task
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e)));
+        read_result?;
+        write_result?;
+        Ok(shared.exit_reason())
+    }
+}
+
+/// A handle on the running peer, for handlers and domain code: the client, request
+/// cancellation, parent watching and stopping. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct PeerHandle {
+    shared: Arc<PeerShared>,
+}
+
+impl PeerHandle {
+    fn new(shared: &Arc<PeerShared>) -> Self {
+        Self {
+            shared: Arc::clone(shared),
+        }
+    }
+
+    /// Sends notifications and requests to the client.
+    pub fn client(&self) -> &Client {
+        &self.shared.client
+    }
+
+    /// Cancels the token of request `id` (as `$/cancelRequest` does). `false` if no such
+    /// request is in flight.
+    pub fn cancel_request(&self, id: &RequestId) -> bool {
+        match lock(&self.shared.requests).get(id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The cancellation token of request `id`, while it is in flight.
+    pub fn request_token(&self, id: &RequestId) -> Option<CancellationToken> {
+        lock(&self.shared.requests).get(id).cloned()
+    }
+
+    /// Ends [`Peer::serve`]: in-flight requests are cancelled and given `drain_timeout`.
+    pub fn stop(&self) {
+        self.shared.finish(ExitReason::Stopped);
+    }
+
+    /// Ends [`Peer::serve`] with [`ExitReason::ParentExited`] when process `pid` dies (LSP
+    /// `initialize.processId`).
+    pub fn watch_parent(&self, pid: u32) {
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shared.stop.cancelled() => {}
+                () = wait_for_process_exit(pid, shared.parent_poll_interval) => {
+                    tracing::info!(pid, "the parent process exited; stopping");
+                    shared.finish(ExitReason::ParentExited);
+                }
+            }
+        });
+    }
+}
+
+/// What a request handler gets besides its params.
+#[derive(Debug, Clone)]
+pub struct RequestCtx {
+    id: RequestId,
+    method: &'static str,
+    token: CancellationToken,
+    peer: PeerHandle,
+}
+
+impl RequestCtx {
+    /// The request's id, as the client sent it.
+    pub fn id(&self) -> &RequestId {
+        &self.id
+    }
+
+    /// The method's wire name.
+    pub fn method(&self) -> &'static str {
+        self.method
+    }
+
+    /// Cancelled by `$/cancelRequest`, [`PeerHandle::cancel_request`] or the end of the
+    /// connection. A handler that stops because of it should return
+    /// [`RpcError::request_cancelled`].
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    /// `Err(request_cancelled)` once the token is cancelled, for use with `?` between steps.
+    pub fn check_cancelled(&self) -> Result<(), RpcError> {
+        if self.token.is_cancelled() {
+            Err(RpcError::request_cancelled())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sends notifications and requests to the client.
+    pub fn client(&self) -> &Client {
+        self.peer.client()
+    }
+
+    /// The running peer.
+    pub fn peer(&self) -> &PeerHandle {
+        &self.peer
+    }
+}
+
+/// What a notification handler gets besides its params.
+#[derive(Debug, Clone)]
+pub struct NotificationCtx {
+    method: &'static str,
+    peer: PeerHandle,
+}
+
+impl NotificationCtx {
+    /// The notification's wire name.
+    pub fn method(&self) -> &'static str {
+        self.method
+    }
+
+    /// Sends notifications and requests to the client.
+    pub fn client(&self) -> &Client {
+        self.peer.client()
+    }
+
+    /// The running peer.
+    pub fn peer(&self) -> &PeerHandle {
+        &self.peer
+    }
+}
+
+/// Where the connection is in the LSP lifecycle (only enforced with `with_lifecycle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Uninitialized,
+    /// `initialize` is running; other requests must wait for its answer.
+    Initializing,
+    Initialized,
+    ShuttingDown,
+}
+
+#[derive(Debug)]
+struct PeerShared {
+    client: Client,
+    /// Cancellation tokens of requests in flight, by id.
+    requests: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// Requests and notifications accepted and not yet finished.
+    load: AtomicUsize,
+    /// Parent of every request token: cancelled when the connection ends.
+    cancel_all: CancellationToken,
+    /// Cancelled to make `serve` stop reading and wind down.
+    stop: CancellationToken,
+    exit_reason: Mutex<Option<ExitReason>>,
+    phase: Mutex<Phase>,
+    parent_poll_interval: Duration,
+}
+
+impl PeerShared {
+    /// Records why serving ends (the first reason wins) and stops reading.
+    fn finish(&self, reason: ExitReason) {
+        lock(&self.exit_reason).get_or_insert(reason);
+        self.stop.cancel();
+    }
+
+    fn exit_reason(&self) -> ExitReason {
+        lock(&self.exit_reason).unwrap_or(ExitReason::Stopped)
+    }
+}
+
+/// Releases a request's or notification's share of the ingress budget (and its token).
+struct InFlight {
+    shared: Arc<PeerShared>,
+    id: Option<RequestId>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(id) = &self.id {
+            lock(&self.shared.requests).remove(id);
+        }
+        self.shared.load.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// After the read loop: fail server-to-client requests, let in-flight work finish (at EOF) or
+/// cancel it (otherwise, or when a stop comes meanwhile) and give it `drain_timeout`.
+async fn wind_down<S>(dispatcher: &Dispatcher<S>, drain_timeout: Duration) {
+    let shared = &dispatcher.shared;
+    // Nobody can answer server-to-client requests any more.
+    shared.client.close();
+    dispatcher.tasks.close();
+    if !shared.stop.is_cancelled() {
+        tokio::select! {
+            () = dispatcher.tasks.wait() => {}
+            () = shared.stop.cancelled() => {}
+        }
+    }
+    shared.cancel_all.cancel();
+    if tokio::time::timeout(drain_timeout, dispatcher.tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            still_running = dispatcher.tasks.len(),
+            "handlers ignored cancellation; not waiting for them"
+        );
+    }
+}
+
+/// The reader's side of dispatch: decides, for each message, what to answer or spawn.
+struct Dispatcher<S> {
+    router: Router<S>,
+    shared: Arc<PeerShared>,
+    queues: Arc<SerialQueues>,
+    tasks: TaskTracker,
+    max_in_flight: usize,
+}
+
+async fn read_loop<R, S>(
+    frames: &mut FramedRead<R, MessageCodec>,
+    dispatcher: &Dispatcher<S>,
+    stop: &CancellationToken,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    S: Clone + Send + Sync + 'static,
+{
+    loop {
+        let frame = tokio::select! {
+            biased;
+            () = stop.cancelled() => return Ok(()),
+            frame = frames.next() => frame,
+        };
+        match frame {
+            None => {
+                lock(&dispatcher.shared.exit_reason).get_or_insert(ExitReason::InputClosed);
+                return Ok(());
+            }
+            Some(Err(error)) => {
+                tracing::error!(%error, "reading from the client failed");
+                return Err(error);
+            }
+            // Dispatch only waits for room on the output queue; give up on that when stopping.
+            Some(Ok(frame)) => tokio::select! {
+                biased;
+                () = stop.cancelled() => return Ok(()),
+                () = dispatcher.on_frame(frame) => {}
+            },
+        }
+    }
+}
+
+impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
+    async fn on_frame(&self, frame: Frame) {
+        let bytes = match frame {
+            Frame::Message(bytes) => bytes,
+            Frame::Error(error) => {
+                tracing::warn!(%error, "framing error");
+                let answer = match error {
+                    FrameError::TooLarge { .. } => {
+                        RpcError::invalid_request(&error).with_kind("messageTooLarge")
+                    }
+                    FrameError::BadHeader(_) | FrameError::Truncated => {
+                        RpcError::parse_error(&error)
+                    }
+                };
+                return self.answer(None, Err(answer)).await;
+            }
+        };
+        match parse_incoming(&bytes) {
+            Err(invalid) if invalid.answer => {
+                self.answer(invalid.id.as_ref(), Err(invalid.error)).await
+            }
+            Err(invalid) => tracing::warn!(error = %invalid.error, "ignoring a malformed response"),
+            Ok(Incoming::Response { id, result }) => self.shared.client.complete(id, result),
+            Ok(Incoming::Notification { method, params }) => self.on_notification(&method, params),
+            Ok(Incoming::Request { id, method, params }) => {
+                if let Err(error) = self.on_request(id.clone(), &method, params) {
+                    tracing::debug!(%id, method, %error, "request refused");
+                    self.answer(Some(&id), Err(error)).await;
+                }
+            }
+        }
+    }
+
+    async fn answer(&self, id: Option<&RequestId>, result: Result<Box<RawValue>, RpcError>) {
+        let json = match &result {
+            Ok(value) => response_json(id, Ok(value)),
+            Err(error) => response_json(id, Err(error)),
+        };
+        // An error means the writer is gone; the loop is about to end anyway.
+        let _ = self.shared.client.send(json).await;
+    }
+
+    /// Accepts a request (spawning its task) or says why not.
+    fn on_request(
+        &self,
+        id: RequestId,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> Result<(), RpcError> {
+        let next_phase = self.lifecycle_check(method)?;
+        let Some((&name, entry)) = self.router.requests.get_key_value(method) else {
+            return Err(RpcError::method_not_found(method));
+        };
+        let queue = queue_key(entry.concurrency, name, params.as_deref())?;
+        let token = self.shared.cancel_all.child_token();
+        {
+            let mut requests = lock(&self.shared.requests);
+            if requests.contains_key(&id) {
+                return Err(RpcError::invalid_request(format!(
+                    "request id {id} is already used by a request in flight"
+                )));
+            }
+            if !self.try_admit() {
+                return Err(RpcError::overloaded());
+            }
+            requests.insert(id.clone(), token.clone());
+        }
+        let in_flight = InFlight {
+            shared: Arc::clone(&self.shared),
+            id: Some(id.clone()),
+        };
+        if let Some(phase) = next_phase {
+            *lock(&self.shared.phase) = phase;
+        }
+        let job = RequestJob {
+            handler: Arc::clone(&entry.handler),
+            state: self.router.state.clone(),
+            ctx: RequestCtx {
+                id,
+                method: name,
+                token,
+                peer: PeerHandle::new(&self.shared),
+            },
+            params,
+            slot: queue.map(|key| self.queues.enter(key)),
+            in_flight,
+            is_initialize: self.router.lifecycle && name == INITIALIZE,
+        };
+        self.tasks.spawn(job.run());
+        Ok(())
+    }
+
+    /// With the lifecycle gate on: whether `method` may run now, and the phase it moves to.
+    fn lifecycle_check(&self, method: &str) -> Result<Option<Phase>, RpcError> {
+        if !self.router.lifecycle {
+            return Ok(None);
+        }
+        match (*lock(&self.shared.phase), method) {
+            (Phase::ShuttingDown, _) => Err(RpcError::shutting_down()),
+            (Phase::Uninitialized, INITIALIZE) => Ok(Some(Phase::Initializing)),
+            (_, INITIALIZE) => Err(RpcError::already_initialized()),
+            (Phase::Uninitialized | Phase::Initializing, _) => Err(RpcError::not_initialized()),
+            (Phase::Initialized, SHUTDOWN) => Ok(Some(Phase::ShuttingDown)),
+            (Phase::Initialized, _) => Ok(None),
+        }
+    }
+
+    fn try_admit(&self) -> bool {
+        self.shared
+            .load
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |load| {
+                (load < self.max_in_flight).then_some(load + 1)
+            })
+            .is_ok()
+    }
+
+    fn on_notification(&self, method: &str, params: Option<Box<RawValue>>) {
+        if method == CANCEL_REQUEST {
+            return self.cancel_request(params);
+        }
+        if self.router.lifecycle {
+            let phase = *lock(&self.shared.phase);
+            if method == EXIT {
+                self.spawn_notification(method, params);
+                let after_shutdown = phase == Phase::ShuttingDown;
+                return self.shared.finish(ExitReason::Exit { after_shutdown });
+            }
+            if phase != Phase::Initialized {
+                tracing::debug!(
+                    method,
+                    ?phase,
+                    "dropping a notification outside the initialized phase"
+                );
+                return;
+            }
+        }
+        if !self.router.notifications.contains_key(method) {
+            if method.starts_with("$/") {
+                // LSP: protocol-dependent notifications may be ignored.
+                tracing::debug!(method, "ignoring an optional notification");
+            } else {
+                tracing::warn!(method, "ignoring an unknown notification");
+            }
+            return;
+        }
+        self.spawn_notification(method, params);
+    }
+
+    fn spawn_notification(&self, method: &str, params: Option<Box<RawValue>>) {
+        let Some((&name, entry)) = self.router.notifications.get_key_value(method) else {
+            return;
+        };
+        let queue = match queue_key(entry.concurrency, name, params.as_deref()) {
+            Ok(queue) => queue,
+            Err(error) => {
+                tracing::warn!(%error, "dropping a notification");
+                return;
+            }
+        };
+        if !self.try_admit() {
+            tracing::warn!(method, "server overloaded; dropping a notification");
+            return;
+        }
+        let job = NotificationJob {
+            handler: Arc::clone(&entry.handler),
+            state: self.router.state.clone(),
+            ctx: NotificationCtx {
+                method: name,
+                peer: PeerHandle::new(&self.shared),
+            },
+            params,
+            slot: queue.map(|key| self.queues.enter(key)),
+            in_flight: InFlight {
+                shared: Arc::clone(&self.shared),
+                id: None,
+            },
+        };
+        self.tasks.spawn(job.run());
+    }
+
+    fn cancel_request(&self, params: Option<Box<RawValue>>) {
+        #[derive(Deserialize)]
+        struct CancelParams {
+            id: RequestId,
+        }
+        match parse_params::<CancelParams>(CANCEL_REQUEST, params.as_deref()) {
+            Ok(CancelParams { id }) => {
+                if !PeerHandle::new(&self.shared).cancel_request(&id) {
+                    // Normal when the request finished while the cancel was on its way.
+                    tracing::debug!(%id, "cancel for a request not in flight");
+                }
+            }
+            Err(error) => tracing::warn!(%error, "ignoring a malformed cancel"),
+        }
+    }
+}
+
+/// The queue a call joins, from its class (and `params.sessionId` for session-serial ones).
+fn queue_key(
+    concurrency: Concurrency,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Result<Option<QueueKey>, RpcError> {
+    #[derive(Deserialize)]
+    struct SessionKey {
+        #[serde(rename = "sessionId")]
+        session_id: String,
+    }
+    Ok(match concurrency {
+        Concurrency::Parallel => None,
+        Concurrency::GlobalSerial => Some(QueueKey::Global),
+        Concurrency::SessionSerial => {
+            let key: SessionKey = parse_params(method, params)?;
+            Some(QueueKey::Session(key.session_id))
+        }
+    })
+}
+
+/// One accepted request, run on its own task.
+struct RequestJob<S> {
+    handler: RequestFn<S>,
+    state: S,
+    ctx: RequestCtx,
+    params: Option<Box<RawValue>>,
+    slot: Option<Slot>,
+    in_flight: InFlight,
+    is_initialize: bool,
+}
+
+impl<S: Send + 'static> RequestJob<S> {
+    async fn run(self) {
+        let Self {
+            handler,
+            state,
+            ctx,
+            params,
+            mut slot,
+            in_flight,
+            is_initialize,
+        } = self;
+        let started = Instant::now();
+        let mut cancelled_in_queue = false;
+        if let Some(slot) = &mut slot {
+            tokio::select! {
+                biased;
+                () = slot.wait_turn() => {}
+                () = ctx.token.cancelled() => cancelled_in_queue = true,
+            }
+        }
+        let result = if cancelled_in_queue || ctx.token.is_cancelled() {
+            Err(RpcError::request_cancelled())
+        } else {
+            let call = handler(state, ctx.clone(), params);
+            AssertUnwindSafe(call)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    tracing::error!(method = ctx.method, id = %ctx.id, "handler panicked");
+                    Err(RpcError::internal(format!(
+                        "the handler of {} panicked",
+                        ctx.method
+                    )))
+                })
+        };
+        if is_initialize {
+            let mut phase = lock(&ctx.peer.shared.phase);
+            if *phase == Phase::Initializing {
+                // A failed initialize may be retried.
+                *phase = if result.is_ok() {
+                    Phase::Initialized
+                } else {
+                    Phase::Uninitialized
+                };
+            }
+        }
+        tracing::debug!(method = ctx.method, id = %ctx.id, elapsed = ?started.elapsed(), ok = result.is_ok(), "request done");
+        // Free the budget before answering, so a client reacting to the answer is admitted.
+        drop(in_flight);
+        let json = match &result {
+            Ok(value) => response_json(Some(&ctx.id), Ok(value)),
+            Err(error) => response_json(Some(&ctx.id), Err(error)),
+        };
+        // An error means the writer is gone and nobody can be told.
+        let _ = ctx.peer.shared.client.send(json).await;
+        // A request cancelled while queued keeps its place until the jobs before it end, so
+        // the ones after it still run one at a time.
+        if let Some(mut slot) = slot {
+            slot.wait_turn().await;
+        }
+    }
+}
+
+/// One accepted notification, run on its own task.
+struct NotificationJob<S> {
+    handler: NotificationFn<S>,
+    state: S,
+    ctx: NotificationCtx,
+    params: Option<Box<RawValue>>,
+    slot: Option<Slot>,
+    in_flight: InFlight,
+}
+
+impl<S: Send + 'static> NotificationJob<S> {
+    async fn run(mut self) {
+        if let Some(slot) = &mut self.slot {
+            slot.wait_turn().await;
+        }
+        let method = self.ctx.method;
+        let call = (self.handler)(self.state, self.ctx, self.params);
+        if AssertUnwindSafe(call).catch_unwind().await.is_err() {
+            tracing::error!(method, "notification handler panicked");
+        }
+        drop(self.in_flight);
+        drop(self.slot);
+    }
+}
+
+/// The only code that writes to the output. Ends when `done` is cancelled (after writing what
+/// is queued) or when every sender is gone; on a write error it stops the peer.
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut outgoing: mpsc::Receiver<String>,
+    mut sink: FramedWrite<W, MessageCodec>,
+    done: CancellationToken,
+    stop: CancellationToken,
+) -> io::Result<()> {
+    let result = async {
+        loop {
+            let message = tokio::select! {
+                biased;
+                message = outgoing.recv() => message,
+                () = done.cancelled() => break,
+            };
+            let Some(message) = message else { break };
+            sink.feed(message).await?;
+            // Batch whatever else is ready into one flush.
+            while let Ok(message) = outgoing.try_recv() {
+                sink.feed(message).await?;
+            }
+            sink.flush().await?;
+        }
+        outgoing.close();
+        while let Some(message) = outgoing.recv().await {
+            sink.feed(message).await?;
+        }
+        sink.flush().await
+    }
+    .await;
+    if let Err(error) = &result {
+        tracing::error!(%error, "writing to the client failed; stopping");
+        outgoing.close();
+        stop.cancel();
+    }
+    result
+}
