@@ -594,4 +594,31 @@ mod tests {
             .expect("encoding never fails");
         assert_eq!(&out[..], b"{}\n");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048),
+            chunk in 1usize..64,
+        ) {
+            decode_chunked(&mut codec(256), &input, chunk);
+        }
+
+        #[test]
+        fn messages_survive_any_split(
+            bodies in proptest::collection::vec("[a-z0-9 \u{2028}]{0,40}", 1..5),
+            chunk in 1usize..32,
+            ndjson in proptest::prelude::any::<bool>(),
+        ) {
+            let bodies: Vec<String> = bodies.iter().map(|b| format!("{{\"t\":\"{b}\"}}")).collect();
+            let input: String = if ndjson {
+                bodies.iter().map(|b| format!("{b}\n")).collect()
+            } else {
+                bodies.iter().map(|b| lsp(b)).collect()
+            };
+            let frames = decode_chunked(&mut codec(1024), input.as_bytes(), chunk);
+            let expected: Vec<Frame> = bodies.iter().map(|b| message(b)).collect();
+            proptest::prop_assert_eq!(frames, expected);
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! client sent into requests, notifications and responses, and serialising what we send.
 //!
 //! Parsing never panics and never fails silently: anything that is not a well-formed message
-//! becomes an [`InvalidMessage`] carrying the error to answer with (and the request id when
+//! becomes an `InvalidMessage` carrying the error to answer with (and the request id when
 //! it could be recovered).
 
 use std::fmt;
@@ -520,5 +520,17 @@ mod tests {
             response_json(None, Err(&error)),
             r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"unknown method `foo/bar`","data":{"kind":"methodNotFound"}}}"#
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_input_never_panics(input in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = parse_incoming(&input);
+        }
+
+        #[test]
+        fn arbitrary_json_shapes_never_panic(input in r#"\{("(id|method|params|result|error|jsonrpc)":(null|1|-1\.5|"x"|\{\}|\[\]|true),?){0,4}\}"#) {
+            let _ = parse_incoming(input.as_bytes());
+        }
     }
 }
