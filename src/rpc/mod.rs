@@ -6,6 +6,7 @@
 //! * [`Router`]: the method table (wire name, params, result, [`Concurrency`] class).
 //! * [`Peer`]: the main loop: reader, writer, per-request tasks, cancellation, lifecycle.
 //! * [`Client`]: notifications and server-to-client requests with timeouts.
+//! * [`protocol`]: the protocol contract: wire types, the method table, error kinds, schemas.
 //!
 //! # Registering methods and serving stdio
 //!
@@ -67,6 +68,7 @@ pub mod framing;
 pub mod message;
 mod parent;
 mod peer;
+pub mod protocol;
 mod router;
 mod serial;
 #[cfg(test)]

@@ -1,0 +1,116 @@
+//! Values shared by many messages: ids, progress tokens, entries and messages as JSON.
+
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A session id: 16 lowercase hex characters for sessions compactd created, any string for
+/// files written by other tools.
+pub type SessionId = String;
+
+/// An entry id (8 hex characters in files written by compactd and the reference agent).
+pub type EntryId = String;
+
+/// Identifies one compaction run in `session/compaction*` events, so deltas and the final
+/// event can be matched with their start.
+pub type OperationId = String;
+
+/// An LSP progress token: chosen by the client (`workDoneToken` in params) or by the server
+/// (`window/workDoneProgress/create`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ProgressToken {
+    Number(i64),
+    String(String),
+}
+
+/// A session entry exactly as it is stored in the session file (one JSONL line): `type`,
+/// `id`, `parentId`, `timestamp` and the fields of its type (spec §1.2), unknown fields
+/// included.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WireEntry(pub Map<String, Value>);
+
+impl JsonSchema for WireEntry {
+    fn schema_name() -> Cow<'static, str> {
+        "WireEntry".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A session entry as stored in the session file (spec §1.2): `type`, \
+                `id`, `parentId`, `timestamp` and the fields of its type. Unknown types and \
+                fields are passed through unchanged.",
+            "type": "object",
+            "required": ["type", "id"],
+            "properties": {
+                "type": { "type": "string" },
+                "id": { "type": "string" },
+                "parentId": { "type": ["string", "null"] },
+                "timestamp": { "type": "string" }
+            },
+            "additionalProperties": true
+        })
+    }
+}
+
+/// An agent message as JSON (spec §2): `role` plus the fields of that role, e.g.
+/// `{"role":"user","content":"hi","timestamp":1767225600000}` or an assistant message with
+/// `content`, `usage`, `stopReason`, `provider` and `model`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WireMessage(pub Map<String, Value>);
+
+impl WireMessage {
+    /// The message's `role`, when it has a string one.
+    pub fn role(&self) -> Option<&str> {
+        self.0.get("role")?.as_str()
+    }
+}
+
+impl JsonSchema for WireMessage {
+    fn schema_name() -> Cow<'static, str> {
+        "WireMessage".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "An agent message (spec §2): `role` (`user`, `assistant`, \
+                `toolResult`, `bashExecution`, `custom`, `branchSummary`, \
+                `compactionSummary`, ...) and the fields of that role. Assistant messages \
+                carry `usage`, `stopReason`, `errorMessage`, `provider` and `model`, which \
+                drive auto-compaction. Unknown roles and fields are passed through unchanged.",
+            "type": "object",
+            "required": ["role"],
+            "properties": {
+                "role": { "type": "string" },
+                "timestamp": { "type": "integer" }
+            },
+            "additionalProperties": true
+        })
+    }
+}
+
+/// An empty object, the result of requests that only acknowledge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct Empty {}
+
+/// Files the summarised history touched, as recorded in a compaction or branch summary entry
+/// (`details`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryDetails {
+    /// Files read but not modified.
+    #[serde(default)]
+    pub read_files: Vec<String>,
+    /// Files written or edited.
+    #[serde(default)]
+    pub modified_files: Vec<String>,
+    /// Facts that the retention check found missing from the model's summary and appended to
+    /// it (file paths, error strings, the user's constraints, the last request). Absent when
+    /// nothing had to be added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retained_facts: Option<Vec<String>>,
+}

@@ -1,0 +1,144 @@
+//! Compaction and tree requests: `session/compact`, `session/abortCompaction`,
+//! `session/prune`, `session/navigateTree`, `session/abortBranchSummary`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::common::{EntryId, ProgressToken, SessionId, SummaryDetails, WireEntry};
+
+/// Params of `session/compact`. The request answers when the compaction is done; progress
+/// and summary text stream meanwhile.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCompactParams {
+    pub session_id: SessionId,
+    /// Appended to the summary prompt as the user's focus ("Additional focus").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_instructions: Option<String>,
+    /// Summarise but write nothing: the result shows what the compaction would do
+    /// (`entryId` absent, `preview: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<bool>,
+    /// Keep from this entry on ("summarise up to here"). It must lie on the branch after the
+    /// latest compaction, and not be a tool result; else `invalidParams`. Default: the cut
+    /// point from `compaction.keepRecentTokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_kept_entry_id: Option<EntryId>,
+    /// Fail with `leafMoved` unless this is the current leaf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_leaf_id: Option<EntryId>,
+    /// LSP client-initiated progress: `$/progress` for this compaction uses this token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_done_token: Option<ProgressToken>,
+}
+
+/// The result of a compaction (manual, preview or automatic).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactResult {
+    /// The appended `compaction` entry; absent for a preview.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_id: Option<EntryId>,
+    /// The summary the LLM will see, file lists included.
+    pub summary: String,
+    /// A few sentences for a UI (best effort: absent when it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_summary: Option<String>,
+    /// The first entry kept verbatim after the summary.
+    pub first_kept_entry_id: EntryId,
+    /// The context size before (from the latest usage; 0 when unknown).
+    pub tokens_before: u64,
+    /// The estimated context size after (summary plus kept messages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_after: Option<u64>,
+    /// File lists and retained facts.
+    pub details: SummaryDetails,
+    /// Data a `hooks/compacting` or `hooks/beforeCompact` answer asked to store on the entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preserve_data: Option<Map<String, Value>>,
+    /// Whether this is a preview (nothing written).
+    pub preview: bool,
+    /// Whether a hook supplied the compaction.
+    pub from_extension: bool,
+}
+
+/// Result of `session/abortCompaction` and `session/abortBranchSummary`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AbortResult {
+    /// Whether something was running and has been told to stop. The aborted operation
+    /// reports its own end (`cancelled` error, or `aborted: true` in its event).
+    pub aborted: bool,
+}
+
+/// Params of `session/prune`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionPruneParams {
+    pub session_id: SessionId,
+    /// Report what would be pruned without changing anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    /// Fail with `leafMoved` unless this is the current leaf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_leaf_id: Option<EntryId>,
+}
+
+/// Result of `session/prune`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneResult {
+    /// Tool results replaced by a notice (or that would be, on a dry run).
+    pub pruned_count: u64,
+    /// Estimated tokens saved in the live context.
+    pub tokens_saved: u64,
+    /// The pruned `toolResult` entries; their original output stays recoverable.
+    pub pruned_entry_ids: Vec<EntryId>,
+    /// Whether this was a dry run.
+    pub dry_run: bool,
+}
+
+/// Params of `session/navigateTree`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NavigateTreeParams {
+    pub session_id: SessionId,
+    /// The entry to move to. A user message (or custom message) target moves the leaf to
+    /// its parent and returns its text as `editorText`.
+    pub target_id: EntryId,
+    /// Summarise the branch being left (default `false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarize: Option<bool>,
+    /// Added to the branch summary prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_instructions: Option<String>,
+    /// `customInstructions` replace the prompt instead of being added to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace_instructions: Option<bool>,
+    /// Fail with `leafMoved` unless this is the current leaf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_leaf_id: Option<EntryId>,
+    /// LSP client-initiated progress for the branch summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_done_token: Option<ProgressToken>,
+}
+
+/// Result of `session/navigateTree` (spec §6.4, plus the new leaf).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NavigateTreeResult {
+    /// The target user message's text, for an editor to pre-fill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub editor_text: Option<String>,
+    /// The navigation did not happen (a hook cancelled it, or the summary was aborted).
+    pub cancelled: bool,
+    /// The branch summary was aborted (`session/abortBranchSummary`, cancel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<bool>,
+    /// The appended `branch_summary` entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_entry: Option<WireEntry>,
+    /// The leaf now (unchanged when cancelled); `null` when the branch is empty.
+    pub leaf_id: Option<EntryId>,
+}

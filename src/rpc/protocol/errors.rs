@@ -1,0 +1,212 @@
+//! The protocol's typed errors: one stable numeric code and one `data.kind` string each.
+//!
+//! Codes -32010 to -32020 are compactd's own; kinds that have a standard JSON-RPC or LSP code
+//! use it (`invalidParams` -32602, `notInitialized` -32002, `cancelled` -32800). Messages are
+//! the reference agent's strings where it has one (spec §9), since clients match on them.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::rpc::{RpcError, error_code};
+
+/// Every typed error a compactd method can return, besides the transport's own
+/// (parse errors, unknown methods, overload, shutdown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ErrorKind {
+    /// No open or stored session has that id or path. `data.sessionId` or `data.path`.
+    SessionNotFound,
+    /// An entry id (target, first kept entry, label target) is not in the session.
+    /// `data.entryId`.
+    EntryNotFound,
+    /// The leaf already is a compaction entry: there is nothing new to summarise.
+    AlreadyCompacted,
+    /// The branch is empty.
+    NothingToCompact,
+    /// Another compaction of this session is running (e.g. an auto-compaction started by an
+    /// append); wait for its `session/compactionFinished`, or abort it.
+    CompactionInProgress,
+    /// The operation was cancelled: `$/cancelRequest`, an abort method, a progress cancel,
+    /// or a hook answering `{cancel: true}`.
+    Cancelled,
+    /// Every summarizer failed. The message carries the last failure's text.
+    SummarizationFailed,
+    /// `expectedLeafId` does not match the session's leaf. `data.expectedLeafId`,
+    /// `data.leafId`.
+    LeafMoved,
+    /// The params are malformed or contradictory. `data.path` names the field when known.
+    InvalidParams,
+    /// A request other than `initialize` arrived before initialization finished.
+    NotInitialized,
+    /// The session file could not be read or is not a session (bad header, unsupported
+    /// version). `data.path`.
+    SessionFileInvalid,
+    /// A compaction finished but the context is still above the threshold (e.g. the kept
+    /// recent messages alone exceed it); auto-compaction will not loop on it. `data.tokensAfter`,
+    /// `data.thresholdTokens`.
+    CannotGetUnderThreshold,
+    /// A settings file, `initializationOptions.settings` or a `settings/update` patch is
+    /// invalid. `data.key` names the offending key.
+    SettingsInvalid,
+    /// A path (session file, cwd) lies outside the directories compactd may write to.
+    /// `data.path`.
+    PathOutsideAllowed,
+}
+
+impl ErrorKind {
+    /// Every kind, in code order.
+    pub const ALL: [ErrorKind; 14] = [
+        ErrorKind::SessionNotFound,
+        ErrorKind::EntryNotFound,
+        ErrorKind::AlreadyCompacted,
+        ErrorKind::NothingToCompact,
+        ErrorKind::CompactionInProgress,
+        ErrorKind::SummarizationFailed,
+        ErrorKind::LeafMoved,
+        ErrorKind::SessionFileInvalid,
+        ErrorKind::CannotGetUnderThreshold,
+        ErrorKind::SettingsInvalid,
+        ErrorKind::PathOutsideAllowed,
+        ErrorKind::InvalidParams,
+        ErrorKind::NotInitialized,
+        ErrorKind::Cancelled,
+    ];
+
+    /// The JSON-RPC error code; stable across versions.
+    pub const fn code(self) -> i64 {
+        match self {
+            ErrorKind::SessionNotFound => -32010,
+            ErrorKind::EntryNotFound => -32011,
+            ErrorKind::AlreadyCompacted => -32012,
+            ErrorKind::NothingToCompact => -32013,
+            ErrorKind::CompactionInProgress => -32014,
+            ErrorKind::SummarizationFailed => -32015,
+            ErrorKind::LeafMoved => -32016,
+            ErrorKind::SessionFileInvalid => -32017,
+            ErrorKind::CannotGetUnderThreshold => -32018,
+            ErrorKind::SettingsInvalid => -32019,
+            ErrorKind::PathOutsideAllowed => -32020,
+            ErrorKind::InvalidParams => error_code::INVALID_PARAMS,
+            ErrorKind::NotInitialized => error_code::NOT_INITIALIZED,
+            ErrorKind::Cancelled => error_code::REQUEST_CANCELLED,
+        }
+    }
+
+    /// The `data.kind` string.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ErrorKind::SessionNotFound => "sessionNotFound",
+            ErrorKind::EntryNotFound => "entryNotFound",
+            ErrorKind::AlreadyCompacted => "alreadyCompacted",
+            ErrorKind::NothingToCompact => "nothingToCompact",
+            ErrorKind::CompactionInProgress => "compactionInProgress",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::SummarizationFailed => "summarizationFailed",
+            ErrorKind::LeafMoved => "leafMoved",
+            ErrorKind::InvalidParams => "invalidParams",
+            ErrorKind::NotInitialized => "notInitialized",
+            ErrorKind::SessionFileInvalid => "sessionFileInvalid",
+            ErrorKind::CannotGetUnderThreshold => "cannotGetUnderThreshold",
+            ErrorKind::SettingsInvalid => "settingsInvalid",
+            ErrorKind::PathOutsideAllowed => "pathOutsideAllowed",
+        }
+    }
+
+    /// The kind named by a `data.kind` string.
+    pub fn from_name(name: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    /// The message used when the caller has nothing more specific; the reference agent's
+    /// string where it has one.
+    pub const fn default_message(self) -> &'static str {
+        match self {
+            ErrorKind::SessionNotFound => "Session not found",
+            ErrorKind::EntryNotFound => "Entry not found",
+            ErrorKind::AlreadyCompacted => "Already compacted",
+            ErrorKind::NothingToCompact => "Nothing to compact (session too small)",
+            ErrorKind::CompactionInProgress => "Compaction already in progress",
+            ErrorKind::Cancelled => "Compaction cancelled",
+            ErrorKind::SummarizationFailed => "Summarization failed",
+            ErrorKind::LeafMoved => "The session's leaf has moved",
+            ErrorKind::InvalidParams => "Invalid params",
+            ErrorKind::NotInitialized => "Not initialized",
+            ErrorKind::SessionFileInvalid => "Invalid session file",
+            ErrorKind::CannotGetUnderThreshold => {
+                "Compaction cannot bring the context under the threshold"
+            }
+            ErrorKind::SettingsInvalid => "Invalid settings",
+            ErrorKind::PathOutsideAllowed => "Path outside the allowed directories",
+        }
+    }
+
+    /// The error with its default message.
+    pub fn error(self) -> RpcError {
+        self.with_message(self.default_message())
+    }
+
+    /// The error with a specific message (e.g. `Summarization failed: <provider error>`).
+    pub fn with_message(self, message: impl Into<String>) -> RpcError {
+        RpcError::new(self.code(), message).with_kind(self.name())
+    }
+
+    /// `Entry <id> not found`, the reference's string, with `data.entryId`.
+    pub fn entry_not_found(entry_id: &str) -> RpcError {
+        ErrorKind::EntryNotFound
+            .with_message(format!("Entry {entry_id} not found"))
+            .with_data_field("entryId", entry_id)
+    }
+
+    /// `Session <id> not found`, with `data.sessionId`.
+    pub fn session_not_found(session_id: &str) -> RpcError {
+        ErrorKind::SessionNotFound
+            .with_message(format!("Session {session_id} not found"))
+            .with_data_field("sessionId", session_id)
+    }
+
+    /// The leaf moved: names both leaves so the client can refresh and decide.
+    pub fn leaf_moved(expected_leaf_id: &str, leaf_id: Option<&str>) -> RpcError {
+        let current = leaf_id.unwrap_or("none (empty branch)");
+        ErrorKind::LeafMoved
+            .with_message(format!(
+                "The session's leaf has moved: expected {expected_leaf_id}, found {current}"
+            ))
+            .with_data_field("expectedLeafId", expected_leaf_id)
+            .with_data_field("leafId", leaf_id)
+    }
+
+    /// The kind of an error received over the wire, from its `data.kind`.
+    pub fn of(error: &RpcError) -> Option<ErrorKind> {
+        error.kind().and_then(ErrorKind::from_name)
+    }
+}
+
+/// The reference's prefix of `errorMessage` when overflow recovery fails.
+pub const OVERFLOW_RECOVERY_FAILED_PREFIX: &str = "Context overflow recovery failed: ";
+
+/// The reference's prefix of `errorMessage` when a threshold auto-compaction fails.
+pub const AUTO_COMPACTION_FAILED_PREFIX: &str = "Auto-compaction failed: ";
+
+/// An error as carried inside an event (`session/compactionFinished.error`): the same
+/// fields as a JSON-RPC error, with the kind lifted out of `data`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorInfo {
+    /// The JSON-RPC code the same failure has as a response.
+    pub code: i64,
+    /// The `data.kind` string, when the failure is typed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// A message a person can act on.
+    pub message: String,
+}
+
+impl From<&RpcError> for ErrorInfo {
+    fn from(error: &RpcError) -> Self {
+        ErrorInfo {
+            code: error.code,
+            kind: error.kind().map(str::to_owned),
+            message: error.message.clone(),
+        }
+    }
+}
