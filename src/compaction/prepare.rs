@@ -68,6 +68,15 @@ pub struct CompactionPreparation {
     pub keep_recent_tokens: u64,
 }
 
+impl CompactionPreparation {
+    /// Whether there is nothing new to summarise: everything in the window is kept. The
+    /// reference still compacts then (re-summarising the previous summary); later versions
+    /// report "nothing to compact", which is the caller's choice.
+    pub fn summarizes_nothing(&self) -> bool {
+        self.messages_to_summarize.is_empty() && self.turn_prefix_messages.is_empty()
+    }
+}
+
 /// Why a caller-chosen `firstKeptEntryId` cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BoundaryError {

@@ -250,3 +250,30 @@ fn preparation_serialises_in_camel_case_with_sorted_sets() {
     let back: CompactionPreparation = serde_json::from_value(v).unwrap();
     assert_eq!(back, p);
 }
+
+#[test]
+fn deviation1_chained_compactions_lose_no_message() {
+    let mut b = PathBuilder::new();
+    for i in 0..6 {
+        b.user(&t(&format!("u{i}")));
+        b.assistant(&t(&format!("a{i}")));
+    }
+    let params = params(250, CutMode::Fixed);
+    let first = prepare_compaction(&b.refs(), &params, &Chars4).unwrap();
+    let kept_by_first = texts(&first.recent_messages);
+    assert!(kept_by_first.len() >= 3);
+    b.compaction(&first.first_kept_entry_id, "first", json!(null));
+    // Nothing new yet: everything in the window is kept.
+    b.user(&t("v0"));
+    let again = prepare_compaction(&b.refs(), &CompactionParams::default(), &Chars4).unwrap();
+    assert!(again.summarizes_nothing());
+    b.assistant(&t("w0"));
+    let second = prepare_compaction(&b.refs(), &params, &Chars4).unwrap();
+    let mut seen = texts(&second.messages_to_summarize);
+    seen.extend(texts(&second.turn_prefix_messages));
+    seen.extend(texts(&second.recent_messages));
+    for kept in kept_by_first.iter().chain([&t("v0"), &t("w0")]) {
+        assert!(seen.contains(kept), "{} vanished", &kept[..2]);
+    }
+    assert_eq!(second.previous_summary.as_deref(), Some("first"));
+}
