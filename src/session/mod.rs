@@ -1,8 +1,13 @@
 //! What is on disk and in memory: entries, messages, the JSONL file, the tree, and context
 //! rebuilding.
 
+pub mod context;
 pub mod entry;
+pub mod ids;
 pub mod message;
+pub mod tree;
 
+pub use context::{SessionContext, build_session_context, convert_to_llm};
 pub use entry::{CURRENT_SESSION_VERSION, Entry, EntryKind, SessionHeader};
 pub use message::{AgentMessage, Content, ContentBlock, Usage};
+pub use tree::{Tree, TreeNode};
