@@ -3,11 +3,14 @@
 
 pub mod context;
 pub mod entry;
+pub mod file;
 pub mod ids;
+pub mod listing;
 pub mod message;
 pub mod tree;
 
 pub use context::{SessionContext, build_session_context, convert_to_llm};
 pub use entry::{CURRENT_SESSION_VERSION, Entry, EntryKind, SessionHeader};
+pub use file::{CreateOptions, LoadReport, Session, SessionError, SyncPolicy};
 pub use message::{AgentMessage, Content, ContentBlock, Usage};
 pub use tree::{Tree, TreeNode};

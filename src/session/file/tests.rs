@@ -1,0 +1,574 @@
+use std::path::Path;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+use crate::session::context::ContextLeaf;
+use crate::session::message::AgentMessage;
+
+fn fixture(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sessions")
+        .join(name);
+    let dst = dir.path().join(name);
+    fs::copy(&src, &dst).unwrap();
+    dst
+}
+
+fn new_session(dir: &tempfile::TempDir) -> Session {
+    Session::create(dir.path().join("s.jsonl"), "/w", CreateOptions::default()).unwrap()
+}
+
+fn user(text: &str) -> EntryKind {
+    EntryKind::Message(AgentMessage::user_text(text, 1))
+}
+
+fn thinking(level: &str) -> EntryKind {
+    EntryKind::ThinkingLevelChange {
+        thinking_level: level.into(),
+    }
+}
+
+fn lines(path: &Path) -> Vec<Vec<u8>> {
+    let data = fs::read(path).unwrap();
+    assert!(data.ends_with(b"\n"), "file ends with a newline");
+    data[..data.len() - 1]
+        .split(|&b| b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// Every line is a JSON object (the header first) and entry ids are unique.
+fn assert_valid_file(path: &Path) {
+    let (s, report) = Session::open(path).unwrap();
+    assert_eq!(report, LoadReport::default(), "a clean file");
+    assert_eq!(lines(path).len(), s.entries().len() + 1);
+}
+
+#[test]
+fn missing_empty_and_bad_header_files_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = Session::open(dir.path().join("nope.jsonl")).unwrap_err();
+    assert!(matches!(missing, SessionError::NotFound { .. }));
+    assert!(missing.to_string().contains("nope.jsonl"), "{missing}");
+
+    let empty = dir.path().join("empty.jsonl");
+    fs::write(&empty, "").unwrap();
+    let err = Session::open(&empty).unwrap_err();
+    assert!(
+        matches!(err, SessionError::InvalidHeader { line: 1, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("empty.jsonl:1"), "{err}");
+
+    let bad = fixture(&dir, "bad-header.jsonl");
+    let before = fs::read(&bad).unwrap();
+    let err = Session::open(&bad).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("bad-header.jsonl:1: invalid session header"),
+        "{err}"
+    );
+    assert!(matches!(
+        Session::create(&bad, "/w", CreateOptions::default()),
+        Err(SessionError::AlreadyExists { .. })
+    ));
+    assert_eq!(fs::read(&bad).unwrap(), before, "never overwritten");
+}
+
+#[test]
+fn a_file_whose_header_goes_bad_under_us_is_not_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    s.append(user("a")).unwrap();
+    let garbage = b"not a session\n{\"type\":\"message\"}\n";
+    // Another program replaces the file (new inode) with something that is not a session.
+    let tmp = dir.path().join("replacement");
+    fs::write(&tmp, garbage).unwrap();
+    fs::rename(&tmp, s.path()).unwrap();
+    let err = s.append(user("b")).unwrap_err();
+    assert!(matches!(err, SessionError::InvalidHeader { .. }), "{err}");
+    assert!(s.rewrite().is_err());
+    assert_eq!(fs::read(s.path()).unwrap(), garbage);
+}
+
+#[test]
+fn malformed_lines_are_reported_and_kept_verbatim_by_a_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture(&dir, "quirks.jsonl");
+    let original = lines(&path);
+    let (mut s, report) = Session::open(&path).unwrap();
+    let skipped: Vec<usize> = report.skipped.iter().map(|l| l.line).collect();
+    assert_eq!(skipped, [3, 5, 6]);
+    assert!(
+        report.skipped[0].reason.contains("invalid JSON"),
+        "{report:?}"
+    );
+    assert!(report.skipped[1].reason.contains("UTF-8"), "{report:?}");
+    assert_eq!(
+        report.duplicate_ids,
+        [DuplicateId {
+            id: "a4".into(),
+            line: 8
+        }]
+    );
+    assert_eq!(report.torn_tail, None);
+    assert_eq!(report.migrated_from, None);
+    assert_eq!(s.entries().len(), 5);
+    assert_eq!(s.leaf_id(), Some("a5"));
+    assert_eq!(
+        s.get("a4").unwrap().parent_id.as_deref(),
+        Some("a3"),
+        "first id wins"
+    );
+    assert_eq!(s.get("a3").unwrap().type_name(), "hologram");
+    assert_eq!(
+        fs::read(&path).unwrap().len(),
+        original.iter().map(|l| l.len() + 1).sum::<usize>(),
+        "open writes nothing"
+    );
+
+    s.rewrite().unwrap();
+    let rewritten = lines(&path);
+    assert_eq!(rewritten.len(), original.len());
+    for (i, (old, new)) in original.iter().zip(&rewritten).enumerate() {
+        if old == new {
+            continue;
+        }
+        let old: Value =
+            serde_json::from_slice(old).unwrap_or_else(|_| panic!("line {} changed", i + 1));
+        let new: Value = serde_json::from_slice(new).unwrap();
+        assert_eq!(old, new, "line {} is semantically the same", i + 1);
+    }
+    let (again, report) = Session::open(&path).unwrap();
+    assert_eq!(report.skipped.len(), 3);
+    assert_eq!(again.entries(), s.entries());
+    assert_eq!(again.header(), s.header());
+}
+
+#[test]
+fn a_torn_tail_is_skipped_then_cut_away_by_the_next_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture(&dir, "torn-tail.jsonl");
+    let (mut s, report) = Session::open(&path).unwrap();
+    assert_eq!(report.torn_tail.as_ref().map(|t| t.line), Some(3));
+    assert!(report.skipped.is_empty());
+    assert_eq!(s.entries().len(), 1);
+    s.append(user("after the crash")).unwrap();
+    assert_valid_file(&path);
+    let (again, _) = Session::open(&path).unwrap();
+    assert_eq!(again.entries().len(), 2);
+    assert_eq!(again.entries()[1].parent_id.as_deref(), Some("a1"));
+}
+
+#[test]
+fn an_unterminated_tail_that_parses_is_kept_and_terminated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture(&dir, "unterminated-tail.jsonl");
+    let (mut s, report) = Session::open(&path).unwrap();
+    assert_eq!(report, LoadReport::default());
+    assert_eq!(s.leaf_id(), Some("a9"));
+    s.append(user("next")).unwrap();
+    assert_valid_file(&path);
+    let (again, _) = Session::open(&path).unwrap();
+    assert_eq!(again.entries().len(), 3);
+    assert_eq!(again.entries()[2].parent_id.as_deref(), Some("a9"));
+}
+
+#[test]
+fn v1_files_migrate_in_memory_and_are_rewritten_on_first_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture(&dir, "v1.jsonl");
+    let before = fs::read(&path).unwrap();
+    let (mut s, report) = Session::open(&path).unwrap();
+    assert_eq!(report.migrated_from, Some(1));
+    assert_eq!(s.header().version, Some(3));
+    assert_eq!(fs::read(&path).unwrap(), before, "open does not write");
+    let entries = s.entries();
+    assert_eq!(entries.len(), 6);
+    for (i, e) in entries.iter().enumerate() {
+        assert_eq!(e.id.len(), 8);
+        assert!(e.id.bytes().all(|c| c.is_ascii_hexdigit()));
+        let want = i.checked_sub(1).map(|p| entries[p].id.clone());
+        assert_eq!(e.parent_id, want, "linear chain");
+    }
+    let EntryKind::Compaction(c) = &entries[4].kind else {
+        panic!("compaction parses")
+    };
+    // Index 2 of the raw array counts the header: the second entry.
+    assert_eq!(c.first_kept_entry_id, entries[1].id);
+    assert!(!c.extra.contains_key("firstKeptEntryIndex"));
+    assert_eq!(entries[5].message().unwrap().role(), "custom");
+    assert_eq!(s.leaf_id(), Some(entries[5].id.as_str()));
+    let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+
+    s.append(user("new")).unwrap();
+    let text = fs::read_to_string(&path).unwrap();
+    assert!(
+        text.starts_with("{\"type\":\"session\",\"version\":3,"),
+        "{text}"
+    );
+    assert!(!text.contains("hookMessage") && !text.contains("firstKeptEntryIndex"));
+    let (again, report) = Session::open(&path).unwrap();
+    assert_eq!(report, LoadReport::default());
+    let again_ids: Vec<String> = again.entries().iter().map(|e| e.id.clone()).collect();
+    assert_eq!(&again_ids[..6], &ids[..]);
+    assert_eq!(
+        again.entries()[6].parent_id.as_deref(),
+        Some(ids[5].as_str())
+    );
+    assert_eq!(
+        again.header().extra["provider"],
+        json!("anthropic"),
+        "legacy header fields kept"
+    );
+}
+
+#[test]
+fn v2_migration_keeps_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture(&dir, "v2.jsonl");
+    let (s, report) = Session::open(&path).unwrap();
+    assert_eq!(report.migrated_from, Some(2));
+    assert_eq!(s.header().version, Some(3));
+    let ids: Vec<&str> = s.entries().iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["b1", "b2"]);
+    assert_eq!(s.entries()[1].message().unwrap().role(), "custom");
+}
+
+#[test]
+fn appends_chain_at_the_leaf_with_fresh_ids_and_timestamps() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    assert_eq!(s.header().id.len(), 16);
+    let a = s.append(user("a")).unwrap().clone();
+    assert_eq!(a.parent_id, None);
+    assert_eq!(a.id.len(), 8);
+    assert!(crate::session::ids::ms_from_iso(&a.timestamp).is_some());
+    assert!(
+        a.timestamp.ends_with('Z') && a.timestamp.len() == 24,
+        "{}",
+        a.timestamp
+    );
+    let batch: Vec<String> = s
+        .append_many(vec![user("b"), thinking("high"), user("c")])
+        .unwrap()
+        .iter()
+        .map(|e| e.id.clone())
+        .collect();
+    assert_eq!(s.leaf_id(), Some(batch[2].as_str()));
+    let path: Vec<&str> = s.path_to_leaf().iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(path, [a.id.as_str(), &batch[0], &batch[1], &batch[2]]);
+    assert_eq!(lines(s.path()).len(), 5);
+    s.set_sync_policy(SyncPolicy::Fsync);
+    s.append(user("d")).unwrap();
+    assert_valid_file(s.path());
+}
+
+#[test]
+fn the_leaf_survives_reopen_after_navigation_without_an_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    let ids: Vec<String> = s
+        .append_many(vec![user("one"), user("two"), user("three")])
+        .unwrap()
+        .iter()
+        .map(|e| e.id.clone())
+        .collect();
+    let line_count = lines(s.path()).len();
+    s.branch(&ids[2]).unwrap();
+    assert_eq!(
+        lines(s.path()).len(),
+        line_count,
+        "no marker for the current leaf"
+    );
+
+    s.branch(&ids[0]).unwrap();
+    assert_eq!(s.leaf_id(), Some(ids[0].as_str()));
+    let (reopened, _) = Session::open(s.path()).unwrap();
+    assert_eq!(reopened.leaf_id(), Some(ids[0].as_str()));
+    assert_eq!(
+        reopened.path_to_leaf().len(),
+        1,
+        "the marker is not on the path"
+    );
+    assert_eq!(reopened.tree().flat_nodes().len(), 3, "nor in the tree");
+    // The reference reads the marker as its leaf and gets the same context.
+    let as_reference = build_session_context(reopened.entries(), ContextLeaf::LastEntry);
+    assert_eq!(as_reference, reopened.context());
+
+    // New entries attach to the real leaf, not to the marker.
+    let (mut s, _) = Session::open(s.path()).unwrap();
+    let child = s.append(user("two'")).unwrap().clone();
+    assert_eq!(child.parent_id.as_deref(), Some(ids[0].as_str()));
+
+    s.reset_leaf().unwrap();
+    let (mut reopened, _) = Session::open(s.path()).unwrap();
+    assert_eq!(reopened.leaf_id(), None);
+    assert!(reopened.context().messages.is_empty());
+    let root = reopened.append(user("fresh root")).unwrap();
+    assert_eq!(root.parent_id, None);
+}
+
+#[test]
+fn unknown_targets_throw_the_reference_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    s.append(user("a")).unwrap();
+    assert_eq!(
+        s.branch("nope").unwrap_err().to_string(),
+        "Entry nope not found"
+    );
+    assert_eq!(
+        s.set_label("nope", Some("x")).unwrap_err().to_string(),
+        "Entry nope not found"
+    );
+    assert_eq!(
+        s.branch_with_summary(Some("nope"), "s", None, None)
+            .unwrap_err()
+            .to_string(),
+        "Entry nope not found"
+    );
+}
+
+#[test]
+fn branch_with_summary_attaches_at_the_target_and_moves_the_leaf() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    let ids: Vec<String> = s
+        .append_many(vec![user("a"), user("b"), user("c")])
+        .unwrap()
+        .iter()
+        .map(|e| e.id.clone())
+        .collect();
+    let details = json!({"readFiles": [], "modifiedFiles": ["x.rs"]});
+    let summary = s
+        .branch_with_summary(
+            Some(&ids[0]),
+            "went elsewhere",
+            Some(details.clone()),
+            Some(false),
+        )
+        .unwrap()
+        .clone();
+    assert_eq!(summary.parent_id.as_deref(), Some(ids[0].as_str()));
+    let EntryKind::BranchSummary(b) = &summary.kind else {
+        panic!()
+    };
+    assert_eq!(b.from_id, ids[0]);
+    assert_eq!(b.details, Some(details));
+    assert_eq!(s.leaf_id(), Some(summary.id.as_str()));
+    assert_eq!(s.tree().children(&ids[0]).len(), 2);
+
+    let at_root = s
+        .branch_with_summary(None, "from the top", None, None)
+        .unwrap()
+        .clone();
+    assert_eq!(at_root.parent_id, None);
+    assert!(matches!(&at_root.kind, EntryKind::BranchSummary(b) if b.from_id == "root"));
+    let (again, _) = Session::open(s.path()).unwrap();
+    assert_eq!(again.leaf_id(), Some(at_root.id.as_str()));
+}
+
+#[test]
+fn labels_set_clear_and_stay_out_of_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    let a = s.append(user("a")).unwrap().id.clone();
+    s.set_label(&a, Some("first")).unwrap();
+    s.set_label(&a, Some("second")).unwrap();
+    assert_eq!(s.tree().labels().get(a.as_str()), Some(&"second"));
+    s.set_label(&a, Some("")).unwrap();
+    assert_eq!(s.tree().labels().get(a.as_str()), None);
+    s.set_label(&a, Some("back")).unwrap();
+    let nodes = s.tree().nodes();
+    assert_eq!(nodes[0].label.as_deref(), Some("back"));
+    assert_eq!(s.context().messages.len(), 1);
+    s.set_label(&a, None).unwrap();
+    assert!(s.tree().labels().is_empty());
+}
+
+#[test]
+fn two_handles_see_each_other_and_keep_the_file_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = new_session(&dir);
+    let (mut b, _) = Session::open(a.path()).unwrap();
+    for i in 0..4 {
+        a.append(user(&format!("a{i}"))).unwrap();
+        assert_eq!(b.refresh().unwrap(), 1);
+        assert_eq!(b.leaf_id(), a.leaf_id(), "b follows the file");
+        b.append(user(&format!("b{i}"))).unwrap();
+        assert_eq!(a.entries().len() + 1, b.entries().len());
+    }
+    a.append(user("last")).unwrap();
+    assert_eq!(a.entries().len(), 9);
+    assert_valid_file(a.path());
+    let (s, _) = Session::open(a.path()).unwrap();
+    assert_eq!(s.path_to_leaf().len(), 9, "one linear chain");
+
+    // A rewrite by one (new inode) is picked up by the other.
+    a.rewrite().unwrap();
+    b.append(user("after rewrite")).unwrap();
+    assert_eq!(b.entries().len(), 10);
+    assert_valid_file(b.path());
+    assert_eq!(a.refresh().unwrap(), 1, "b's append after a's rewrite");
+    assert_eq!(a.entries(), b.entries());
+}
+
+#[test]
+fn concurrent_writers_never_interleave() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = new_session(&dir).path().to_path_buf();
+    let workers: Vec<_> = (0..2)
+        .map(|w| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let (mut s, _) = Session::open(&path).unwrap();
+                for i in 0..100 {
+                    s.append(user(&format!("w{w} {i} {}", "x".repeat(i * 50))))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_valid_file(&path);
+    let (s, _) = Session::open(&path).unwrap();
+    assert_eq!(s.entries().len(), 200);
+}
+
+#[test]
+fn replace_entries_rewrites_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    s.append_many(vec![user("a"), user("b")]).unwrap();
+    s.replace_entries(|entries| {
+        if let EntryKind::Message(AgentMessage::User(u)) = &mut entries[1].kind {
+            u.content = crate::session::Content::Text("B".into());
+        }
+    })
+    .unwrap();
+    let (again, _) = Session::open(s.path()).unwrap();
+    assert_eq!(again.entries(), s.entries());
+    assert!(fs::read_to_string(s.path()).unwrap().contains("\"B\""));
+    let leftovers: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_huge_line_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    let big = "y".repeat(32 << 20);
+    s.append(user(&big)).unwrap();
+    s.append(user("small")).unwrap();
+    let start = std::time::Instant::now();
+    let (again, report) = Session::open(s.path()).unwrap();
+    assert_eq!(report, LoadReport::default());
+    assert_eq!(again.entries().len(), 2);
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Append,
+        AppendMany(usize),
+        Branch(usize),
+        Reset,
+        Summary(Option<usize>),
+        Label(usize),
+        Reopen,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => Just(Op::Append),
+            1 => (1usize..4).prop_map(Op::AppendMany),
+            2 => any::<usize>().prop_map(Op::Branch),
+            1 => Just(Op::Reset),
+            1 => proptest::option::of(any::<usize>()).prop_map(Op::Summary),
+            1 => any::<usize>().prop_map(Op::Label),
+            1 => Just(Op::Reopen),
+        ]
+    }
+
+    fn visible_ids(s: &Session) -> Vec<String> {
+        s.entries()
+            .iter()
+            .filter(|e| !matches!(e.kind, EntryKind::LeafMove))
+            .map(|e| e.id.clone())
+            .collect()
+    }
+
+    fn check(s: &Session) -> Result<(), TestCaseError> {
+        let path = s.path_to_leaf();
+        match s.leaf_id() {
+            None => prop_assert!(path.is_empty()),
+            Some(leaf) => {
+                prop_assert_eq!(path.last().map(|e| e.id.as_str()), Some(leaf));
+                prop_assert_eq!(path[0].parent_id.as_deref(), None, "starts at a root");
+                for pair in path.windows(2) {
+                    prop_assert_eq!(pair[1].parent_id.as_deref(), Some(pair[0].id.as_str()));
+                }
+            }
+        }
+        for (i, e) in s.entries().iter().enumerate() {
+            if let Some(p) = &e.parent_id {
+                let parent = s.index.get(p).copied();
+                prop_assert!(
+                    parent.is_some_and(|p| p < i),
+                    "parent exists and comes first"
+                );
+                if !matches!(e.kind, EntryKind::LeafMove) {
+                    prop_assert!(!matches!(
+                        s.entries()[parent.unwrap()].kind,
+                        EntryKind::LeafMove
+                    ));
+                }
+            }
+        }
+        let (again, report) = Session::open(s.path()).expect("reopens");
+        prop_assert_eq!(report, LoadReport::default());
+        prop_assert_eq!(again.entries(), s.entries());
+        prop_assert_eq!(again.leaf_id(), s.leaf_id());
+        prop_assert_eq!(s.tree().flat_nodes().len(), visible_ids(s).len());
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn tree_invariants_hold_across_random_operations(ops in proptest::collection::vec(op(), 1..25)) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut s = new_session(&dir);
+            for op in ops {
+                let ids = visible_ids(&s);
+                let pick = |i: usize| ids.get(i % ids.len().max(1)).cloned();
+                match op {
+                    Op::Append => { s.append(user("x")).unwrap(); }
+                    Op::AppendMany(n) => { s.append_many((0..n).map(|_| thinking("low")).collect()).unwrap(); }
+                    Op::Branch(i) => if let Some(id) = pick(i) { s.branch(&id).unwrap(); },
+                    Op::Reset => s.reset_leaf().unwrap(),
+                    Op::Summary(target) => {
+                        let target = target.and_then(pick);
+                        s.branch_with_summary(target.as_deref(), "sum", None, None).unwrap();
+                    }
+                    Op::Label(i) => if let Some(id) = pick(i) { s.set_label(&id, Some("l")).unwrap(); },
+                    Op::Reopen => s = Session::open(s.path()).unwrap().0,
+                }
+                check(&s)?;
+            }
+        }
+    }
+}
