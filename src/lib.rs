@@ -7,4 +7,5 @@ pub mod compaction;
 pub mod rpc;
 pub mod session;
 pub mod settings;
+pub mod summarize;
 pub mod tokens;
