@@ -94,7 +94,7 @@ impl AnthropicSummarizer {
         }
         let response = request.send().await.map_err(http::transport_error)?;
         if !response.status().is_success() {
-            return Err(http::error_from_response(response).await);
+            return Err(http::error_from_response(response, self.config.api_key.as_ref()).await);
         }
         let mut events = Box::pin(http::sse_events(response));
         let mut stream = StreamState::default();

@@ -395,6 +395,8 @@ impl Facts {
         let mut facts = Facts::default();
         let mut calls: HashMap<&str, (&ToolCall, FileUse, Option<String>)> = HashMap::new();
         let mut recent_assistant_texts: VecDeque<String> = VecDeque::new();
+        // Answered call ids, set aside so a long run of calls resolves in linear time.
+        let mut answered: HashSet<String> = HashSet::new();
         for message in messages {
             match message {
                 AgentMessage::User(user) => {
@@ -450,7 +452,7 @@ impl Facts {
                 }
                 AgentMessage::ToolResult(result) => {
                     facts.counts.tool_results += 1;
-                    facts.pending_calls.retain(|id| *id != result.tool_call_id);
+                    answered.insert(result.tool_call_id.clone());
                     let text = join_text(&result.content, "\n");
                     let call = calls.get(result.tool_call_id.as_str());
                     facts.tool_result(&result.tool_name, call, &text, result.is_error);
@@ -484,12 +486,10 @@ impl Facts {
         if let Some(last) = &facts.last_assistant {
             collect_numbered(last, &mut facts.sections.next_steps);
         }
-        facts
-            .pending_calls
-            .retain(|id| calls.contains_key(id.as_str()));
         facts.pending_calls = facts
             .pending_calls
             .iter()
+            .filter(|id| !answered.contains(id.as_str()))
             .filter_map(|id| calls.get(id.as_str()))
             .map(|(call, _, path)| describe_call(call, path.as_deref()))
             .collect();
@@ -522,6 +522,10 @@ impl Facts {
         for sentence in sentences(text) {
             let lower = sentence.to_lowercase();
             if sentence.ends_with('?') {
+                continue;
+            }
+            // One- and two-word fragments ("Fixed", a list option) say too little to keep.
+            if sentence.split_whitespace().nth(2).is_none() {
                 continue;
             }
             let future = FUTURE_CUES.iter().any(|c| contains_word(&lower, c));
@@ -745,17 +749,21 @@ fn collect_plans(text: &str, out: &mut Items) {
     }
 }
 
-/// The numbered list items of `text` (outside code blocks).
+/// The numbered list items of `text` (outside code blocks), except the options of a question
+/// (a list right after a line that ends with `?`).
 fn collect_numbered(text: &str, out: &mut Items) {
+    let mut after_question = false;
     for line in prose_lines(text) {
         let trimmed = line.trim_start();
         let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();
-        if digits > 0
-            && let Some(item) = trimmed[digits..]
-                .strip_prefix(". ")
-                .or_else(|| trimmed[digits..].strip_prefix(") "))
-        {
-            out.push(clip_line(item));
+        let item = (digits > 0)
+            .then(|| &trimmed[digits..])
+            .and_then(|rest| rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") ")));
+        match item {
+            Some(item) if !after_question => out.push(clip_line(item)),
+            Some(_) => {}
+            None if trimmed.is_empty() => {}
+            None => after_question = trimmed.ends_with('?'),
         }
     }
 }

@@ -12,6 +12,7 @@ use reqwest::Url;
 use super::SummarizeError;
 use super::error::{excerpt, looks_like_overflow};
 use super::retry::parse_retry_after;
+use crate::settings::SecretString;
 
 /// How much of an error body is kept in messages.
 const BODY_EXCERPT_CHARS: usize = 500;
@@ -103,13 +104,17 @@ fn describe(err: &(dyn std::error::Error + 'static)) -> String {
 
 /// Reads (a bounded part of) the body of a non-success response and turns it into an error:
 /// an overflow when the body says so, else [`SummarizeError::Http`] with any retry-after.
-pub(crate) async fn error_from_response(response: reqwest::Response) -> SummarizeError {
+/// `secret` is masked in the body, since some providers echo a rejected key.
+pub(crate) async fn error_from_response(
+    response: reqwest::Response,
+    secret: Option<&SecretString>,
+) -> SummarizeError {
     let status = response.status();
     let retry_after = parse_retry_after(
         |name| response.headers().get(name).and_then(|v| v.to_str().ok()),
         SystemTime::now(),
     );
-    let body = read_limited(response).await;
+    let body = redact(read_limited(response).await, secret);
     let message = format!(
         "HTTP {} {}: {}",
         status.as_u16(),
@@ -124,6 +129,16 @@ pub(crate) async fn error_from_response(response: reqwest::Response) -> Summariz
         message,
         body_excerpt: excerpt(&body, BODY_EXCERPT_CHARS),
         retry_after,
+    }
+}
+
+/// `text` with every occurrence of the secret replaced by `***`.
+pub(crate) fn redact(text: String, secret: Option<&SecretString>) -> String {
+    match secret.map(SecretString::expose) {
+        Some(secret) if !secret.is_empty() && text.contains(secret) => {
+            text.replace(secret, crate::settings::REDACTED)
+        }
+        _ => text,
     }
 }
 

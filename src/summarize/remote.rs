@@ -121,7 +121,10 @@ impl RemoteSummarizer {
             |name| response.headers().get(name).and_then(|v| v.to_str().ok()),
             std::time::SystemTime::now(),
         );
-        let body = http::read_limited(response).await;
+        let body = http::redact(
+            http::read_limited(response).await,
+            self.config.token.as_ref(),
+        );
         let reason = status.canonical_reason().unwrap_or("");
         tracing::warn!(
             status = status.as_u16(),

@@ -462,4 +462,190 @@ mod tests {
         );
         assert!(policy.delay(200, None) >= Duration::from_secs(2));
     }
+
+    /// A summarizer that answers from a script and counts its calls.
+    struct Scripted {
+        id: &'static str,
+        script: std::sync::Mutex<Vec<Result<&'static str, SummarizeError>>>,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Scripted {
+        fn new(
+            id: &'static str,
+            mut script: Vec<Result<&'static str, SummarizeError>>,
+        ) -> Arc<Self> {
+            script.reverse();
+            Arc::new(Scripted {
+                id,
+                script: std::sync::Mutex::new(script),
+                calls: Default::default(),
+            })
+        }
+
+        fn calls(&self) -> usize {
+            self.calls.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    impl Summarizer for Scripted {
+        fn id(&self) -> String {
+            self.id.to_owned()
+        }
+
+        fn context_window(&self) -> u64 {
+            1_000
+        }
+
+        fn summarize<'a>(
+            &'a self,
+            _req: &'a SummaryRequest,
+            _cancel: CancellationToken,
+            _on_delta: DeltaSink<'a>,
+        ) -> futures::future::BoxFuture<'a, Result<SummaryOutput, SummarizeError>> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let next = self
+                .script
+                .lock()
+                .unwrap()
+                .pop()
+                .unwrap_or(Err(SummarizeError::Empty));
+            Box::pin(async move {
+                next.map(|text| SummaryOutput {
+                    text: text.to_owned(),
+                    short_summary: None,
+                    usage: None,
+                    model: self.id.to_owned(),
+                })
+            })
+        }
+    }
+
+    fn http(status: u16, retry_after: Option<Duration>) -> SummarizeError {
+        SummarizeError::Http {
+            status,
+            message: format!("HTTP {status}"),
+            body_excerpt: String::new(),
+            retry_after,
+        }
+    }
+
+    fn fast() -> RetryPolicy {
+        RetryPolicy {
+            base_delay: Duration::from_millis(1),
+            max_sleep: Some(Duration::from_millis(5)),
+            ..RetryPolicy::default()
+        }
+    }
+
+    async fn run(
+        candidates: &[Arc<dyn Summarizer>],
+        policy: &RetryPolicy,
+    ) -> (Result<SummaryOutput, SummarizeError>, Vec<AttemptEvent>) {
+        let events = std::sync::Mutex::new(Vec::new());
+        let req = SummaryRequest::new(super::super::Purpose::History, "", "", 10);
+        let out = tokio::time::timeout(
+            Duration::from_secs(10),
+            summarize_with_candidates(
+                candidates,
+                None,
+                &req,
+                policy,
+                &CancellationToken::new(),
+                &|_| {},
+                &|e| events.lock().unwrap().push(e),
+            ),
+        )
+        .await
+        .expect("finishes");
+        (out, events.into_inner().unwrap())
+    }
+
+    #[tokio::test]
+    async fn permanent_errors_move_on_without_retrying() {
+        let a = Scripted::new("a", vec![Err(http(401, None))]);
+        let b = Scripted::new("b", vec![Ok("fine")]);
+        let (out, _) = run(&[a.clone(), b.clone()], &fast()).await;
+        assert_eq!(out.unwrap().model, "b");
+        assert_eq!((a.calls(), b.calls()), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn retries_stop_at_the_limit_and_the_last_error_is_returned() {
+        let a = Scripted::new("a", vec![Err(http(503, None)); 10]);
+        let (out, events) = run(&[a.clone() as Arc<dyn Summarizer>], &fast()).await;
+        assert_eq!(out.unwrap_err(), http(503, None));
+        assert_eq!(a.calls(), 4, "one attempt and three retries");
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| e.outcome == AttemptOutcome::Started)
+                .count(),
+            4
+        );
+
+        let disabled = RetryPolicy {
+            enabled: false,
+            ..fast()
+        };
+        let a = Scripted::new("a", vec![Err(http(503, None)); 10]);
+        run(&[a.clone() as Arc<dyn Summarizer>], &disabled)
+            .await
+            .0
+            .unwrap_err();
+        assert_eq!(a.calls(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_known_retry_after_makes_any_error_retryable() {
+        let a = Scripted::new(
+            "a",
+            vec![Err(http(418, Some(Duration::from_millis(1)))), Ok("ok")],
+        );
+        assert_eq!(
+            run(&[a.clone() as Arc<dyn Summarizer>], &fast())
+                .await
+                .0
+                .unwrap()
+                .text,
+            "ok"
+        );
+        assert_eq!(a.calls(), 2);
+    }
+
+    #[tokio::test]
+    async fn long_delays_move_on_only_when_another_candidate_remains() {
+        let long = Some(Duration::from_secs(45));
+        let a = Scripted::new("a", vec![Err(http(429, long)), Ok("a")]);
+        let b = Scripted::new("b", vec![Ok("b")]);
+        assert_eq!(run(&[a.clone(), b], &fast()).await.0.unwrap().text, "b");
+        assert_eq!(a.calls(), 1);
+        // Alone, it waits (the sleep is capped in tests) and retries.
+        let a = Scripted::new("a", vec![Err(http(429, long)), Ok("a")]);
+        let (out, events) = run(&[a.clone() as Arc<dyn Summarizer>], &fast()).await;
+        assert_eq!(out.unwrap().text, "a");
+        assert!(events.iter().any(|e| matches!(
+            e.outcome,
+            AttemptOutcome::Retrying { delay, sleep, .. }
+                if delay == Duration::from_secs(45) && sleep == Duration::from_millis(5)
+        )));
+    }
+
+    #[tokio::test]
+    async fn an_overflow_is_never_retried_and_wins_as_the_final_error() {
+        let a = Scripted::new(
+            "a",
+            vec![Err(SummarizeError::Other(
+                "prompt is too long: 300000 tokens".into(),
+            ))],
+        );
+        let b = Scripted::new("b", vec![Err(http(401, None))]);
+        let (out, events) = run(&[a.clone(), b], &fast()).await;
+        assert!(out.unwrap_err().is_overflow());
+        assert_eq!(a.calls(), 1);
+        assert!(matches!(
+            &events[1].outcome,
+            AttemptOutcome::Failed { overflow: true, .. }
+        ));
+    }
 }
