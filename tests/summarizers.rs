@@ -410,6 +410,40 @@ async fn assert_cancelled_promptly(server: &FakeLlm, summarizer: Arc<dyn Summari
 }
 
 #[tokio::test]
+async fn a_silent_server_hits_the_idle_timeout_not_a_total_one() {
+    let server = FakeLlm::start().await;
+    // Slow but steady: 6 chunks 150 ms apart outlast the 400 ms idle limit as a whole.
+    server.push(openai_sse(&["a", "b", "c"], "stop").chunk_delay(Duration::from_millis(150)));
+    server.push(Reply::hang());
+    server.push(
+        openai_sse(&["x"], "stop")
+            .first_chunks(2)
+            .ending(StreamEnd::Hang),
+    );
+    let summarizer = OpenAiSummarizer::new(OpenAiConfig {
+        provider: "fake".into(),
+        model: "m".into(),
+        base_url: server.url(),
+        api_key: None,
+        context_window: 1_000,
+        max_tokens_field: None,
+        http: HttpOptions {
+            idle_timeout: Duration::from_millis(400),
+            ..http()
+        },
+    })
+    .unwrap();
+    assert_eq!(
+        run(&summarizer, &history_request()).await.0.unwrap().text,
+        "abc"
+    );
+    for _ in 0..2 {
+        let out = run(&summarizer, &history_request()).await.0;
+        assert!(matches!(out, Err(SummarizeError::Timeout(_))), "{out:?}");
+    }
+}
+
+#[tokio::test]
 async fn openai_length_truncation_and_empty_output_are_rejected() {
     let server = FakeLlm::start().await;
     server.push(openai_sse(&["## Goal\n- half"], "length"));

@@ -263,7 +263,7 @@ impl Sections {
             if let Some(heading) = trimmed.strip_prefix('#') {
                 flush(&mut sections, slot, &mut current);
                 let name = heading.trim_start_matches('#').trim();
-                slot = heading_slot(name, slot);
+                slot = heading_slot(name);
                 continue;
             }
             if trimmed.is_empty() || trimmed == "---" {
@@ -286,7 +286,7 @@ impl Sections {
     }
 }
 
-fn heading_slot(name: &str, current: Slot) -> Slot {
+fn heading_slot(name: &str) -> Slot {
     let lower = name.to_ascii_lowercase();
     match lower.as_str() {
         "goal" | "goals" | "original request" => Slot::Goal,
@@ -301,10 +301,7 @@ fn heading_slot(name: &str, current: Slot) -> Slot {
         "critical context" | "context for suffix" => Slot::Critical,
         "additional notes" | "notes" => Slot::Notes,
         _ if lower.starts_with("progress") => Slot::Done,
-        _ => {
-            let _ = current;
-            Slot::Notes
-        }
+        _ => Slot::Notes,
     }
 }
 
@@ -379,15 +376,6 @@ struct Facts {
     pending_calls: Vec<String>,
     /// Short descriptions of actions, in order (for a turn prefix's Early Progress).
     actions: Items,
-    counts: Counts,
-}
-
-#[derive(Default)]
-struct Counts {
-    user: usize,
-    assistant: usize,
-    tool_results: usize,
-    errors: usize,
 }
 
 impl Facts {
@@ -412,7 +400,6 @@ impl Facts {
                 AgentMessage::CompactionSummary(s) => facts.carried.push(s.summary.clone()),
                 AgentMessage::BranchSummary(s) => facts.carried.push(s.summary.clone()),
                 AgentMessage::Assistant(assistant) => {
-                    facts.counts.assistant += 1;
                     let text = join_text(&assistant.content, "\n");
                     for call in assistant.tool_calls() {
                         let (usage, path) = classify_call(call);
@@ -451,7 +438,6 @@ impl Facts {
                     }
                 }
                 AgentMessage::ToolResult(result) => {
-                    facts.counts.tool_results += 1;
                     answered.insert(result.tool_call_id.clone());
                     let text = join_text(&result.content, "\n");
                     let call = calls.get(result.tool_call_id.as_str());
@@ -463,7 +449,6 @@ impl Facts {
                         .actions
                         .push(clip_line(&format!("Ran `{}`", exec.source())));
                     if failed {
-                        facts.counts.errors += 1;
                         let line = first_error_line(&exec.output).unwrap_or_default();
                         facts.sections.blocked.push(clip_line(&format!(
                             "`{}` exited with {}: {line}",
@@ -505,7 +490,6 @@ impl Facts {
         if synthetic || text.trim().is_empty() {
             return;
         }
-        self.counts.user += 1;
         self.requests.push(text.to_owned());
         self.ends_with_assistant = false;
         self.completed_after_request = false;
@@ -551,7 +535,6 @@ impl Facts {
             self.actions.push(describe_call(c, path));
         }
         if is_error {
-            self.counts.errors += 1;
             let line = first_error_line(text)
                 .or_else(|| text.lines().map(str::trim).find(|l| !l.is_empty()))
                 .unwrap_or("(no output)");
@@ -569,7 +552,6 @@ impl Facts {
             .filter(|l| looks_like_error(l))
             .take(MAX_ERRORS_PER_RESULT)
         {
-            self.counts.errors += 1;
             self.sections.blocked.push(clip_line(line.trim()));
         }
     }
