@@ -412,8 +412,9 @@ async fn assert_cancelled_promptly(server: &FakeLlm, summarizer: Arc<dyn Summari
 #[tokio::test]
 async fn a_silent_server_hits_the_idle_timeout_not_a_total_one() {
     let server = FakeLlm::start().await;
-    // Slow but steady: 6 chunks 150 ms apart outlast the 400 ms idle limit as a whole.
-    server.push(openai_sse(&["a", "b", "c"], "stop").chunk_delay(Duration::from_millis(150)));
+    // Slow but steady: 14 events 100 ms apart outlast the 1 s idle limit as a whole.
+    let letters = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+    server.push(openai_sse(&letters, "stop").chunk_delay(Duration::from_millis(100)));
     server.push(Reply::hang());
     server.push(
         openai_sse(&["x"], "stop")
@@ -428,15 +429,14 @@ async fn a_silent_server_hits_the_idle_timeout_not_a_total_one() {
         context_window: 1_000,
         max_tokens_field: None,
         http: HttpOptions {
-            idle_timeout: Duration::from_millis(400),
+            idle_timeout: Duration::from_secs(1),
             ..http()
         },
     })
     .unwrap();
-    assert_eq!(
-        run(&summarizer, &history_request()).await.0.unwrap().text,
-        "abc"
-    );
+    let (out, deltas) = run(&summarizer, &history_request()).await;
+    assert_eq!(out.unwrap().text, "abcdefghij");
+    assert_eq!(deltas.len(), 10);
     for _ in 0..2 {
         let out = run(&summarizer, &history_request()).await.0;
         assert!(matches!(out, Err(SummarizeError::Timeout(_))), "{out:?}");
