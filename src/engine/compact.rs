@@ -318,7 +318,10 @@ async fn draft(
         observer,
     };
     let (summary, history_output) = summaries.merged().await?;
-    let short_summary = match history_output.as_ref().and_then(|o| o.short_summary.clone()) {
+    let short_summary = match history_output
+        .as_ref()
+        .and_then(|o| o.short_summary.clone())
+    {
         Some(short) => Some(short),
         None => summaries.short(&summary).await?,
     };
@@ -391,13 +394,22 @@ impl Summaries<'_> {
             let prefix = prefix?;
             let model = output.or(Some(prefix.clone()));
             let merged = format!("{history_text}{TURN_CONTEXT_SEPARATOR}{}", prefix.text);
-            return Ok((merged, model.map(|o| SummaryOutput { short_summary: None, ..o })));
+            return Ok((
+                merged,
+                model.map(|o| SummaryOutput {
+                    short_summary: None,
+                    ..o
+                }),
+            ));
         }
         if !prep.messages_to_summarize.is_empty() {
             let output = self.history().await?;
             return Ok((output.text.clone(), Some(output)));
         }
-        Ok((previous.unwrap_or_else(|| NO_PRIOR_HISTORY.to_owned()), None))
+        Ok((
+            previous.unwrap_or_else(|| NO_PRIOR_HISTORY.to_owned()),
+            None,
+        ))
     }
 
     /// History of a split turn: summarised when there is any; otherwise the previous summary
@@ -541,9 +553,13 @@ pub(crate) fn failed(prefix: &str, e: SummarizeError) -> EngineError {
         return EngineError::compaction_cancelled();
     }
     let message = e.to_string();
-    let self_describing = ["Summarization failed", "Remote compaction", "Compaction failed"]
-        .iter()
-        .any(|p| message.starts_with(p));
+    let self_describing = [
+        "Summarization failed",
+        "Remote compaction",
+        "Compaction failed",
+    ]
+    .iter()
+    .any(|p| message.starts_with(p));
     if self_describing {
         EngineError::SummarizationFailed(message)
     } else {

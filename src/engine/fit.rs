@@ -568,10 +568,12 @@ mod tests {
         .await
         .unwrap();
         assert!(out.text.starts_with("summary"));
-        let prompts = tiny.prompts.lock().unwrap();
-        // First the full input, then a smaller plan after the overflow.
-        assert!(prompts.len() >= 2);
-        assert!(prompts[1].len() < prompts[0].len());
+        {
+            let prompts = tiny.prompts.lock().unwrap();
+            // First the full input, then a smaller plan after the overflow.
+            assert!(prompts.len() >= 2);
+            assert!(prompts[1].len() < prompts[0].len());
+        }
 
         // Two overflows in a row: the second is reported, not retried blindly.
         let stubborn = TinyWindow::new(5_000);
