@@ -45,7 +45,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn schema(out: &PathBuf) -> ExitCode {
+fn schema(out: &std::path::Path) -> ExitCode {
     match compactd::rpc::protocol::write_schemas(out) {
         Ok(paths) => {
             eprintln!("wrote {} schema files to {}", paths.len(), out.display());
