@@ -1,0 +1,240 @@
+//! `compactd compact SESSION`: compact a session file now (or preview the compaction), with
+//! progress on stderr and the result on stdout.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use compactd::engine::{
+    CompactEnv, CompactOptions, CompactOutcome, NoHooks, OperationObserver, Phase, SharedSession,
+    SummaryPart, compact, summarizers_from_settings,
+};
+use compactd::session::Session;
+use compactd::settings::{DEFAULT_CONTEXT_WINDOW, Settings, SummarizerKind};
+use compactd::summarize::Prompts;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::common::{self, CliError, TokenizerArg};
+
+/// `--summarizer` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SummarizerArg {
+    Extractive,
+    Openai,
+    Anthropic,
+    Remote,
+}
+
+/// Arguments of `compactd compact`.
+#[derive(Debug, clap::Args)]
+pub struct CompactArgs {
+    /// The session file (`.jsonl`); the compaction entry is appended to it.
+    pub session: PathBuf,
+    /// What the summary should focus on.
+    #[arg(long)]
+    pub instructions: Option<String>,
+    /// Compute the compaction and print it, but write nothing.
+    #[arg(long)]
+    pub preview: bool,
+    /// Which summarizer to use (default: the configured model, else extractive).
+    #[arg(long, value_enum)]
+    pub summarizer: Option<SummarizerArg>,
+    /// The model to summarise with, as `provider/id`.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Tokens of recent conversation to keep verbatim (default: the setting).
+    #[arg(long)]
+    pub keep_recent_tokens: Option<u64>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Token counter (default: the `tokenizer` setting).
+    #[arg(long, value_enum)]
+    pub tokenizer: Option<TokenizerArg>,
+}
+
+pub fn run(args: &CompactArgs) -> Result<(), CliError> {
+    let session = open_writable(&args.session)?;
+    let mut settings = common::settings_for(&session);
+    if let Some(kind) = args.summarizer {
+        settings.summarizer.kind = match kind {
+            SummarizerArg::Extractive => SummarizerKind::Extractive,
+            SummarizerArg::Openai => SummarizerKind::Openai,
+            SummarizerArg::Anthropic => SummarizerKind::Anthropic,
+            SummarizerArg::Remote => SummarizerKind::Remote,
+        };
+    }
+    if let Some(model) = &args.model {
+        settings.summarizer.model = Some(model.clone());
+    }
+    if let Some(keep) = args.keep_recent_tokens {
+        settings.compaction.keep_recent_tokens = keep;
+    }
+    let env = engine_env(&session, settings, args.tokenizer)?;
+    let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
+    let opts = CompactOptions {
+        custom_instructions: args.instructions.clone(),
+        preview: args.preview,
+        ..CompactOptions::manual()
+    };
+    let progress = StderrProgress::new();
+    let outcome = run_cancellable(|cancel| {
+        let (shared, env, progress) = (&shared, &env, &progress);
+        async move { compact(shared, env, opts, cancel, progress).await }
+    })?;
+    progress.finish();
+    let outcome = outcome.map_err(|e| CliError(format!("{}: {e}", args.session.display())))?;
+    if args.json {
+        return common::print_json(&outcome_json(&outcome));
+    }
+    common::print(&pretty(&outcome))
+}
+
+/// Opens a session file for writing; load warnings go to stderr.
+pub(crate) fn open_writable(path: &Path) -> Result<Session, CliError> {
+    common::open(path)
+}
+
+/// The engine environment for a CLI command: the session's settings, the counter, the
+/// summarizers (no client summarizer, no hooks), prompts from the config dir if present.
+pub(crate) fn engine_env(
+    session: &Session,
+    settings: Settings,
+    tokenizer: Option<TokenizerArg>,
+) -> Result<CompactEnv, CliError> {
+    let counter = common::counter(tokenizer, &settings)?;
+    let summarizers = summarizers_from_settings(&settings, None)?;
+    let prompt_dir = compactd::settings::config_dir().map(|d| d.join("prompts"));
+    let prompts = Prompts::load(prompt_dir.as_deref())?;
+    let context_window = session
+        .context()
+        .models
+        .get("default")
+        .map_or(DEFAULT_CONTEXT_WINDOW, |m| settings.context_window_for(m));
+    Ok(CompactEnv {
+        settings,
+        counter,
+        summarizers,
+        hooks: Arc::new(NoHooks),
+        prompts: Arc::new(prompts),
+        context_window,
+        session_id: session.header().id.clone(),
+    })
+}
+
+/// Runs `op` on a single-threaded runtime; Ctrl-C cancels it (nothing is written then).
+pub(crate) fn run_cancellable<T, F, Fut>(op: F) -> Result<T, CliError>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let cancel = CancellationToken::new();
+    Ok(runtime.block_on(async {
+        let on_ctrl_c = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_ctrl_c.cancel();
+            }
+        });
+        op(cancel).await
+    }))
+}
+
+/// The outcome as the `--json` output: the protocol's field names.
+fn outcome_json(o: &CompactOutcome) -> serde_json::Value {
+    json!({
+        "entryId": o.entry_id,
+        "preview": o.preview,
+        "summary": o.summary,
+        "shortSummary": o.short_summary,
+        "firstKeptEntryId": o.first_kept_entry_id,
+        "tokensBefore": o.tokens_before,
+        "tokensAfter": o.tokens_after,
+        "details": o.details,
+        "preserveData": o.preserve_data,
+        "fromExtension": o.from_extension,
+        "summarizer": o.summarizer,
+    })
+}
+
+fn pretty(o: &CompactOutcome) -> String {
+    let entry = match &o.entry_id {
+        Some(id) => format!("compaction entry {id}"),
+        None => "preview (nothing written)".to_owned(),
+    };
+    let mut text = format!(
+        "{entry}\nfirst kept entry: {}\ntokens before: {}\ntokens after (estimated): {}\nsummarizer: {}\n",
+        o.first_kept_entry_id, o.tokens_before, o.tokens_after, o.summarizer
+    );
+    if let Some(short) = &o.short_summary {
+        text.push_str(&format!(
+            "short summary: {}\n",
+            common::one_line(short, 200)
+        ));
+    }
+    text.push('\n');
+    text.push_str(o.summary.trim_end());
+    text.push('\n');
+    text
+}
+
+/// Progress on stderr: one updating line on a terminal (phase and streamed characters), plain
+/// lines otherwise.
+pub(crate) struct StderrProgress {
+    tty: bool,
+    state: Mutex<(String, usize)>,
+}
+
+impl StderrProgress {
+    pub(crate) fn new() -> Self {
+        StderrProgress {
+            tty: std::io::stderr().is_terminal(),
+            state: Mutex::new((String::new(), 0)),
+        }
+    }
+
+    fn draw(&self, phase: &str, chars: usize) {
+        let mut err = std::io::stderr().lock();
+        let _ = if chars > 0 {
+            write!(err, "\r\x1b[2K{phase} ({chars} characters)")
+        } else {
+            write!(err, "\r\x1b[2K{phase}")
+        };
+        let _ = err.flush();
+    }
+
+    /// Ends the updating line.
+    pub(crate) fn finish(&self) {
+        if self.tty {
+            let _ = writeln!(std::io::stderr());
+        }
+    }
+}
+
+impl OperationObserver for StderrProgress {
+    fn phase(&self, _phase: Phase, message: &str, _percentage: Option<u32>) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        *state = (message.to_owned(), 0);
+        if self.tty {
+            self.draw(message, 0);
+        } else {
+            let _ = writeln!(std::io::stderr(), "{message}");
+        }
+    }
+
+    fn delta(&self, _part: SummaryPart, text: &str) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        state.1 += text.chars().count();
+        if self.tty {
+            self.draw(&state.0, state.1);
+        }
+    }
+}
