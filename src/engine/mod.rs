@@ -1,0 +1,38 @@
+//! Orchestration per session: compaction, tree navigation with branch summaries, the hooks
+//! around them, the summarizer candidates built from settings, and the events they report.
+//!
+//! The engine works on domain types (entries, messages, settings); only `rpc` knows the wire.
+//! A session is shared as [`SharedSession`]: operations prepare under a read lock, call the
+//! summarizer with no lock held, then take the write lock, check the leaf has not moved, and
+//! append.
+
+pub mod compact;
+pub mod error;
+pub mod events;
+pub mod fit;
+pub mod hooks;
+mod interim;
+pub mod navigate;
+pub mod retention;
+pub mod summarizers;
+
+use std::sync::Arc;
+
+pub use compact::{CompactEnv, CompactOptions, CompactOutcome, compact};
+pub use error::EngineError;
+pub use events::{
+    CompactReason, EngineEvent, EventSink, NoopObserver, OperationObserver, Phase, SummaryPart,
+};
+pub use hooks::{
+    BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
+    CompactingRequest, EngineHooks, HookCompaction, NoHooks,
+};
+// Stand-ins for types the lower layers are adding (session store, token counters, summarizers);
+// these names become re-exports of the real types as those modules land on main.
+pub use interim::{Prompts, RetryPolicy, Session, SessionError, Summarizer, TokenCounter};
+pub use navigate::{NavigateOptions, NavigateOutcome, navigate_tree};
+pub use summarizers::{SummarizerSet, summarizers_from_settings};
+
+/// A session shared between the registry and running operations. Reads take the read lock;
+/// appends take the write lock only for the append itself.
+pub type SharedSession = Arc<tokio::sync::RwLock<Session>>;
