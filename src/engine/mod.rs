@@ -6,6 +6,7 @@
 //! summarizer with no lock held, then take the write lock, check the leaf has not moved, and
 //! append.
 
+pub mod auto;
 pub mod compact;
 pub mod error;
 pub mod events;
@@ -13,8 +14,14 @@ pub mod fit;
 pub mod hooks;
 mod interim;
 pub mod navigate;
+pub mod overflow;
+pub mod prune;
+mod prune_plan;
+pub mod registry;
 pub mod retention;
+pub mod state;
 pub mod summarizers;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -29,8 +36,11 @@ pub use hooks::{
 };
 // Stand-ins for types the lower layers are adding (session store, token counters, summarizers);
 // these names become re-exports of the real types as those modules land on main.
-pub use interim::{Prompts, RetryPolicy, Session, SessionError, Summarizer, TokenCounter};
+pub use crate::session::{Session, SessionError};
+pub use crate::tokens::TokenCounter;
+pub use interim::{Prompts, RetryPolicy, Summarizer};
 pub use navigate::{NavigateOptions, NavigateOutcome, navigate_tree};
+pub use registry::{AppendAction, AppendOutcome, Engine, SessionInfo, SessionSummary};
 pub use summarizers::{SummarizerSet, summarizers_from_settings};
 
 /// A session shared between the registry and running operations. Reads take the read lock;
