@@ -6,3 +6,4 @@
 pub mod rpc;
 pub mod session;
 pub mod settings;
+pub mod summarize;
