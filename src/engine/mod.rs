@@ -12,7 +12,6 @@ pub mod error;
 pub mod events;
 pub mod fit;
 pub mod hooks;
-mod interim;
 pub mod navigate;
 pub mod overflow;
 pub mod prune;
@@ -34,11 +33,10 @@ pub use hooks::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
     CompactingRequest, EngineHooks, HookCompaction, NoHooks,
 };
-// Stand-ins for types the lower layers are adding (session store, token counters, summarizers);
-// these names become re-exports of the real types as those modules land on main.
+// The lower layers' types the engine's API is made of, re-exported for the engine's callers.
 pub use crate::session::{Session, SessionError};
+pub use crate::summarize::{Prompts, RetryPolicy, Summarizer};
 pub use crate::tokens::TokenCounter;
-pub use interim::{Prompts, RetryPolicy, Summarizer};
 pub use navigate::{NavigateOptions, NavigateOutcome, navigate_tree};
 pub use registry::{AppendAction, AppendOutcome, Engine, SessionInfo, SessionSummary};
 pub use summarizers::{SummarizerSet, summarizers_from_settings};
