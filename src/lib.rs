@@ -8,4 +8,5 @@ pub mod engine;
 pub mod rpc;
 pub mod session;
 pub mod settings;
+pub mod summarize;
 pub mod tokens;
