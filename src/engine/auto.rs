@@ -221,6 +221,7 @@ pub(crate) async fn run(
         reason,
     });
     let mut result = AutoResult::new(reason);
+    let mut continue_after = false;
     let action = match decision {
         AutoDecision::RecoveryExhausted { reason: why } => {
             result.error_message = Some(format!("{OVERFLOW_FAILED_PREFIX}{why}"));
@@ -267,15 +268,7 @@ pub(crate) async fn run(
                         result.error_message = Some(format!("{AUTO_FAILED_PREFIX}{e}"));
                         AppendAction::Failed
                     } else {
-                        if settings.compaction.auto_continue {
-                            let id = append_continue(state).await?;
-                            engine.emit(EngineEvent::AutoContinue {
-                                session_id: state.id.clone(),
-                                prompt: AUTO_CONTINUE_PROMPT.to_owned(),
-                                entry_id: id.clone(),
-                            });
-                            result.continue_entry_id = Some(id);
-                        }
+                        continue_after = settings.compaction.auto_continue;
                         AppendAction::Compacted
                     }
                 }
@@ -292,6 +285,20 @@ pub(crate) async fn run(
         skipped: result.skipped,
         error_message: result.error_message.clone(),
     });
+    // As in the reference, the follow-up prompt comes after the end event.
+    if continue_after {
+        let entry = append_continue(state).await?;
+        result.continue_entry_id = Some(entry.id.clone());
+        engine.emit(EngineEvent::EntriesAppended {
+            session_id: state.id.clone(),
+            entries: vec![entry.clone()],
+        });
+        engine.emit(EngineEvent::AutoContinue {
+            session_id: state.id.clone(),
+            prompt: AUTO_CONTINUE_PROMPT.to_owned(),
+            entry_id: entry.id,
+        });
+    }
     Ok((action, Some(result)))
 }
 
@@ -351,8 +358,8 @@ fn finish_error(result: &mut AutoResult, e: EngineError, prefix: &str) -> Append
     }
 }
 
-/// Appends the synthetic auto-continue prompt; returns its entry id.
-async fn append_continue(state: &SessionState) -> Result<String, EngineError> {
+/// Appends the synthetic auto-continue prompt.
+async fn append_continue(state: &SessionState) -> Result<Entry, EngineError> {
     let message = AgentMessage::User(UserMessage {
         content: Content::Text(AUTO_CONTINUE_PROMPT.to_owned()),
         synthetic: Some(true),
@@ -360,7 +367,7 @@ async fn append_continue(state: &SessionState) -> Result<String, EngineError> {
         extra: Default::default(),
     });
     let mut session = state.session.write().await;
-    Ok(session.append(EntryKind::Message(message))?.id.clone())
+    Ok(session.append(EntryKind::Message(message))?.clone())
 }
 
 /// Whether the reply in `last` predates the compaction at `path[at]`: it sits before it on
