@@ -27,6 +27,14 @@ enum Command {
     Compact(cli::compact::CompactArgs),
     /// Move the session's leaf to another entry, optionally summarising the branch left.
     Navigate(cli::navigate::NavigateArgs),
+    /// The messages an LLM would see at the session's leaf, with token figures.
+    Context(cli::context::ContextArgs),
+    /// The session tree, with the leaf, labels and a preview of each entry.
+    Tree(cli::tree::TreeArgs),
+    /// Where a compaction would cut now (no summary, nothing written).
+    Plan(cli::plan::PlanArgs),
+    /// Prune old tool outputs in the live context (originals stay recoverable in the file).
+    Prune(cli::prune::PruneArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +43,10 @@ fn main() -> ExitCode {
         Command::Schema { out } => return schema(out),
         Command::Compact(args) => cli::compact::run(args),
         Command::Navigate(args) => cli::navigate::run(args),
+        Command::Context(args) => cli::context::run(args),
+        Command::Tree(args) => cli::tree::run(args),
+        Command::Plan(args) => cli::plan::run(args),
+        Command::Prune(args) => cli::prune::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

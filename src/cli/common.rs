@@ -85,11 +85,7 @@ pub fn counter(
 ) -> Result<Arc<dyn TokenCounter>, CliError> {
     let name = match arg {
         Some(a) => a.name().to_owned(),
-        None => match settings.tokenizer {
-            compactd::settings::Tokenizer::O200k => "o200k".to_owned(),
-            compactd::settings::Tokenizer::Cl100k => "cl100k".to_owned(),
-            compactd::settings::Tokenizer::Chars4 => "chars4".to_owned(),
-        },
+        None => compactd::engine::registry::tokenizer_name(settings),
     };
     counter_by_name(&name).ok_or_else(|| CliError(format!("unknown tokenizer {name}")))
 }

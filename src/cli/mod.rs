@@ -1,6 +1,11 @@
-//! The one-shot commands of the `compactd` binary. `compact` and `navigate` append to the
-//! session file (nothing when cancelled or previewed).
+//! The one-shot commands of the `compactd` binary. Read commands (`context`, `tree`, `plan`)
+//! open the session file read-only and never modify it; `prune` rewrites it atomically;
+//! `compact` and `navigate` append to it (nothing when cancelled or previewed).
 
 pub mod common;
 pub mod compact;
+pub mod context;
 pub mod navigate;
+pub mod plan;
+pub mod prune;
+pub mod tree;

@@ -6,14 +6,19 @@
 //! summarizer with no lock held, then take the write lock, check the leaf has not moved, and
 //! append.
 
+pub mod auto;
 pub mod compact;
 pub mod error;
 pub mod events;
 pub mod fit;
 pub mod hooks;
 pub mod navigate;
+pub mod prune;
+pub mod registry;
 pub mod retention;
+pub mod state;
 pub mod summarizers;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -31,6 +36,7 @@ pub use crate::session::{Session, SessionError};
 pub use crate::summarize::{Prompts, RetryPolicy, Summarizer};
 pub use crate::tokens::TokenCounter;
 pub use navigate::{NavigateOptions, NavigateOutcome, navigate_tree};
+pub use registry::{AppendAction, AppendOutcome, Engine, SessionInfo, SessionSummary};
 pub use summarizers::{SummarizerSet, summarizers_from_settings};
 
 /// A session shared between the registry and running operations. Reads take the read lock;
