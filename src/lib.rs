@@ -3,6 +3,9 @@
 //! Layers, each depending only on those below: `rpc` -> `engine` -> {`summarize`,
 //! `compaction`} -> `session` -> `tokens`; `settings` is read by all.
 
+pub mod engine;
 pub mod rpc;
 pub mod session;
 pub mod settings;
+pub mod summarize;
+pub mod tokens;

@@ -282,6 +282,87 @@ impl Entry {
     }
 }
 
+/// The message an entry contributes to a conversation (spec §3.1 step 4, §4.6 step 8, §6.2).
+impl Entry {
+    /// The message this entry yields in a rebuilt context: a `message` as is, a
+    /// `custom_message` as a `custom` message, a `branch_summary` as a `branchSummary` message.
+    /// `compaction` entries yield a `compactionSummary` message only when
+    /// `include_compaction` is set (branch summarization reads them; context rebuilding and
+    /// compaction windows do not). Metadata yields nothing.
+    pub fn to_agent_message(&self, include_compaction: bool) -> Option<AgentMessage> {
+        use super::message::{BranchSummaryMessage, CompactionSummaryMessage, CustomMessage};
+        let timestamp = iso_to_epoch_ms(&self.timestamp).map(Value::from);
+        match &self.kind {
+            EntryKind::Message(m) => Some(m.clone()),
+            EntryKind::CustomMessage(c) => Some(AgentMessage::Custom(CustomMessage {
+                custom_type: c.custom_type.clone(),
+                content: c.content.clone(),
+                display: c.display,
+                details: c.details.clone(),
+                timestamp,
+                extra: Extra::new(),
+            })),
+            EntryKind::BranchSummary(b) => {
+                Some(AgentMessage::BranchSummary(BranchSummaryMessage {
+                    summary: b.summary.clone(),
+                    from_id: b.from_id.clone(),
+                    timestamp,
+                    extra: Extra::new(),
+                }))
+            }
+            EntryKind::Compaction(c) if include_compaction => {
+                Some(AgentMessage::CompactionSummary(CompactionSummaryMessage {
+                    summary: c.summary.clone(),
+                    short_summary: c.short_summary.clone(),
+                    tokens_before: c.tokens_before,
+                    timestamp,
+                    extra: Extra::new(),
+                }))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch of an ISO-8601 UTC timestamp such as
+/// `2026-01-02T03:04:05.678Z` (the form the reference writes); `None` when it is not one.
+pub fn iso_to_epoch_ms(iso: &str) -> Option<i64> {
+    let b = iso.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let s = iso.get(r)?;
+        if s.bytes().all(|c| c.is_ascii_digit()) {
+            s.parse().ok()
+        } else {
+            None
+        }
+    };
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut ms = 0;
+    let mut rest = &iso[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        let padded = format!("{:0<3}", &frac[..digits.min(3)]);
+        ms = padded.parse::<i64>().ok()?;
+        rest = &frac[digits..];
+    }
+    if !(rest == "Z" || rest.is_empty() || rest == "+00:00") || !(1..=12).contains(&mo) {
+        return None;
+    }
+    // Days from civil (Howard Hinnant's algorithm), valid for the proleptic Gregorian calendar.
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms)
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum EntryError {
     #[error("entry is not a JSON object")]
@@ -502,6 +583,20 @@ mod tests {
         };
         assert_eq!(c.from_extension, Some(true));
         assert_eq!(e.to_value()["fromExtension"], json!(true));
+    }
+
+    #[test]
+    fn iso_timestamps_convert_to_epoch_ms() {
+        assert_eq!(iso_to_epoch_ms("1970-01-01T00:00:00.000Z"), Some(0));
+        assert_eq!(
+            iso_to_epoch_ms("2026-01-02T03:04:05.678Z"),
+            Some(1_767_323_045_678)
+        );
+        assert_eq!(
+            iso_to_epoch_ms("2000-02-29T00:00:00Z"),
+            Some(951_782_400_000)
+        );
+        assert_eq!(iso_to_epoch_ms("yesterday"), None);
     }
 
     #[test]

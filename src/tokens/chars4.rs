@@ -1,0 +1,94 @@
+//! The reference agent's estimate (spec §4.7): UTF-16 code units / 4, rounded up per message,
+//! with its per-role table reproduced exactly, blind spots included (`custom`,
+//! `pythonExecution`, `fileMention` and user images cost 0). Use it to compare cut points with
+//! the reference; budgets should use an exact counter.
+
+use crate::session::message::{AgentMessage, ContentBlock};
+
+use super::TokenCounter;
+
+/// Name of the chars/4 counter.
+pub const CHARS4_NAME: &str = "chars4";
+
+/// Characters the reference charges for one image block in tool results (≈1200 tokens).
+const IMAGE_CHARS: u64 = 4800;
+
+/// The reference's chars/4 estimate.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Chars4;
+
+/// Length of `s` in UTF-16 code units, as JavaScript's `String.length` counts it.
+pub fn utf16_len(s: &str) -> u64 {
+    s.encode_utf16().count() as u64
+}
+
+fn text_chars(blocks: &[ContentBlock]) -> u64 {
+    blocks
+        .iter()
+        .filter_map(ContentBlock::as_text)
+        .map(utf16_len)
+        .sum()
+}
+
+fn text_and_image_chars(blocks: &[ContentBlock]) -> u64 {
+    let images = blocks
+        .iter()
+        .filter(|b| matches!(b, ContentBlock::Image(_)))
+        .count() as u64;
+    text_chars(blocks) + images * IMAGE_CHARS
+}
+
+/// The characters spec §4.7 counts for `msg`.
+fn message_chars(msg: &AgentMessage) -> u64 {
+    match msg {
+        AgentMessage::User(u) => match &u.content {
+            crate::session::Content::Text(t) => utf16_len(t),
+            crate::session::Content::Blocks(b) => text_chars(b),
+        },
+        AgentMessage::Assistant(a) => a
+            .content
+            .iter()
+            .map(|block| match block {
+                ContentBlock::Text(t) => utf16_len(&t.text),
+                ContentBlock::Thinking(t) => utf16_len(&t.thinking),
+                // `JSON.stringify(arguments)`: compact, keys in stored order, which serde_json
+                // with `preserve_order` reproduces (floats written as `1.0` are the exception).
+                // A missing `arguments` (read as null) would make the reference throw; count 0.
+                ContentBlock::ToolCall(c) => {
+                    let args = match &c.arguments {
+                        serde_json::Value::Null => 0,
+                        v => utf16_len(&v.to_string()),
+                    };
+                    utf16_len(&c.name) + args
+                }
+                _ => 0,
+            })
+            .sum(),
+        AgentMessage::ToolResult(r) => text_and_image_chars(&r.content),
+        AgentMessage::BashExecution(b) => {
+            utf16_len(b.command.as_deref().unwrap_or("")) + utf16_len(&b.output)
+        }
+        AgentMessage::BranchSummary(s) => utf16_len(&s.summary),
+        AgentMessage::CompactionSummary(s) => utf16_len(&s.summary),
+        // The reference charges `hookMessage` like a tool result but `custom` nothing; v3 data
+        // (and this crate, which reads `hookMessage` as `custom`) only has `custom`.
+        AgentMessage::Custom(_)
+        | AgentMessage::PythonExecution(_)
+        | AgentMessage::FileMention(_)
+        | AgentMessage::Unknown(_) => 0,
+    }
+}
+
+impl TokenCounter for Chars4 {
+    fn name(&self) -> &str {
+        CHARS4_NAME
+    }
+
+    fn count_text(&self, text: &str) -> u64 {
+        utf16_len(text).div_ceil(4)
+    }
+
+    fn count_message(&self, msg: &AgentMessage) -> u64 {
+        message_chars(msg).div_ceil(4)
+    }
+}
