@@ -3,6 +3,7 @@
 //! Layers, each depending only on those below: `rpc` -> `engine` -> {`summarize`,
 //! `compaction`} -> `session` -> `tokens`; `settings` is read by all.
 
+pub mod compaction;
 pub mod engine;
 pub mod rpc;
 pub mod session;

@@ -1,0 +1,38 @@
+//! Pure compaction planning, no I/O and no LLM: where to cut (spec §4.8), what to summarise
+//! and keep (§4.6), file-operation tracking (§4.13), the summarizer's transcript (§4.11),
+//! the threshold and overflow tests (§4.2, §4.3), tool-output pruning (§5) and the entries a
+//! branch summary covers (§6.1, §6.2).
+//!
+//! Every function takes entries and a [`TokenCounter`](crate::tokens::TokenCounter) and
+//! returns a plan; the engine performs it.
+
+pub mod branch;
+pub mod cut_point;
+pub mod file_ops;
+pub mod overflow;
+pub mod prepare;
+pub mod prune;
+pub mod serialize;
+pub mod threshold;
+
+#[cfg(test)]
+mod test_support;
+
+pub use branch::{
+    BranchCollection, PreparedBranch, collect_entries_for_branch_summary, prepare_branch_entries,
+};
+pub use cut_point::{
+    CutMode, CutPoint, find_cut_point, find_cut_point_with, find_turn_start_index,
+    find_turn_start_index_with,
+};
+pub use file_ops::{FileOps, compute_file_lists, file_lists_details, format_file_operations};
+pub use overflow::{is_context_overflow, is_transient_error};
+pub use prepare::{
+    BoundaryError, CompactionParams, CompactionPreparation, effective_window, prepare_compaction,
+    prepare_compaction_at, validate_boundary,
+};
+pub use prune::{
+    PruneConfig, PrunePlan, PrunedOutput, apply_prune, prune_notice, prune_tool_outputs, unprune,
+};
+pub use serialize::serialize_conversation;
+pub use threshold::{context_tokens_from_usage, should_compact};

@@ -1,0 +1,327 @@
+//! What a compaction summarises and what it keeps (spec §4.6), over the *effective context*.
+//!
+//! Deviations from the reference (DESIGN §3):
+//! 1. The window is the effective context sequence: the previous compaction's kept region
+//!    (path entries from its `firstKeptEntryId` up to it) followed by the entries after it. The
+//!    reference starts after the previous compaction, so the kept region is neither summarised
+//!    nor kept by the next compaction and vanishes (spec §13 #1).
+//! 2. When the window is one split turn with no history before it, the preparation says so
+//!    ([`CompactionPreparation::reuse_previous_summary`]): the history part is the previous
+//!    summary, not the reference's "No prior history." (spec §13 #2).
+//!
+//! [`CutMode::Parity`] turns both off and reproduces the reference.
+
+use serde::{Deserialize, Serialize};
+
+use crate::session::entry::CompactionEntry;
+use crate::session::{AgentMessage, Entry, EntryKind, Usage};
+use crate::tokens::{TokenCounter, is_chars4};
+
+use super::cut_point::{CutMode, CutPoint, CutRejection, cut_point_at, find_cut_point_with};
+use super::file_ops::FileOps;
+
+/// The settings a preparation needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactionParams {
+    /// Tokens of recent conversation to keep verbatim.
+    pub keep_recent_tokens: u64,
+    /// compactd's rules or the reference's.
+    pub mode: CutMode,
+}
+
+impl Default for CompactionParams {
+    fn default() -> Self {
+        CompactionParams {
+            keep_recent_tokens: 20_000,
+            mode: CutMode::Fixed,
+        }
+    }
+}
+
+/// Everything a summarizer needs for one compaction. Indices are into the path.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactionPreparation {
+    /// The entry the new compaction keeps from.
+    pub first_kept_entry_id: String,
+    pub first_kept_entry_index: usize,
+    /// History to summarise (before the split turn, if any).
+    pub messages_to_summarize: Vec<AgentMessage>,
+    /// The beginning of a turn cut in two; summarised separately. Empty unless split.
+    pub turn_prefix_messages: Vec<AgentMessage>,
+    /// Messages kept verbatim, from the first kept entry to the leaf.
+    pub recent_messages: Vec<AgentMessage>,
+    pub is_split_turn: bool,
+    pub turn_start_index: Option<usize>,
+    /// The context size before compaction, from the newest usable provider usage (0 if none).
+    pub tokens_before: u64,
+    /// The previous compaction's summary, to be updated rather than rewritten.
+    pub previous_summary: Option<String>,
+    /// The history part of a split turn is `previous_summary` as is (there is no other history
+    /// to summarise); the reference would write "No prior history." and lose it.
+    pub reuse_previous_summary: bool,
+    /// Files read and modified, carried from the previous compaction.
+    pub file_ops: FileOps,
+    /// Ids of the entries whose messages are summarised (history and turn prefix).
+    pub summarize_entry_ids: Vec<String>,
+    /// The keep-recent budget actually used (after the chars4 usage adjustment).
+    pub keep_recent_tokens: u64,
+}
+
+impl CompactionPreparation {
+    /// Whether there is nothing new to summarise: everything in the window is kept. The
+    /// reference still compacts then (re-summarising the previous summary); later versions
+    /// report "nothing to compact", which is the caller's choice.
+    pub fn summarizes_nothing(&self) -> bool {
+        self.messages_to_summarize.is_empty() && self.turn_prefix_messages.is_empty()
+    }
+}
+
+/// Why a caller-chosen `firstKeptEntryId` cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BoundaryError {
+    #[error("Already compacted")]
+    AlreadyCompacted,
+    #[error("Nothing to compact (session too small)")]
+    NothingToCompact,
+    #[error("entry {0} is not on the current branch")]
+    NotOnBranch(String),
+    #[error(
+        "entry {0} is outside the compaction window: an earlier compaction already summarised it"
+    )]
+    OutsideWindow(String),
+    #[error("entry {id} cannot be the first kept entry: {reason}")]
+    NotACutPoint { id: String, reason: &'static str },
+}
+
+/// The path indices of the compaction window and the previous compaction, if any.
+struct Window<'a> {
+    indices: Vec<usize>,
+    previous: Option<&'a CompactionEntry>,
+}
+
+fn last_compaction<'a>(path: &[&'a Entry]) -> Option<(usize, &'a CompactionEntry)> {
+    path.iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, e)| match &e.kind {
+            EntryKind::Compaction(c) => Some((i, c)),
+            _ => None,
+        })
+}
+
+/// The path indices a compaction may summarise or keep, in order.
+///
+/// [`CutMode::Fixed`]: the effective context sequence, i.e. the previous compaction's kept
+/// region (from its `firstKeptEntryId`, compaction entries skipped) then the entries after it.
+/// A `firstKeptEntryId` not on the path keeps nothing, as context rebuilding does.
+/// [`CutMode::Parity`]: the entries after the previous compaction.
+pub fn effective_window(path: &[&Entry], mode: CutMode) -> Vec<usize> {
+    window(path, mode).indices
+}
+
+fn window<'a>(path: &[&'a Entry], mode: CutMode) -> Window<'a> {
+    let Some((at, previous)) = last_compaction(path) else {
+        return Window {
+            indices: (0..path.len()).collect(),
+            previous: None,
+        };
+    };
+    let kept_start = match mode {
+        CutMode::Parity => None,
+        CutMode::Fixed => path[..at]
+            .iter()
+            .position(|e| e.id == previous.first_kept_entry_id),
+    };
+    let kept = kept_start
+        .map(|k| k..at)
+        .into_iter()
+        .flatten()
+        .filter(|&i| !matches!(path[i].kind, EntryKind::Compaction(_)));
+    Window {
+        indices: kept.chain(at + 1..path.len()).collect(),
+        previous: Some(previous),
+    }
+}
+
+/// Usage of the newest assistant message on the path that was neither aborted nor an error.
+fn last_usage<'a>(path: &[&'a Entry]) -> Option<&'a Usage> {
+    path.iter().rev().find_map(|e| match e.message() {
+        Some(AgentMessage::Assistant(a)) if !a.is_aborted() && !a.is_error() => a.usage.as_ref(),
+        _ => None,
+    })
+}
+
+/// Spec §4.6 step 4: turn a budget in real tokens into chars/4 units by the ratio of the
+/// measured prompt to the estimate. Only for chars4: an exact counter already counts tokens,
+/// and the ratio also absorbs the system prompt and tool schemas, which over-shrinks the
+/// budget (spec §13 #6).
+fn adjusted_keep(
+    keep: u64,
+    usage: Option<&Usage>,
+    window: &[&Entry],
+    counter: &dyn TokenCounter,
+) -> u64 {
+    let Some(usage) = usage.filter(|_| is_chars4(counter)) else {
+        return keep;
+    };
+    let estimated: u64 = window
+        .iter()
+        .filter_map(|e| e.to_agent_message(false))
+        .map(|m| counter.count_message(&m))
+        .sum();
+    if estimated == 0 {
+        return keep;
+    }
+    let ratio = usage.prompt_tokens() as f64 / estimated as f64;
+    if ratio.is_finite() && ratio > 1.0 {
+        ((keep as f64 / ratio).floor() as u64).max(1)
+    } else {
+        keep
+    }
+}
+
+/// Plans a compaction of `path` (root to leaf). `None` when the path is empty or already ends
+/// with a compaction.
+pub fn prepare_compaction(
+    path: &[&Entry],
+    params: &CompactionParams,
+    counter: &dyn TokenCounter,
+) -> Option<CompactionPreparation> {
+    if path.is_empty() || matches!(path.last()?.kind, EntryKind::Compaction(_)) {
+        return None;
+    }
+    let window = window(path, params.mode);
+    let entries: Vec<&Entry> = window.indices.iter().map(|&i| path[i]).collect();
+    if entries.is_empty() {
+        return None;
+    }
+    let usage = last_usage(path);
+    let keep = adjusted_keep(params.keep_recent_tokens, usage, &entries, counter);
+    let cut = find_cut_point_with(&entries, 0, entries.len(), keep, counter, params.mode);
+    build(&window, &entries, cut, usage, keep, params.mode)
+}
+
+/// Checks that `first_kept_entry_id` can start the kept region of a compaction of `path`:
+/// it is on the path, inside the effective window, and a valid cut point (not a tool result,
+/// not between a tool call and its result), or metadata right before one.
+pub fn validate_boundary(path: &[&Entry], first_kept_entry_id: &str) -> Result<(), BoundaryError> {
+    boundary_cut(path, first_kept_entry_id).map(|_| ())
+}
+
+fn boundary_cut<'a>(
+    path: &[&'a Entry],
+    id: &str,
+) -> Result<(Window<'a>, Vec<&'a Entry>, CutPoint), BoundaryError> {
+    match path.last() {
+        None => return Err(BoundaryError::NothingToCompact),
+        Some(e) if matches!(e.kind, EntryKind::Compaction(_)) => {
+            return Err(BoundaryError::AlreadyCompacted);
+        }
+        Some(_) => {}
+    }
+    let Some(at) = path.iter().position(|e| e.id == id) else {
+        return Err(BoundaryError::NotOnBranch(id.to_owned()));
+    };
+    let window = window(path, CutMode::Fixed);
+    let Some(pos) = window.indices.iter().position(|&i| i == at) else {
+        return Err(BoundaryError::OutsideWindow(id.to_owned()));
+    };
+    let entries: Vec<&Entry> = window.indices.iter().map(|&i| path[i]).collect();
+    let cut = cut_point_at(&entries, 0, entries.len(), pos, CutMode::Fixed).map_err(|r| {
+        let reason = match r {
+            CutRejection::OutsideWindow => "it is outside the compaction window",
+            CutRejection::NoMessageAfter => "no message follows it",
+            CutRejection::ToolResult => {
+                "it is a tool result, whose tool call would be summarised without it"
+            }
+            CutRejection::NotACutPoint => "its kind of entry cannot start the kept region",
+            CutRejection::SplitsToolCall => {
+                "a tool call before it has its result after it; cut before the tool call"
+            }
+        };
+        BoundaryError::NotACutPoint {
+            id: id.to_owned(),
+            reason,
+        }
+    })?;
+    Ok((window, entries, cut))
+}
+
+/// [`prepare_compaction`] with a caller-chosen first kept entry, checked by
+/// [`validate_boundary`]. Always uses compactd's rules.
+pub fn prepare_compaction_at(
+    path: &[&Entry],
+    first_kept_entry_id: &str,
+    params: &CompactionParams,
+    counter: &dyn TokenCounter,
+) -> Result<CompactionPreparation, BoundaryError> {
+    let (window, entries, cut) = boundary_cut(path, first_kept_entry_id)?;
+    let usage = last_usage(path);
+    // Not used for the cut, which the caller chose; reported for comparison.
+    let keep = adjusted_keep(params.keep_recent_tokens, usage, &entries, counter);
+    build(&window, &entries, cut, usage, keep, CutMode::Fixed)
+        .ok_or(BoundaryError::NothingToCompact)
+}
+
+/// Messages and ids of `entries[range]`.
+fn collect(entries: &[&Entry], range: std::ops::Range<usize>) -> (Vec<AgentMessage>, Vec<String>) {
+    entries[range]
+        .iter()
+        .filter_map(|e| e.to_agent_message(false).map(|m| (m, e.id.clone())))
+        .unzip()
+}
+
+fn build(
+    window: &Window<'_>,
+    entries: &[&Entry],
+    cut: CutPoint,
+    usage: Option<&Usage>,
+    keep: u64,
+    mode: CutMode,
+) -> Option<CompactionPreparation> {
+    let first_kept = entries.get(cut.first_kept_entry_index)?;
+    if first_kept.id.is_empty() {
+        return None;
+    }
+    let split_start = cut.turn_start_index.filter(|_| cut.is_split_turn);
+    let history_end = split_start.unwrap_or(cut.first_kept_entry_index);
+    let (messages_to_summarize, mut summarize_entry_ids) = collect(entries, 0..history_end);
+    let (turn_prefix_messages, prefix_ids) = match split_start {
+        Some(s) => collect(entries, s..cut.first_kept_entry_index),
+        None => (Vec::new(), Vec::new()),
+    };
+    summarize_entry_ids.extend(prefix_ids);
+    let (recent_messages, _) = collect(entries, cut.first_kept_entry_index..entries.len());
+
+    let mut file_ops = FileOps::default();
+    if let Some(previous) = window.previous {
+        file_ops.add_compaction(previous);
+    }
+    for m in messages_to_summarize.iter().chain(&turn_prefix_messages) {
+        file_ops.add_message(m);
+    }
+    let previous_summary = window.previous.map(|c| c.summary.clone());
+    let reuse_previous_summary = mode == CutMode::Fixed
+        && cut.is_split_turn
+        && messages_to_summarize.is_empty()
+        && previous_summary.is_some();
+    Some(CompactionPreparation {
+        first_kept_entry_id: first_kept.id.clone(),
+        first_kept_entry_index: window.indices[cut.first_kept_entry_index],
+        messages_to_summarize,
+        turn_prefix_messages,
+        recent_messages,
+        is_split_turn: cut.is_split_turn,
+        turn_start_index: cut.turn_start_index.map(|i| window.indices[i]),
+        tokens_before: usage.map_or(0, Usage::context_tokens),
+        previous_summary,
+        reuse_previous_summary,
+        file_ops,
+        summarize_entry_ids,
+        keep_recent_tokens: keep,
+    })
+}
+
+#[cfg(test)]
+mod tests;
