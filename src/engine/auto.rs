@@ -21,12 +21,12 @@ use crate::session::message::{AssistantMessage, Content, UserMessage};
 use crate::session::{AgentMessage, Session};
 use crate::settings::Settings;
 
-use super::overflow::is_context_overflow;
 use super::registry::{AppendAction, Engine, refresh_locked};
 use super::state::{OpKind, SessionState};
 use super::{
     CompactOptions, CompactOutcome, CompactReason, EngineError, EngineEvent, OperationObserver,
 };
+use crate::compaction::is_context_overflow;
 
 /// The prompt appended after a successful threshold compaction when `autoContinue` is on.
 pub const AUTO_CONTINUE_PROMPT: &str = "Continue if you have next steps.";

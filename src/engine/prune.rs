@@ -2,16 +2,17 @@
 //! of the live context are looked at and only savings inside it count; pruned entries keep
 //! their original content (recoverable), and the file is rewritten atomically.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use crate::session::{Entry, Session};
 use crate::tokens::TokenCounter;
 
 use super::EngineError;
-use super::prune_plan::{apply_prune, prune_tool_outputs};
+use crate::compaction::{PruneConfig, apply_prune, prune_tool_outputs};
 
 /// What a prune did (or, for a dry run, would do).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PruneOutcome {
     pub pruned_count: usize,
     pub tokens_saved: u64,
@@ -33,23 +34,28 @@ pub fn prune_live(
         .iter()
         .filter_map(|id| session.get(id))
         .collect();
-    let plan = prune_tool_outputs(&live, counter);
-    let mut outcome = PruneOutcome {
-        pruned_count: plan.entry_ids.len(),
+    let plan = prune_tool_outputs(&live, counter, &PruneConfig::default());
+    let outcome = PruneOutcome {
+        pruned_count: plan.pruned_count,
         tokens_saved: plan.tokens_saved,
-        entry_ids: plan.entry_ids.clone(),
+        entry_ids: plan.candidates.iter().map(|c| c.entry_id.clone()).collect(),
         dry_run,
     };
-    if dry_run || plan.entry_ids.is_empty() {
+    if dry_run || plan.candidates.is_empty() {
         return Ok(outcome);
     }
-    let targets: HashSet<String> = plan.entry_ids.iter().cloned().collect();
+    let notices: HashMap<&str, &str> = plan
+        .candidates
+        .iter()
+        .map(|c| (c.entry_id.as_str(), c.notice.as_str()))
+        .collect();
     let now = crate::session::ids::now_ms();
     session.replace_entries(|entries| {
-        for entry in entries.iter_mut().filter(|e| targets.contains(&e.id)) {
-            apply_prune(entry, &plan, now);
+        for entry in entries.iter_mut() {
+            if let Some(notice) = notices.get(entry.id.as_str()) {
+                apply_prune(entry, notice, now);
+            }
         }
     })?;
-    outcome.dry_run = false;
     Ok(outcome)
 }

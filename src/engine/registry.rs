@@ -738,7 +738,7 @@ fn session_stack(base: &SettingsStack, cwd: &str) -> (SettingsStack, Option<Stri
 }
 
 /// The `tokenizer` setting's name.
-pub(crate) fn tokenizer_name(settings: &Settings) -> String {
+pub fn tokenizer_name(settings: &Settings) -> String {
     match serde_json::to_value(settings.tokenizer) {
         Ok(serde_json::Value::String(s)) => s,
         _ => "o200k".to_owned(),

@@ -6,13 +6,16 @@
 
 use std::collections::HashSet;
 
+use serde::Serialize;
+
 use crate::session::tree::FlatTreeNode;
 use crate::session::{AgentMessage, Entry, EntryKind, Session, SessionContext, convert_to_llm};
 use crate::settings::Settings;
 use crate::tokens::TokenCache;
 
 /// One message of the LLM-ready context.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ContextMessage {
     /// The entry it came from (the compaction entry for the summary).
     pub entry_id: String,
@@ -23,7 +26,8 @@ pub struct ContextMessage {
 }
 
 /// The LLM-ready context at the leaf with token figures.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ContextView {
     pub leaf_id: Option<String>,
     pub messages: Vec<ContextMessage>,
@@ -41,7 +45,8 @@ pub struct ContextView {
 }
 
 /// Context usage (spec §9 `getContextUsage`, plus our own estimate).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct UsageView {
     /// From the provider's usage: the last valid assistant usage plus the estimated messages
     /// after it. `None` ("unknown") when a compaction exists and no valid usage came after it.
@@ -59,7 +64,8 @@ pub struct UsageView {
 }
 
 /// The session tree (markers hidden), in pre-order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TreeView {
     pub leaf_id: Option<String>,
     pub nodes: Vec<FlatTreeNode>,
