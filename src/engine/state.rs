@@ -125,6 +125,11 @@ impl RunningOps {
         let slots = self.lock();
         slots.manual.is_some() || slots.auto.is_some()
     }
+
+    /// Whether a branch summary (navigation) is running.
+    pub fn is_summarizing_branch(&self) -> bool {
+        self.lock().branch.is_some()
+    }
 }
 
 /// One open session.
