@@ -18,13 +18,23 @@ use std::borrow::Cow;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use compactd::compaction::{
+    CompactionParams, PruneConfig, prepare_compaction, prune_tool_outputs, serialize_conversation,
+};
 use compactd::devtools::generate::GENERATOR_VERSION;
 use compactd::devtools::{GenerateOptions, SizePreset, generate_session};
-use compactd::session::Entry;
+use compactd::session::context::{SessionContext, convert_to_llm};
+use compactd::session::entry::CompactionEntry;
+use compactd::session::file::Session;
+use compactd::session::{AgentMessage, Entry, EntryKind};
+use compactd::summarize::extractive::ExtractiveSummarizer;
+use compactd::summarize::{Purpose, SummaryRequest};
+use compactd::tokens::{Chars4, TokenCache, TokenCounter, counter_by_name};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -172,13 +182,33 @@ fn write_session(path: &Path, preset: SizePreset, seed: u64) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Measurements
 
-/// One thing to time. `run` returns a short note (counts, rates) for the table.
+/// One thing to time. `run` returns a short note (counts, rates) for the table and, when only
+/// part of it is the operation (setup such as opening the session is not), that part's time.
 struct Measurement {
     name: &'static str,
     about: &'static str,
-    /// Measurements of the same group are compared with the group's floor.
+    /// A floor: not compared with `floor-heads`.
     floor: bool,
-    run: fn(&Path) -> Result<String>,
+    run: fn(&Path) -> Result<Timed>,
+}
+
+struct Timed {
+    note: String,
+    /// The time of the operation; `None`: the whole call.
+    op: Option<Duration>,
+}
+
+impl From<String> for Timed {
+    fn from(note: String) -> Self {
+        Timed { note, op: None }
+    }
+}
+
+/// Times `f`.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed())
 }
 
 const MEASUREMENTS: &[Measurement] = &[
@@ -218,6 +248,60 @@ const MEASUREMENTS: &[Measurement] = &[
         floor: false,
         run: tokenize_o200k,
     },
+    Measurement {
+        name: "open",
+        about: "Session::open: read + parse + migrate + index",
+        floor: false,
+        run: open_session,
+    },
+    Measurement {
+        name: "context",
+        about: "first Session::context() after open (open not timed)",
+        floor: false,
+        run: first_context,
+    },
+    Measurement {
+        name: "context-o200k",
+        about: "first context + exact o200k count of every context entry (TokenCache, cold)",
+        floor: false,
+        run: context_o200k,
+    },
+    Measurement {
+        name: "append-context",
+        about: "append one user entry + context + o200k counts (warm cache); median of 20, on a copy",
+        floor: false,
+        run: append_context,
+    },
+    Measurement {
+        name: "plan-o200k",
+        about: "path_to_leaf + prepare_compaction with the exact o200k counter (open not timed)",
+        floor: false,
+        run: plan_o200k,
+    },
+    Measurement {
+        name: "plan-chars4",
+        about: "path_to_leaf + prepare_compaction with chars/4 (open not timed)",
+        floor: false,
+        run: plan_chars4,
+    },
+    Measurement {
+        name: "prune-dry",
+        about: "context entries + prune_tool_outputs, o200k (open not timed)",
+        floor: false,
+        run: prune_dry,
+    },
+    Measurement {
+        name: "compact-no-llm",
+        about: "plan + serialize_conversation + append compaction + context, on a copy (no summarizer)",
+        floor: false,
+        run: compact_without_summarizer,
+    },
+    Measurement {
+        name: "extractive",
+        about: "ExtractiveSummarizer::summarize_text on the planned history (plan not timed)",
+        floor: false,
+        run: extractive,
+    },
 ];
 
 #[derive(serde::Serialize, Deserialize)]
@@ -236,8 +320,9 @@ fn measure(m: &Measurement, file: &Path, reps: u32) -> Result<Report> {
     let mut note = String::new();
     for _ in 0..reps.max(1) {
         let start = Instant::now();
-        note = (m.run)(file)?;
-        times.push(start.elapsed());
+        let t = (m.run)(file)?;
+        times.push(t.op.unwrap_or_else(|| start.elapsed()));
+        note = t.note;
     }
     times.sort();
     Ok(Report {
@@ -276,14 +361,14 @@ fn lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|l| !l.is_empty())
 }
 
-fn floor_read(path: &Path) -> Result<String> {
+fn floor_read(path: &Path) -> Result<Timed> {
     let buf = std::fs::read(path)?;
-    Ok(format!("{} bytes", buf.len()))
+    Ok(Timed::from(format!("{} bytes", buf.len())))
 }
 
-fn floor_split(path: &Path) -> Result<String> {
+fn floor_split(path: &Path) -> Result<Timed> {
     let buf = std::fs::read(path)?;
-    Ok(format!("{} lines", lines(&buf).count()))
+    Ok(Timed::from(format!("{} lines", lines(&buf).count())))
 }
 
 /// The fields every decision needs (issue 7: type, id, parentId, role, usage, tool-call paths);
@@ -348,7 +433,7 @@ struct ArgsHead<'a> {
     path: Option<Cow<'a, str>>,
 }
 
-fn floor_heads(path: &Path) -> Result<String> {
+fn floor_heads(path: &Path) -> Result<Timed> {
     let buf = std::fs::read(path)?;
     let mut heads = Vec::new();
     let mut tool_paths = 0usize;
@@ -385,23 +470,23 @@ fn floor_heads(path: &Path) -> Result<String> {
         .count();
     let messages = heads.iter().filter(|h| h.kind == "message").count();
     let ids = heads.iter().filter(|h| h.id.is_some()).count();
-    Ok(format!(
+    Ok(Timed::from(format!(
         "{} entries ({ids} ids, {with_parent} parents, {messages} messages, {tool_results} tool results, {compactions} compactions, {tool_paths} tool paths, usage sum {usage_sum})",
         heads.len()
-    ))
+    )))
 }
 
-fn floor_value(path: &Path) -> Result<String> {
+fn floor_value(path: &Path) -> Result<Timed> {
     let buf = std::fs::read(path)?;
     let mut n = 0;
     for line in lines(&buf) {
         let v: Value = serde_json::from_slice(line)?;
         n += usize::from(v.is_object());
     }
-    Ok(format!("{n} objects"))
+    Ok(Timed::from(format!("{n} objects")))
 }
 
-fn typed_entries(path: &Path) -> Result<String> {
+fn typed_entries(path: &Path) -> Result<Timed> {
     let buf = std::fs::read(path)?;
     let mut lines = lines(&buf);
     let _header: Value = serde_json::from_slice(lines.next().unwrap_or(b"{}"))?;
@@ -410,7 +495,7 @@ fn typed_entries(path: &Path) -> Result<String> {
         let v: Value = serde_json::from_slice(line)?;
         entries.push(Entry::from_value(v).map_err(|e| anyhow::anyhow!("{e}"))?);
     }
-    Ok(format!("{} entries", entries.len()))
+    Ok(Timed::from(format!("{} entries", entries.len())))
 }
 
 /// Appends the text a token counter would see in one entry.
@@ -437,7 +522,7 @@ fn collect_text(v: &Value, out: &mut String) {
     }
 }
 
-fn tokenize_o200k(path: &Path) -> Result<String> {
+fn tokenize_o200k(path: &Path) -> Result<Timed> {
     const SAMPLE: usize = 8 << 20;
     // The singleton loads on first use; report that first load, not the later no-op calls.
     static LOAD: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
@@ -466,7 +551,7 @@ fn tokenize_o200k(path: &Path) -> Result<String> {
     let secs = start.elapsed().as_secs_f64();
     let rate = tokens as f64 / secs;
     let projected_tokens = tokens as f64 * total_text as f64 / sample_bytes.max(1) as f64;
-    Ok(format!(
+    Ok(Timed::from(format!(
         "{:.2} M tokens/s on {} of text ({:.2} bytes/token); file holds {} of text = ~{:.1} M tokens = {:.1} s to count once; singleton load {:.0} ms",
         rate / 1e6,
         mb(sample_bytes as u64),
@@ -475,7 +560,219 @@ fn tokenize_o200k(path: &Path) -> Result<String> {
         projected_tokens / 1e6,
         projected_tokens / rate,
         ms(load)
-    ))
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The session store, planning and summarizers
+
+fn open(path: &Path) -> Result<Session> {
+    let (session, report) = Session::open(path)?;
+    if !report.skipped.is_empty() {
+        bail!(
+            "{} lines skipped in {}",
+            report.skipped.len(),
+            path.display()
+        );
+    }
+    Ok(session)
+}
+
+/// A fresh copy of `path` to write to, next to it (so on the same disk).
+fn scratch_copy(path: &Path) -> Result<tempfile::TempPath> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new()
+        .prefix("scratch-")
+        .suffix(".jsonl")
+        .tempfile_in(dir)?
+        .into_temp_path();
+    std::fs::copy(path, &tmp)?;
+    Ok(tmp)
+}
+
+fn o200k() -> Arc<dyn TokenCounter> {
+    // Cannot fail: "o200k" is a built-in counter name.
+    let counter = counter_by_name("o200k").expect("o200k is built in");
+    counter.count_text("warm the tokenizer singleton");
+    counter
+}
+
+fn context_entries<'a>(session: &'a Session, ctx: &SessionContext) -> Vec<&'a Entry> {
+    ctx.entry_ids
+        .iter()
+        .filter_map(|id| session.get(id))
+        .collect()
+}
+
+fn count_context(cache: &TokenCache, session: &Session, ctx: &SessionContext) -> u64 {
+    context_entries(session, ctx)
+        .iter()
+        .map(|e| cache.count_entry(e))
+        .sum()
+}
+
+fn open_session(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    Ok(format!(
+        "{} entries, path {}",
+        session.entries().len(),
+        session.path_to_leaf().len()
+    )
+    .into())
+}
+
+fn first_context(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    let (ctx, t) = timed(|| session.context());
+    Ok(Timed {
+        note: format!("{} messages", ctx.messages.len()),
+        op: Some(t),
+    })
+}
+
+fn context_o200k(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    let cache = TokenCache::new(o200k());
+    let ((n, tokens), t) = timed(|| {
+        let ctx = session.context();
+        (ctx.messages.len(), count_context(&cache, &session, &ctx))
+    });
+    Ok(Timed {
+        note: format!(
+            "{n} messages, {tokens} tokens, {:.2} M tokens/s",
+            tokens as f64 / t.as_secs_f64() / 1e6
+        ),
+        op: Some(t),
+    })
+}
+
+fn append_context(path: &Path) -> Result<Timed> {
+    let copy = scratch_copy(path)?;
+    let mut session = open(&copy)?;
+    let cache = TokenCache::new(o200k());
+    let ctx = session.context();
+    count_context(&cache, &session, &ctx);
+    let mut times = Vec::new();
+    let mut tokens = 0;
+    for i in 0..20 {
+        let (r, t) = timed(|| -> Result<u64> {
+            session.append(EntryKind::Message(AgentMessage::user_text(
+                format!("Next step {i}: run the tests again and fix what fails."),
+                1_767_254_400_000,
+            )))?;
+            let ctx = session.context();
+            Ok(count_context(&cache, &session, &ctx))
+        });
+        tokens = r?;
+        times.push(t);
+    }
+    times.sort();
+    Ok(Timed {
+        note: format!(
+            "{tokens} context tokens after; min {}",
+            fmt_ms(ms(times[0]))
+        ),
+        op: Some(times[times.len() / 2]),
+    })
+}
+
+fn plan_with(path: &Path, counter: &dyn TokenCounter) -> Result<Timed> {
+    let session = open(path)?;
+    let (prep, t) = timed(|| {
+        let path = session.path_to_leaf();
+        prepare_compaction(&path, &CompactionParams::default(), counter)
+    });
+    let note = match prep {
+        Some(p) => format!(
+            "{} to summarise, {} kept, split {}, tokensBefore {}",
+            p.messages_to_summarize.len(),
+            p.recent_messages.len(),
+            p.is_split_turn,
+            p.tokens_before
+        ),
+        None => "nothing to compact".into(),
+    };
+    Ok(Timed { note, op: Some(t) })
+}
+
+fn plan_o200k(path: &Path) -> Result<Timed> {
+    plan_with(path, o200k().as_ref())
+}
+
+fn plan_chars4(path: &Path) -> Result<Timed> {
+    plan_with(path, &Chars4)
+}
+
+fn prune_dry(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    let counter = o200k();
+    let (plan, t) = timed(|| {
+        let ctx = session.context();
+        let entries = context_entries(&session, &ctx);
+        prune_tool_outputs(&entries, counter.as_ref(), &PruneConfig::default())
+    });
+    Ok(Timed {
+        note: format!(
+            "{} outputs to prune, {} tokens saved",
+            plan.pruned_count, plan.tokens_saved
+        ),
+        op: Some(t),
+    })
+}
+
+fn compact_without_summarizer(path: &Path) -> Result<Timed> {
+    let copy = scratch_copy(path)?;
+    let mut session = open(&copy)?;
+    let counter = o200k();
+    let (r, t) = timed(|| -> Result<String> {
+        let path = session.path_to_leaf();
+        let Some(prep) = prepare_compaction(&path, &CompactionParams::default(), counter.as_ref())
+        else {
+            return Ok("nothing to compact".into());
+        };
+        let input = serialize_conversation(&convert_to_llm(&prep.messages_to_summarize));
+        let entry = CompactionEntry {
+            summary: "## Goal\n- benchmark".into(),
+            short_summary: None,
+            first_kept_entry_id: prep.first_kept_entry_id.clone(),
+            tokens_before: prep.tokens_before,
+            details: None,
+            preserve_data: None,
+            from_extension: Some(false),
+            extra: Default::default(),
+        };
+        session.append(EntryKind::Compaction(entry))?;
+        let ctx = session.context();
+        Ok(format!(
+            "summarizer input {}, {} messages after",
+            mb(input.len() as u64),
+            ctx.messages.len()
+        ))
+    });
+    Ok(Timed {
+        note: r?,
+        op: Some(t),
+    })
+}
+
+fn extractive(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    let leaf_path = session.path_to_leaf();
+    let Some(prep) = prepare_compaction(&leaf_path, &CompactionParams::default(), &Chars4) else {
+        return Ok("nothing to compact".to_owned().into());
+    };
+    let mut req = SummaryRequest::new(Purpose::History, "", "", 16_384);
+    req.messages = convert_to_llm(&prep.messages_to_summarize);
+    req.previous_summary = prep.previous_summary.clone();
+    let (summary, t) = timed(|| ExtractiveSummarizer::new().summarize_text(&req));
+    Ok(Timed {
+        note: format!(
+            "{} messages in, {} summary out",
+            req.messages.len(),
+            mb(summary.len() as u64)
+        ),
+        op: Some(t),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

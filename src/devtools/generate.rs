@@ -1539,6 +1539,25 @@ mod tests {
         assert_eq!(last["id"], Value::from(stats.leaf_id.clone()));
     }
 
+    /// The store loads a generated file whole: no skipped lines, no duplicate ids, the leaf at
+    /// the last entry, and a context that starts with the latest compaction's summary.
+    #[test]
+    fn session_store_loads_generated_files_without_skipping() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut opts = GenerateOptions::for_target(5, 600_000);
+        opts.compaction_every = 6;
+        let stats = generate_session(std::fs::File::create(&path).unwrap(), &opts).unwrap();
+        let (session, report) = crate::session::Session::open(&path).unwrap();
+        assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+        assert!(report.duplicate_ids.is_empty() && report.torn_tail.is_none());
+        assert_eq!(session.entries().len() as u64, stats.lines - 1);
+        assert_eq!(session.leaf_id(), Some(stats.leaf_id.as_str()));
+        assert_eq!(session.path_to_leaf().len() as u64, stats.path_len);
+        let ctx = session.context();
+        assert_eq!(ctx.messages[0].role(), "compactionSummary");
+    }
+
     #[test]
     fn usage_drops_after_a_compaction() {
         let mut opts = GenerateOptions::for_target(11, 3_000_000);
