@@ -4,6 +4,7 @@
 //! `compaction`} -> `session` -> `tokens`; `settings` is read by all.
 
 pub mod compaction;
+pub mod devtools;
 pub mod engine;
 pub mod rpc;
 pub mod session;

@@ -1,0 +1,885 @@
+//! compactd's benchmarks (issue 7): generated sessions of sizes XS/S/M/L, the operations a
+//! daemon does on them, and beside each a *floor* measured in the same run (reading the file,
+//! splitting lines, parsing with serde_json alone) so the ratio to the floor is visible.
+//!
+//! ```text
+//! cargo bench --bench bench -- run --sizes S,M        # generate (cached), measure, print a table
+//! cargo bench --bench bench -- generate --size M      # just write target/bench-sessions/M-...
+//! cargo bench --bench bench -- generate --size L --out /tmp/l.jsonl
+//! cargo bench --bench bench -- measure floor-heads FILE   # one measurement (what `run` spawns)
+//! ```
+//!
+//! Every measurement runs in its own child process (this binary re-executed with `measure`), so
+//! its peak RSS (`VmHWM`) is its own. Times are wall-clock medians over `--reps` runs inside the
+//! child; the first run also warms the page cache, so all figures are warm-cache figures.
+#![allow(clippy::print_stdout)] // A benchmark's job is to print its table.
+
+use std::borrow::Cow;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use compactd::compaction::{
+    CompactionParams, PruneConfig, prepare_compaction, prune_tool_outputs, serialize_conversation,
+};
+use compactd::devtools::generate::GENERATOR_VERSION;
+use compactd::devtools::{GenerateOptions, SizePreset, generate_session};
+use compactd::session::context::{SessionContext, convert_to_llm};
+use compactd::session::entry::CompactionEntry;
+use compactd::session::file::Session;
+use compactd::session::{AgentMessage, Entry, EntryKind};
+use compactd::summarize::extractive::ExtractiveSummarizer;
+use compactd::summarize::{Purpose, SummaryRequest};
+use compactd::tokens::{Chars4, TokenCache, TokenCounter, counter_by_name};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+#[derive(Parser)]
+#[command(about = "compactd benchmarks (issue 7)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Write a generated session (to the cache unless --out is given).
+    Generate {
+        #[arg(long, default_value = "S")]
+        size: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Generate (cached) and measure every size, print the table.
+    Run {
+        /// Comma-separated sizes: XS, S, M, L.
+        #[arg(long, default_value = "S,M")]
+        sizes: String,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Repetitions per measurement (default: by size).
+        #[arg(long)]
+        reps: Option<u32>,
+        /// Only the measurements whose name contains this.
+        #[arg(long)]
+        only: Option<String>,
+    },
+    /// Run one measurement in this process and print it as one JSON line.
+    Measure {
+        name: String,
+        file: PathBuf,
+        #[arg(long, default_value_t = 3)]
+        reps: u32,
+    },
+    /// List the measurements.
+    List,
+}
+
+fn main() -> Result<()> {
+    // `cargo bench` appends `--bench`; it means nothing here.
+    let args = std::env::args().filter(|a| a != "--bench");
+    let cli = Cli::parse_from(args);
+    match cli.command {
+        Cmd::Generate { size, seed, out } => {
+            let preset = parse_size(&size)?;
+            let path = match out {
+                Some(out) => {
+                    write_session(&out, preset, seed)?;
+                    out
+                }
+                None => cached_session(preset, seed)?,
+            };
+            println!("{}", path.display());
+            Ok(())
+        }
+        Cmd::Run {
+            sizes,
+            seed,
+            reps,
+            only,
+        } => run(&sizes, seed, reps, only.as_deref()),
+        Cmd::Measure { name, file, reps } => {
+            let m = MEASUREMENTS
+                .iter()
+                .find(|m| m.name == name)
+                .with_context(|| format!("no measurement named {name}"))?;
+            let report = measure(m, &file, reps)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(())
+        }
+        Cmd::List => {
+            for m in MEASUREMENTS {
+                println!("{:<22} {}", m.name, m.about);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn parse_size(s: &str) -> Result<SizePreset> {
+    SizePreset::parse(s.trim()).with_context(|| format!("unknown size {s:?} (XS, S, M, L)"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generated sessions
+
+fn cache_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    target.join("bench-sessions")
+}
+
+/// The cached file for a size and seed, generated on first use.
+fn cached_session(preset: SizePreset, seed: u64) -> Result<PathBuf> {
+    let dir = cache_dir();
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!(
+        "{}-seed{seed}-g{GENERATOR_VERSION}.jsonl",
+        preset.name()
+    ));
+    if !path.exists() {
+        // Written under a temporary name so an interrupted run never leaves a short file.
+        let tmp = path.with_extension("jsonl.partial");
+        write_session(&tmp, preset, seed)?;
+        std::fs::rename(&tmp, &path)?;
+    }
+    Ok(path)
+}
+
+fn write_session(path: &Path, preset: SizePreset, seed: u64) -> Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("creating {path:?}"))?;
+    let start = Instant::now();
+    let stats = generate_session(
+        BufWriter::with_capacity(1 << 20, file),
+        &GenerateOptions::for_size(preset, seed),
+    )?;
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "generated {} ({}): {} lines, {} turns, {} tool results, {} images, {} branches, {} compactions, largest line {}, in {:.2} s ({:.0} MB/s)",
+        path.display(),
+        mb(stats.bytes),
+        stats.lines,
+        stats.turns,
+        stats.tool_results,
+        stats.images,
+        stats.branches,
+        stats.compactions,
+        mb(stats.largest_line),
+        secs,
+        stats.bytes as f64 / 1e6 / secs
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements
+
+/// One thing to time. `run` returns a short note (counts, rates) for the table and, when only
+/// part of it is the operation (setup such as opening the session is not), that part's time.
+struct Measurement {
+    name: &'static str,
+    about: &'static str,
+    /// A floor: not compared with `floor-heads`.
+    floor: bool,
+    run: fn(&Path) -> Result<Timed>,
+}
+
+struct Timed {
+    note: String,
+    /// The time of the operation; `None`: the whole call.
+    op: Option<Duration>,
+}
+
+impl From<String> for Timed {
+    fn from(note: String) -> Self {
+        Timed { note, op: None }
+    }
+}
+
+/// Times `f`.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed())
+}
+
+const MEASUREMENTS: &[Measurement] = &[
+    Measurement {
+        name: "floor-read",
+        about: "std::fs::read of the whole file",
+        floor: true,
+        run: floor_read,
+    },
+    Measurement {
+        name: "floor-split",
+        about: "read + memchr line split",
+        floor: true,
+        run: floor_split,
+    },
+    Measurement {
+        name: "floor-heads",
+        about: "read + split + serde_json of the header fields only (bodies skipped, borrowed)",
+        floor: true,
+        run: floor_heads,
+    },
+    Measurement {
+        name: "floor-value",
+        about: "read + split + serde_json::Value per line (dropped at once)",
+        floor: true,
+        run: floor_value,
+    },
+    Measurement {
+        name: "typed-entries",
+        about: "read + split + Value + Entry::from_value, all kept (a naive eager load)",
+        floor: false,
+        run: typed_entries,
+    },
+    Measurement {
+        name: "tokenize-o200k",
+        about: "o200k exact count of up to 8 MB of message text (tokens/s, projected full count)",
+        floor: false,
+        run: tokenize_o200k,
+    },
+    Measurement {
+        name: "open",
+        about: "Session::open: read + parse + migrate + index",
+        floor: false,
+        run: open_session,
+    },
+    Measurement {
+        name: "context",
+        about: "first Session::context() after open (open not timed)",
+        floor: false,
+        run: first_context,
+    },
+    Measurement {
+        name: "context-o200k",
+        about: "first context + exact o200k count of every context entry (TokenCache, cold)",
+        floor: false,
+        run: context_o200k,
+    },
+    Measurement {
+        name: "append-context",
+        about: "append one user entry + context + o200k counts (warm cache); median of 20, on a copy",
+        floor: false,
+        run: append_context,
+    },
+    Measurement {
+        name: "plan-o200k",
+        about: "path_to_leaf + prepare_compaction with the exact o200k counter (open not timed)",
+        floor: false,
+        run: plan_o200k,
+    },
+    Measurement {
+        name: "plan-chars4",
+        about: "path_to_leaf + prepare_compaction with chars/4 (open not timed)",
+        floor: false,
+        run: plan_chars4,
+    },
+    Measurement {
+        name: "prune-dry",
+        about: "context entries + prune_tool_outputs, o200k (open not timed)",
+        floor: false,
+        run: prune_dry,
+    },
+    Measurement {
+        name: "compact-no-llm",
+        about: "plan + serialize_conversation + append compaction + context, on a copy (no summarizer)",
+        floor: false,
+        run: compact_without_summarizer,
+    },
+    Measurement {
+        name: "extractive",
+        about: "ExtractiveSummarizer::summarize_text on the planned history (plan not timed)",
+        floor: false,
+        run: extractive,
+    },
+];
+
+#[derive(serde::Serialize, Deserialize)]
+struct Report {
+    name: String,
+    file_bytes: u64,
+    reps: u32,
+    median_ms: f64,
+    min_ms: f64,
+    peak_rss_kb: u64,
+    note: String,
+}
+
+fn measure(m: &Measurement, file: &Path, reps: u32) -> Result<Report> {
+    let mut times = Vec::new();
+    let mut note = String::new();
+    for _ in 0..reps.max(1) {
+        let start = Instant::now();
+        let t = (m.run)(file)?;
+        times.push(t.op.unwrap_or_else(|| start.elapsed()));
+        note = t.note;
+    }
+    times.sort();
+    Ok(Report {
+        name: m.name.to_owned(),
+        file_bytes: std::fs::metadata(file)?.len(),
+        reps: times.len() as u32,
+        median_ms: ms(times[times.len() / 2]),
+        min_ms: ms(times[0]),
+        peak_rss_kb: peak_rss_kb(),
+        note,
+    })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// `VmHWM` of this process, in kB (0 where /proc is unavailable).
+fn peak_rss_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn lines(buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', buf)
+        .map(move |end| {
+            let line = &buf[start..end];
+            start = end + 1;
+            line
+        })
+        .filter(|l| !l.is_empty())
+}
+
+fn floor_read(path: &Path) -> Result<Timed> {
+    let buf = std::fs::read(path)?;
+    Ok(Timed::from(format!("{} bytes", buf.len())))
+}
+
+fn floor_split(path: &Path) -> Result<Timed> {
+    let buf = std::fs::read(path)?;
+    Ok(Timed::from(format!("{} lines", lines(&buf).count())))
+}
+
+/// The fields every decision needs (issue 7: type, id, parentId, role, usage, tool-call paths);
+/// everything else is skipped by serde without allocating.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "parentId", default, borrow)]
+    parent_id: Option<Cow<'a, str>>,
+    #[serde(rename = "firstKeptEntryId", default, borrow)]
+    first_kept: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    message: Option<MessageHead<'a>>,
+}
+
+#[derive(Deserialize)]
+struct MessageHead<'a> {
+    #[serde(borrow)]
+    role: Cow<'a, str>,
+    #[serde(default)]
+    usage: Option<UsageHead>,
+    #[serde(rename = "stopReason", default, borrow)]
+    stop_reason: Option<Cow<'a, str>>,
+    #[serde(rename = "toolName", default, borrow)]
+    tool_name: Option<Cow<'a, str>>,
+    /// Kept raw: tool outputs are the bulk of a session and most decisions never read them.
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UsageHead {
+    #[serde(default)]
+    input: u64,
+    #[serde(default)]
+    output: u64,
+    #[serde(default)]
+    cache_read: u64,
+    #[serde(default)]
+    cache_write: u64,
+    #[serde(default)]
+    total_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct BlockHead<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<ArgsHead<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ArgsHead<'a> {
+    #[serde(default, borrow)]
+    path: Option<Cow<'a, str>>,
+}
+
+fn floor_heads(path: &Path) -> Result<Timed> {
+    let buf = std::fs::read(path)?;
+    let mut heads = Vec::new();
+    let mut tool_paths = 0usize;
+    let mut usage_sum = 0u64;
+    let mut lines = lines(&buf);
+    let _header: Value = serde_json::from_slice(lines.next().unwrap_or(b"{}"))?;
+    for line in lines {
+        let head: Head = serde_json::from_slice(line)?;
+        if let Some(m) = &head.message {
+            if let Some(u) = &m.usage {
+                usage_sum += u
+                    .total_tokens
+                    .max(u.input + u.output + u.cache_read + u.cache_write);
+            }
+            if m.role == "assistant"
+                && let Some(content) = m.content
+            {
+                let blocks: Vec<BlockHead> = serde_json::from_str(content.get())?;
+                tool_paths += blocks
+                    .iter()
+                    .filter(|b| b.kind == "toolCall" && b.name.is_some())
+                    .filter(|b| b.arguments.as_ref().is_some_and(|a| a.path.is_some()))
+                    .count();
+            }
+        }
+        heads.push(head);
+    }
+    let with_parent = heads.iter().filter(|h| h.parent_id.is_some()).count();
+    let compactions = heads.iter().filter(|h| h.first_kept.is_some()).count();
+    let tool_results = heads
+        .iter()
+        .filter_map(|h| h.message.as_ref())
+        .filter(|m| m.tool_name.is_some() && m.stop_reason.is_none() && m.role == "toolResult")
+        .count();
+    let messages = heads.iter().filter(|h| h.kind == "message").count();
+    let ids = heads.iter().filter(|h| h.id.is_some()).count();
+    Ok(Timed::from(format!(
+        "{} entries ({ids} ids, {with_parent} parents, {messages} messages, {tool_results} tool results, {compactions} compactions, {tool_paths} tool paths, usage sum {usage_sum})",
+        heads.len()
+    )))
+}
+
+fn floor_value(path: &Path) -> Result<Timed> {
+    let buf = std::fs::read(path)?;
+    let mut n = 0;
+    for line in lines(&buf) {
+        let v: Value = serde_json::from_slice(line)?;
+        n += usize::from(v.is_object());
+    }
+    Ok(Timed::from(format!("{n} objects")))
+}
+
+fn typed_entries(path: &Path) -> Result<Timed> {
+    let buf = std::fs::read(path)?;
+    let mut lines = lines(&buf);
+    let _header: Value = serde_json::from_slice(lines.next().unwrap_or(b"{}"))?;
+    let mut entries = Vec::new();
+    for line in lines {
+        let v: Value = serde_json::from_slice(line)?;
+        entries.push(Entry::from_value(v).map_err(|e| anyhow::anyhow!("{e}"))?);
+    }
+    Ok(Timed::from(format!("{} entries", entries.len())))
+}
+
+/// Appends the text a token counter would see in one entry.
+fn collect_text(v: &Value, out: &mut String) {
+    let msg = &v["message"];
+    let content = &msg["content"];
+    if let Some(s) = content.as_str() {
+        out.push_str(s);
+    }
+    for block in content.as_array().into_iter().flatten() {
+        for key in ["text", "thinking"] {
+            if let Some(s) = block[key].as_str() {
+                out.push_str(s);
+            }
+        }
+        if block["type"] == "toolCall" {
+            out.push_str(&block["arguments"].to_string());
+        }
+    }
+    for s in [&msg["output"], &v["summary"]] {
+        if let Some(s) = s.as_str() {
+            out.push_str(s);
+        }
+    }
+}
+
+fn tokenize_o200k(path: &Path) -> Result<Timed> {
+    const SAMPLE: usize = 8 << 20;
+    // The singleton loads on first use; report that first load, not the later no-op calls.
+    static LOAD: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    let load = *LOAD.get_or_init(|| {
+        let start = Instant::now();
+        tiktoken_rs::o200k_base_singleton();
+        start.elapsed()
+    });
+    let bpe = tiktoken_rs::o200k_base_singleton();
+    let buf = std::fs::read(path)?;
+    let mut total_text = 0usize;
+    let mut sample = Vec::new();
+    let mut sample_bytes = 0usize;
+    for line in lines(&buf) {
+        let v: Value = serde_json::from_slice(line)?;
+        let mut text = String::new();
+        collect_text(&v, &mut text);
+        total_text += text.len();
+        if sample_bytes < SAMPLE && !text.is_empty() {
+            sample_bytes += text.len();
+            sample.push(text);
+        }
+    }
+    let start = Instant::now();
+    let tokens: usize = sample.iter().map(|t| bpe.encode_ordinary(t).len()).sum();
+    let secs = start.elapsed().as_secs_f64();
+    let rate = tokens as f64 / secs;
+    let projected_tokens = tokens as f64 * total_text as f64 / sample_bytes.max(1) as f64;
+    Ok(Timed::from(format!(
+        "{:.2} M tokens/s on {} of text ({:.2} bytes/token); file holds {} of text = ~{:.1} M tokens = {:.1} s to count once; singleton load {:.0} ms",
+        rate / 1e6,
+        mb(sample_bytes as u64),
+        sample_bytes as f64 / tokens.max(1) as f64,
+        mb(total_text as u64),
+        projected_tokens / 1e6,
+        projected_tokens / rate,
+        ms(load)
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The session store, planning and summarizers
+
+fn open(path: &Path) -> Result<Session> {
+    let (session, report) = Session::open(path)?;
+    if !report.skipped.is_empty() {
+        bail!(
+            "{} lines skipped in {}",
+            report.skipped.len(),
+            path.display()
+        );
+    }
+    Ok(session)
+}
+
+/// A fresh copy of `path` to write to, next to it (so on the same disk).
+fn scratch_copy(path: &Path) -> Result<tempfile::TempPath> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = tempfile::Builder::new()
+        .prefix("scratch-")
+        .suffix(".jsonl")
+        .tempfile_in(dir)?
+        .into_temp_path();
+    std::fs::copy(path, &tmp)?;
+    Ok(tmp)
+}
+
+fn o200k() -> Arc<dyn TokenCounter> {
+    // Cannot fail: "o200k" is a built-in counter name.
+    let counter = counter_by_name("o200k").expect("o200k is built in");
+    counter.count_text("warm the tokenizer singleton");
+    counter
+}
+
+fn context_entries<'a>(session: &'a Session, ctx: &SessionContext) -> Vec<&'a Entry> {
+    ctx.entry_ids
+        .iter()
+        .filter_map(|id| session.get(id))
+        .collect()
+}
+
+fn count_context(cache: &TokenCache, session: &Session, ctx: &SessionContext) -> u64 {
+    context_entries(session, ctx)
+        .iter()
+        .map(|e| cache.count_entry(e))
+        .sum()
+}
+
+fn open_session(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    Ok(format!(
+        "{} entries, path {}",
+        session.entries().len(),
+        session.path_to_leaf().len()
+    )
+    .into())
+}
+
+fn first_context(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    let (ctx, t) = timed(|| session.context());
+    Ok(Timed {
+        note: format!("{} messages", ctx.messages.len()),
+        op: Some(t),
+    })
+}
+
+fn context_o200k(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    let cache = TokenCache::new(o200k());
+    let ((n, tokens), t) = timed(|| {
+        let ctx = session.context();
+        (ctx.messages.len(), count_context(&cache, &session, &ctx))
+    });
+    Ok(Timed {
+        note: format!(
+            "{n} messages, {tokens} tokens, {:.2} M tokens/s",
+            tokens as f64 / t.as_secs_f64() / 1e6
+        ),
+        op: Some(t),
+    })
+}
+
+fn append_context(path: &Path) -> Result<Timed> {
+    let copy = scratch_copy(path)?;
+    let mut session = open(&copy)?;
+    let cache = TokenCache::new(o200k());
+    let ctx = session.context();
+    count_context(&cache, &session, &ctx);
+    let mut times = Vec::new();
+    let mut tokens = 0;
+    for i in 0..20 {
+        let (r, t) = timed(|| -> Result<u64> {
+            session.append(EntryKind::Message(AgentMessage::user_text(
+                format!("Next step {i}: run the tests again and fix what fails."),
+                1_767_254_400_000,
+            )))?;
+            let ctx = session.context();
+            Ok(count_context(&cache, &session, &ctx))
+        });
+        tokens = r?;
+        times.push(t);
+    }
+    times.sort();
+    Ok(Timed {
+        note: format!(
+            "{tokens} context tokens after; min {}",
+            fmt_ms(ms(times[0]))
+        ),
+        op: Some(times[times.len() / 2]),
+    })
+}
+
+fn plan_with(path: &Path, counter: &dyn TokenCounter) -> Result<Timed> {
+    let session = open(path)?;
+    let (prep, t) = timed(|| {
+        let path = session.path_to_leaf();
+        prepare_compaction(&path, &CompactionParams::default(), counter)
+    });
+    let note = match prep {
+        Some(p) => format!(
+            "{} to summarise, {} kept, split {}, tokensBefore {}",
+            p.messages_to_summarize.len(),
+            p.recent_messages.len(),
+            p.is_split_turn,
+            p.tokens_before
+        ),
+        None => "nothing to compact".into(),
+    };
+    Ok(Timed { note, op: Some(t) })
+}
+
+fn plan_o200k(path: &Path) -> Result<Timed> {
+    plan_with(path, o200k().as_ref())
+}
+
+fn plan_chars4(path: &Path) -> Result<Timed> {
+    plan_with(path, &Chars4)
+}
+
+fn prune_dry(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    let counter = o200k();
+    let (plan, t) = timed(|| {
+        let ctx = session.context();
+        let entries = context_entries(&session, &ctx);
+        prune_tool_outputs(&entries, counter.as_ref(), &PruneConfig::default())
+    });
+    Ok(Timed {
+        note: format!(
+            "{} outputs to prune, {} tokens saved",
+            plan.pruned_count, plan.tokens_saved
+        ),
+        op: Some(t),
+    })
+}
+
+fn compact_without_summarizer(path: &Path) -> Result<Timed> {
+    let copy = scratch_copy(path)?;
+    let mut session = open(&copy)?;
+    let counter = o200k();
+    let (r, t) = timed(|| -> Result<String> {
+        let path = session.path_to_leaf();
+        let Some(prep) = prepare_compaction(&path, &CompactionParams::default(), counter.as_ref())
+        else {
+            return Ok("nothing to compact".into());
+        };
+        let input = serialize_conversation(&convert_to_llm(&prep.messages_to_summarize));
+        let entry = CompactionEntry {
+            summary: "## Goal\n- benchmark".into(),
+            short_summary: None,
+            first_kept_entry_id: prep.first_kept_entry_id.clone(),
+            tokens_before: prep.tokens_before,
+            details: None,
+            preserve_data: None,
+            from_extension: Some(false),
+            extra: Default::default(),
+        };
+        session.append(EntryKind::Compaction(entry))?;
+        let ctx = session.context();
+        Ok(format!(
+            "summarizer input {}, {} messages after",
+            mb(input.len() as u64),
+            ctx.messages.len()
+        ))
+    });
+    Ok(Timed {
+        note: r?,
+        op: Some(t),
+    })
+}
+
+fn extractive(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    let leaf_path = session.path_to_leaf();
+    let Some(prep) = prepare_compaction(&leaf_path, &CompactionParams::default(), &Chars4) else {
+        return Ok("nothing to compact".to_owned().into());
+    };
+    let mut req = SummaryRequest::new(Purpose::History, "", "", 16_384);
+    req.messages = convert_to_llm(&prep.messages_to_summarize);
+    req.previous_summary = prep.previous_summary.clone();
+    let (summary, t) = timed(|| ExtractiveSummarizer::new().summarize_text(&req));
+    Ok(Timed {
+        note: format!(
+            "{} messages in, {} summary out",
+            req.messages.len(),
+            mb(summary.len() as u64)
+        ),
+        op: Some(t),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The table
+
+fn default_reps(preset: SizePreset) -> u32 {
+    match preset {
+        SizePreset::Xs | SizePreset::S => 10,
+        SizePreset::M => 5,
+        SizePreset::L => 2,
+    }
+}
+
+fn run(sizes: &str, seed: u64, reps: Option<u32>, only: Option<&str>) -> Result<()> {
+    let presets: Vec<SizePreset> = sizes.split(',').map(parse_size).collect::<Result<_>>()?;
+    let exe = std::env::current_exe()?;
+    println!(
+        "compactd bench, {}; {} cores ({}); generator v{GENERATOR_VERSION}, seed {seed}",
+        chrono_free_now(),
+        std::thread::available_parallelism().map_or(0, usize::from),
+        cpu_model()
+    );
+    println!(
+        "{:<4} {:>9} {:<16} {:>10} {:>10} {:>9} {:>10} {:>8}  note",
+        "size", "file", "measurement", "median", "min", "MB/s", "peak RSS", "x heads"
+    );
+    for preset in presets {
+        let file = cached_session(preset, seed)?;
+        let reps = reps.unwrap_or_else(|| default_reps(preset));
+        let mut heads_ms = None;
+        for m in MEASUREMENTS {
+            if only.is_some_and(|o| !m.name.contains(o)) {
+                continue;
+            }
+            let out = Command::new(&exe)
+                .args(["measure", m.name])
+                .arg(&file)
+                .args(["--reps", &reps.to_string()])
+                .output()?;
+            if !out.status.success() {
+                bail!(
+                    "{} on {} failed: {}",
+                    m.name,
+                    file.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let r: Report = serde_json::from_slice(&out.stdout)?;
+            if m.name == "floor-heads" {
+                heads_ms = Some(r.median_ms);
+            }
+            let ratio = match (heads_ms, m.floor) {
+                (Some(h), false) => format!("{:.1}x", r.median_ms / h),
+                _ => String::new(),
+            };
+            println!(
+                "{:<4} {:>9} {:<16} {:>10} {:>10} {:>9.0} {:>10} {:>8}  {}",
+                preset.name(),
+                mb(r.file_bytes),
+                r.name,
+                fmt_ms(r.median_ms),
+                fmt_ms(r.min_ms),
+                r.file_bytes as f64 / 1e3 / r.median_ms,
+                format!("{:.0} MB", r.peak_rss_kb as f64 / 1024.0),
+                ratio,
+                r.note
+            );
+        }
+    }
+    Ok(())
+}
+
+fn fmt_ms(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.2} s", v / 1000.0)
+    } else if v >= 10.0 {
+        format!("{v:.0} ms")
+    } else {
+        format!("{v:.2} ms")
+    }
+}
+
+fn mb(bytes: u64) -> String {
+    if bytes >= 1_000_000 {
+        format!("{:.1} MB", bytes as f64 / 1e6)
+    } else {
+        format!("{:.0} KB", bytes as f64 / 1e3)
+    }
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// UTC date and time of the run, without a date crate.
+fn chrono_free_now() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
