@@ -61,6 +61,12 @@ vim.ui.input = function(_, on_confirm)
   end)
 end
 
+--- Messages the plugin showed with `vim.notify`, recorded instead of printed.
+H.notes = {}
+vim.notify = function(msg, level)
+  H.notes[#H.notes + 1] = { msg = msg, level = level }
+end
+
 --- Waits until `cond()` is truthy or fails after `ms` (default 30 s).
 function H.wait(what, cond, ms)
   local ok = vim.wait(ms or 30000, cond, 20)

@@ -17,6 +17,10 @@ local function text_of(content)
   return table.concat(parts)
 end
 
+local function info_sid()
+  return compactd.state.session.sessionId
+end
+
 local function tokens_with(prefix)
   local seen, out = {}, {}
   for _, p in ipairs(H.progress) do
@@ -57,6 +61,7 @@ return {
       H.eq('number', type(usage.contextWindow), 'contextWindow')
       H.eq(false, usage.isCompacting, 'isCompacting')
       H.truthy(compactd.format_usage(usage):match('^ctx %S+ / %d+k'), 'formatted usage')
+      H.eq('compactd: ' .. info_sid() .. ': ' .. compactd.format_usage(usage), H.notes[#H.notes].msg, 'message')
     end,
   },
   {
@@ -223,7 +228,7 @@ return {
       H.truthy(text:find('daemon running', 1, true), 'health text:\n' .. text)
       H.truthy(text:find('current session', 1, true), 'health text:\n' .. text)
       H.truthy(not text:find('ERROR', 1, true), 'no errors in:\n' .. text)
-      vim.cmd('tabclose')
+      vim.cmd('silent! tabclose')
     end,
   },
 }
