@@ -7,7 +7,11 @@ The loop is the one docs/protocol.md §8 describes:
    user's task;
 2. ``session/context`` before every model call, and send exactly those messages;
 3. run the tools the model asked for, then append the assistant message (with ``usage``,
-   ``stopReason``, ``provider``, ``model``) and the tool results in one ``session/append``;
+   ``stopReason``, ``provider``, ``model``) and the tool results in one ``session/append``.
+   The daemon's auto-compaction check looks at the last entry appended: after a tool-use turn
+   it is a tool result, so the threshold check runs when the model stops calling tools (as in
+   the reference agent), never between a tool call and its result; an overflowed request is
+   recovered at once;
 4. do what the append result's ``action`` says: ``continue``, ``autoContinue`` / ``retry``
    (with ``waitForCompaction``), or ``compacting`` / ``recovering`` (without it: wait for
    ``session/autoCompactionFinished`` and ``session/autoContinue``), ``failed``.

@@ -1,7 +1,9 @@
 """A fake OpenAI-compatible chat-completions server for running the example agent offline.
 
-``POST /v1/chat/completions`` (non-streaming). The first ``tool_turns`` successful answers ask
-for the ``read`` tool on a new file, later ones answer with plain text. Usage numbers are the
+``POST /v1/chat/completions`` (non-streaming). The model asks for the ``read`` tool on a new
+file until it has read ``tool_turns`` files and its prompt is at least ``finish_above`` tokens;
+then (and from then on) it answers with plain text, so a run ends with a large context and the
+daemon's end-of-turn threshold check has something to do. Usage numbers are the
 request's size (characters / 4, the estimate compactd's ``chars4`` tokenizer uses), so they grow
 as the agent's context grows. A request larger than ``context_window`` gets the 400 error an
 OpenAI-compatible server sends for a context overflow, and ``overflow_at`` (1-based request
@@ -47,8 +49,11 @@ class FakeLLM:
         context_window: int = 8000,
         overflow_at: Optional[int] = None,
         port: int = 0,
+        finish_above: int = 0,
     ):
         self.tool_turns = tool_turns
+        self.finish_above = finish_above
+        self._done = False
         self.context_window = context_window
         self.overflow_at = overflow_at
         self.requests: list[dict[str, Any]] = []
@@ -97,10 +102,13 @@ class FakeLLM:
                 }
             self._answers += 1
             answer = self._answers
-        if answer <= self.tool_turns:
+            if answer > self.tool_turns and tokens >= self.finish_above:
+                self._done = True
+            done = self._done
+        if not done:
             message = {
                 "role": "assistant",
-                "content": f"Reading file {answer} of {self.tool_turns}.",
+                "content": f"Reading file {answer}.",
                 "tool_calls": [
                     {
                         "id": f"call_{answer}",
@@ -165,8 +173,11 @@ def main() -> None:
     parser.add_argument("--tool-turns", type=int, default=10)
     parser.add_argument("--context-window", type=int, default=8000)
     parser.add_argument("--overflow-at", type=int, default=None)
+    parser.add_argument("--finish-above", type=int, default=0)
     args = parser.parse_args()
-    fake = FakeLLM(args.tool_turns, args.context_window, args.overflow_at, args.port)
+    fake = FakeLLM(
+        args.tool_turns, args.context_window, args.overflow_at, args.port, args.finish_above
+    )
     print(f"fake LLM on {fake.base_url}", flush=True)
     fake._server.serve_forever()
 
