@@ -4,7 +4,9 @@
 //! `compaction`} -> `session` -> `tokens`; `settings` is read by all.
 
 pub mod compaction;
+pub mod engine;
 pub mod rpc;
 pub mod session;
 pub mod settings;
+pub mod summarize;
 pub mod tokens;

@@ -64,7 +64,9 @@
 //! ```
 
 mod client;
+pub mod daemon;
 pub mod framing;
+mod handlers;
 pub mod message;
 mod parent;
 mod peer;

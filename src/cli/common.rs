@@ -1,0 +1,117 @@
+//! What the session commands share: opening a file read-only, the settings of its project,
+//! the token counter, and output.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use compactd::session::{LoadReport, Session};
+use compactd::settings::{Settings, SettingsStack};
+use compactd::tokens::{TokenCounter, counter_by_name};
+
+/// `--tokenizer` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TokenizerArg {
+    Chars4,
+    O200k,
+    Cl100k,
+}
+
+impl TokenizerArg {
+    fn name(self) -> &'static str {
+        match self {
+            TokenizerArg::Chars4 => "chars4",
+            TokenizerArg::O200k => "o200k",
+            TokenizerArg::Cl100k => "cl100k",
+        }
+    }
+}
+
+/// A failure to report on stderr; the message names the file (and line) concerned.
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl<E: std::fmt::Display> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+/// Opens a session file without ever writing to it; load warnings go to stderr.
+pub fn open(path: &Path) -> Result<Session, CliError> {
+    let (session, report) = Session::open(path)?;
+    warn_report(path, &report);
+    Ok(session)
+}
+
+fn warn_report(path: &Path, report: &LoadReport) {
+    for s in &report.skipped {
+        eprintln!(
+            "{}:{}: warning: skipped line: {}",
+            path.display(),
+            s.line,
+            s.reason
+        );
+    }
+    if let Some(t) = &report.torn_tail {
+        eprintln!(
+            "{}:{}: warning: torn last line ignored: {}",
+            path.display(),
+            t.line,
+            t.reason
+        );
+    }
+}
+
+/// The effective settings for a session: user file and the session's project file; a broken
+/// layer is skipped with a warning.
+pub fn settings_for(session: &Session) -> Settings {
+    let cwd = &session.header().cwd;
+    let project = (!cwd.is_empty()).then(|| Path::new(cwd));
+    let stack = SettingsStack::discover(project);
+    for w in stack.warnings() {
+        eprintln!("warning: settings layer skipped: {}", w.message);
+    }
+    stack.effective().unwrap_or_else(|e| {
+        eprintln!("warning: settings ignored: {e}");
+        Settings::default()
+    })
+}
+
+/// The counter asked for, or the one the settings name.
+pub fn counter(
+    arg: Option<TokenizerArg>,
+    settings: &Settings,
+) -> Result<Arc<dyn TokenCounter>, CliError> {
+    let name = match arg {
+        Some(a) => a.name().to_owned(),
+        None => compactd::engine::registry::tokenizer_name(settings),
+    };
+    counter_by_name(&name).ok_or_else(|| CliError(format!("unknown tokenizer {name}")))
+}
+
+/// Writes `text` to stdout.
+pub fn print(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Writes `value` as pretty JSON and a newline to stdout.
+pub fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    print(&text)
+}
+
+/// One line of at most `max` characters.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}

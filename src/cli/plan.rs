@@ -1,0 +1,156 @@
+//! `compactd plan SESSION`: where a compaction would cut now, without summarising or writing.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use compactd::compaction::{CompactionParams, compute_file_lists, prepare_compaction};
+use compactd::session::Entry;
+
+use super::common::{self, CliError, TokenizerArg};
+
+/// Arguments of `compactd plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// The session file (`.jsonl`); it is only read.
+    pub session: PathBuf,
+    /// Override `compaction.keepRecentTokens`.
+    #[arg(long, value_name = "N")]
+    pub keep_recent_tokens: Option<u64>,
+    #[arg(long)]
+    pub json: bool,
+    /// Token counter (default: the `tokenizer` setting).
+    #[arg(long, value_enum)]
+    pub tokenizer: Option<TokenizerArg>,
+}
+
+/// The plan as printed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanReport {
+    pub first_kept_entry_id: String,
+    /// Index of the first kept entry among the file's entries (0 = the line after the header).
+    pub first_kept_entry_index: Option<usize>,
+    /// Type and role of the first kept entry, e.g. `message/user`.
+    pub first_kept_entry_kind: String,
+    pub is_split_turn: bool,
+    /// The same numbering as `firstKeptEntryIndex`.
+    pub turn_start_index: Option<usize>,
+    pub messages_to_summarize: usize,
+    pub turn_prefix_messages: usize,
+    pub recent_messages: usize,
+    pub tokens_before: u64,
+    pub keep_recent_tokens: u64,
+    pub previous_summary: bool,
+    pub read_files: Vec<String>,
+    pub modified_files: Vec<String>,
+    pub tokenizer: String,
+}
+
+fn kind_of(entry: &Entry) -> String {
+    match entry.message() {
+        Some(m) => format!("{}/{}", entry.type_name(), m.role()),
+        None => entry.type_name().to_owned(),
+    }
+}
+
+pub fn run(args: &PlanArgs) -> Result<(), CliError> {
+    let session = common::open(&args.session)?;
+    let settings = common::settings_for(&session);
+    let counter = common::counter(args.tokenizer, &settings)?;
+    let params = CompactionParams {
+        keep_recent_tokens: args
+            .keep_recent_tokens
+            .unwrap_or(settings.compaction.keep_recent_tokens),
+        ..CompactionParams::default()
+    };
+    let path = session.path_to_leaf();
+    let Some(prep) = prepare_compaction(&path, &params, counter.as_ref()) else {
+        let why = if path.last().is_some_and(|e| e.type_name() == "compaction") {
+            "Already compacted"
+        } else {
+            "Nothing to compact (session too small)"
+        };
+        return Err(CliError(format!("{}: {why}", args.session.display())));
+    };
+    // Indices over the file's entries (markers included, as they are lines of the file).
+    let file_index = |id: &str| session.entries().iter().position(|e| e.id == id);
+    let turn_start_index = prep
+        .turn_start_index
+        .and_then(|i| path.get(i))
+        .and_then(|e| file_index(&e.id));
+    let (read_files, modified_files) = compute_file_lists(&prep.file_ops);
+    let report = PlanReport {
+        first_kept_entry_index: file_index(&prep.first_kept_entry_id),
+        first_kept_entry_kind: session
+            .get(&prep.first_kept_entry_id)
+            .map_or_else(String::new, kind_of),
+        first_kept_entry_id: prep.first_kept_entry_id.clone(),
+        is_split_turn: prep.is_split_turn,
+        turn_start_index,
+        messages_to_summarize: prep.messages_to_summarize.len(),
+        turn_prefix_messages: prep.turn_prefix_messages.len(),
+        recent_messages: prep.recent_messages.len(),
+        tokens_before: prep.tokens_before,
+        keep_recent_tokens: prep.keep_recent_tokens,
+        previous_summary: prep.previous_summary.is_some(),
+        read_files,
+        modified_files,
+        tokenizer: counter.name().to_owned(),
+    };
+    if args.json {
+        common::print_json(&report)
+    } else {
+        common::print(&render(&report))
+    }
+}
+
+fn render(r: &PlanReport) -> String {
+    let mut out = String::new();
+    let idx = |i: Option<usize>| i.map_or("?".to_owned(), |i| i.to_string());
+    let _ = writeln!(
+        out,
+        "first kept entry: {} (index {}, {})",
+        r.first_kept_entry_id,
+        idx(r.first_kept_entry_index),
+        r.first_kept_entry_kind
+    );
+    let _ = writeln!(
+        out,
+        "split turn: {}{}",
+        if r.is_split_turn { "yes" } else { "no" },
+        if r.is_split_turn {
+            format!(" (turn starts at index {})", idx(r.turn_start_index))
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        out,
+        "messages: {} to summarize, {} turn prefix, {} kept",
+        r.messages_to_summarize, r.turn_prefix_messages, r.recent_messages
+    );
+    let _ = writeln!(out, "tokens before: {}", r.tokens_before);
+    let _ = writeln!(
+        out,
+        "keep recent tokens: {} ({})",
+        r.keep_recent_tokens, r.tokenizer
+    );
+    let _ = writeln!(
+        out,
+        "previous summary: {}",
+        if r.previous_summary { "yes" } else { "no" }
+    );
+    let _ = writeln!(out, "read files: {}", list(&r.read_files));
+    let _ = writeln!(out, "modified files: {}", list(&r.modified_files));
+    out
+}
+
+fn list(files: &[String]) -> String {
+    if files.is_empty() {
+        "(none)".to_owned()
+    } else {
+        files.join(", ")
+    }
+}

@@ -1,0 +1,593 @@
+//! Compaction of one session (spec §4.5–§4.17 with DESIGN §3's deviations).
+//!
+//! Order: prepare under a read lock → `before_compact` hook (cancel, or a supplied compaction,
+//! validated) → `compacting` hook (context lines, prompt override, preserveData) → history and
+//! turn-prefix summaries in parallel, with no lock held → best-effort short summary → retention
+//! guard and file-operation tags → under the write lock, check the leaf has not moved and
+//! append the entry. A preview stops before the append. Cancellation at any point writes
+//! nothing: the token is checked once more right before the append.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::compaction::{
+    BoundaryError, CompactionParams, CompactionPreparation, FileOps, compute_file_lists,
+    file_lists_details, format_file_operations, prepare_compaction, prepare_compaction_at,
+    validate_boundary,
+};
+use crate::session::context::compaction_summary_text;
+use crate::session::entry::CompactionEntry;
+use crate::session::{AgentMessage, Entry, EntryKind, convert_to_llm};
+use crate::settings::Settings;
+use crate::summarize::prompts::{
+    HistoryPrompt, history_max_tokens, short_summary_max_tokens, turn_prefix_max_tokens,
+};
+use crate::summarize::{Purpose, SummarizeError, SummaryOutput};
+
+use super::fit::{PromptBuilder, SummaryJob, summarize_fitted};
+use super::retention;
+use super::{
+    BeforeCompactRequest, CompactReason, CompactingReply, CompactingRequest, EngineError,
+    EngineHooks, OperationObserver, Phase, Prompts, SharedSession, SummarizerSet, SummaryPart,
+    TokenCounter,
+};
+
+/// The history text when there is nothing to summarise and no previous summary (spec §4.9).
+pub const NO_PRIOR_HISTORY: &str = "No prior history.";
+/// Joins the history summary and the turn-prefix summary of a split turn (spec §4.9).
+pub const TURN_CONTEXT_SEPARATOR: &str = "\n\n---\n\n**Turn Context (split turn):**\n\n";
+
+/// How to run one compaction.
+#[derive(Debug, Clone)]
+pub struct CompactOptions {
+    pub reason: CompactReason,
+    /// Appended to the history prompt as "Additional focus".
+    pub custom_instructions: Option<String>,
+    /// Compute everything, write nothing.
+    pub preview: bool,
+    /// A caller-chosen boundary ("summarize up to here"); must be a valid cut point on the path.
+    pub first_kept_entry_id: Option<String>,
+    /// `Some(leaf)`: fail with `LeafMoved` unless the session's leaf is `leaf` (checked when
+    /// preparing and again when persisting).
+    pub expected_leaf_id: Option<Option<String>>,
+}
+
+impl CompactOptions {
+    /// A manual compaction with nothing else set.
+    pub fn manual() -> Self {
+        CompactOptions {
+            reason: CompactReason::Manual,
+            custom_instructions: None,
+            preview: false,
+            first_kept_entry_id: None,
+            expected_leaf_id: None,
+        }
+    }
+}
+
+/// What a compaction produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactOutcome {
+    /// The appended entry's id; `None` for a preview.
+    pub entry_id: Option<String>,
+    pub summary: String,
+    pub short_summary: Option<String>,
+    pub first_kept_entry_id: String,
+    pub tokens_before: u64,
+    /// Estimated context tokens after the compaction, with the session's counter.
+    pub tokens_after: u64,
+    /// `{readFiles, modifiedFiles, retainedFacts?}`.
+    pub details: Value,
+    pub preserve_data: Option<Value>,
+    pub from_extension: bool,
+    pub preview: bool,
+    /// Which summarizer wrote the history summary (`extractive`, `openai/gpt-4o`, `hook`, …).
+    pub summarizer: String,
+}
+
+/// Everything a compaction needs besides the session; built by the registry from settings.
+#[derive(Clone)]
+pub struct CompactEnv {
+    pub settings: Settings,
+    pub counter: Arc<dyn TokenCounter>,
+    pub summarizers: SummarizerSet,
+    pub hooks: Arc<dyn EngineHooks>,
+    pub prompts: Arc<Prompts>,
+    /// The session model's context window (for budgets such as the branch summary's).
+    pub context_window: u64,
+    /// The session id, for hook requests.
+    pub session_id: String,
+}
+
+/// What was prepared under the read lock.
+struct Prepared {
+    prep: CompactionPreparation,
+    /// The path, root first, as it was when prepared.
+    path: Vec<Entry>,
+    leaf: Option<String>,
+}
+
+/// The summary parts of a compaction before it is persisted.
+struct Drafted {
+    summary: String,
+    short_summary: Option<String>,
+    first_kept_entry_id: String,
+    tokens_before: u64,
+    details: Value,
+    preserve_data: Option<Value>,
+    from_extension: bool,
+    summarizer: String,
+    /// Messages kept after the summary, to estimate the context afterwards.
+    kept: Vec<AgentMessage>,
+}
+
+/// Compacts `session`: see the module doc.
+pub async fn compact(
+    session: &SharedSession,
+    env: &CompactEnv,
+    opts: CompactOptions,
+    cancel: CancellationToken,
+    observer: &dyn OperationObserver,
+) -> Result<CompactOutcome, EngineError> {
+    observer.phase(Phase::Preparing, "Preparing compaction", None);
+    let prepared = prepare(session, env, &opts).await?;
+    let drafted = match run_before_compact(env, &opts, &prepared, &cancel).await? {
+        Some(drafted) => drafted,
+        None => draft(env, &opts, &prepared, &cancel, observer).await?,
+    };
+    if cancel.is_cancelled() {
+        return Err(EngineError::compaction_cancelled());
+    }
+    let tokens_after = estimate_after(env.counter.as_ref(), &drafted);
+    if opts.preview {
+        return Ok(outcome(None, drafted, tokens_after, true));
+    }
+    observer.phase(Phase::Persisting, "Saving the compaction", None);
+    let entry_id = persist(session, &opts, &prepared, &drafted, &cancel).await?;
+    Ok(outcome(Some(entry_id), drafted, tokens_after, false))
+}
+
+fn outcome(
+    entry_id: Option<String>,
+    d: Drafted,
+    tokens_after: u64,
+    preview: bool,
+) -> CompactOutcome {
+    CompactOutcome {
+        entry_id,
+        summary: d.summary,
+        short_summary: d.short_summary,
+        first_kept_entry_id: d.first_kept_entry_id,
+        tokens_before: d.tokens_before,
+        tokens_after,
+        details: d.details,
+        preserve_data: d.preserve_data,
+        from_extension: d.from_extension,
+        preview,
+        summarizer: d.summarizer,
+    }
+}
+
+fn check_expected_leaf(
+    expected: &Option<Option<String>>,
+    actual: Option<&str>,
+) -> Result<(), EngineError> {
+    match expected {
+        Some(expected) if expected.as_deref() != actual => Err(EngineError::LeafMoved {
+            expected: expected.clone(),
+            actual: actual.map(str::to_owned),
+        }),
+        _ => Ok(()),
+    }
+}
+
+async fn prepare(
+    session: &SharedSession,
+    env: &CompactEnv,
+    opts: &CompactOptions,
+) -> Result<Prepared, EngineError> {
+    let s = session.read().await;
+    let leaf = s.leaf_id().map(str::to_owned);
+    check_expected_leaf(&opts.expected_leaf_id, leaf.as_deref())?;
+    let path = s.path_to_leaf();
+    let params = CompactionParams {
+        keep_recent_tokens: env.settings.compaction.keep_recent_tokens,
+        ..CompactionParams::default()
+    };
+    let counter = env.counter.as_ref();
+    let prep = match &opts.first_kept_entry_id {
+        Some(id) => prepare_compaction_at(&path, id, &params, counter).map_err(boundary_error)?,
+        None => prepare_compaction(&path, &params, counter).ok_or_else(|| {
+            match path.last().map(|e| &e.kind) {
+                Some(EntryKind::Compaction(_)) => EngineError::AlreadyCompacted,
+                _ => EngineError::NothingToCompact,
+            }
+        })?,
+    };
+    Ok(Prepared {
+        prep,
+        path: path.into_iter().cloned().collect(),
+        leaf,
+    })
+}
+
+fn boundary_error(e: BoundaryError) -> EngineError {
+    match e {
+        BoundaryError::AlreadyCompacted => EngineError::AlreadyCompacted,
+        BoundaryError::NothingToCompact => EngineError::NothingToCompact,
+        other => EngineError::InvalidParams(format!("Invalid firstKeptEntryId: {other}")),
+    }
+}
+
+/// Runs `before_compact`. `Ok(Some)` is a hook-supplied compaction to persist as is.
+async fn run_before_compact(
+    env: &CompactEnv,
+    opts: &CompactOptions,
+    prepared: &Prepared,
+    cancel: &CancellationToken,
+) -> Result<Option<Drafted>, EngineError> {
+    let prep = &prepared.prep;
+    let req = BeforeCompactRequest {
+        session_id: &env.session_id,
+        branch_entries: &prepared.path,
+        messages_to_summarize: &prep.messages_to_summarize,
+        turn_prefix_messages: &prep.turn_prefix_messages,
+        first_kept_entry_id: &prep.first_kept_entry_id,
+        is_split_turn: prep.is_split_turn,
+        tokens_before: prep.tokens_before,
+        previous_summary: prep.previous_summary.as_deref(),
+        custom_instructions: opts.custom_instructions.as_deref(),
+        reason: opts.reason,
+        cancel: cancel.clone(),
+    };
+    let reply = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Err(EngineError::compaction_cancelled()),
+        reply = env.hooks.before_compact(req) => reply,
+    };
+    let Some(reply) = reply else {
+        return Ok(None);
+    };
+    if reply.cancel {
+        return Err(EngineError::compaction_cancelled());
+    }
+    let Some(hook) = reply.compaction else {
+        return Ok(None);
+    };
+    let path: Vec<&Entry> = prepared.path.iter().collect();
+    if let Err(e) = validate_boundary(&path, &hook.first_kept_entry_id) {
+        tracing::warn!(
+            first_kept_entry_id = hook.first_kept_entry_id,
+            error = %e,
+            "ignoring the compaction supplied by hooks/beforeCompact: invalid firstKeptEntryId"
+        );
+        return Ok(None);
+    }
+    let kept = kept_messages(&prepared.path, &hook.first_kept_entry_id);
+    Ok(Some(Drafted {
+        summary: hook.summary,
+        short_summary: hook.short_summary,
+        first_kept_entry_id: hook.first_kept_entry_id,
+        tokens_before: hook.tokens_before.unwrap_or(prep.tokens_before),
+        details: hook.details.unwrap_or_else(|| json!({})),
+        preserve_data: hook.preserve_data,
+        from_extension: true,
+        summarizer: "hook".into(),
+        kept,
+    }))
+}
+
+/// The messages the context keeps after a compaction that keeps from `first_kept` (path
+/// entries from it on; compaction entries yield nothing).
+fn kept_messages(path: &[Entry], first_kept: &str) -> Vec<AgentMessage> {
+    let Some(start) = path.iter().position(|e| e.id == first_kept) else {
+        return Vec::new();
+    };
+    path[start..]
+        .iter()
+        .filter_map(|e| e.to_agent_message(false))
+        .collect()
+}
+
+/// Runs `compacting` and the summarizers, then assembles the summary.
+async fn draft(
+    env: &CompactEnv,
+    opts: &CompactOptions,
+    prepared: &Prepared,
+    cancel: &CancellationToken,
+    observer: &dyn OperationObserver,
+) -> Result<Drafted, EngineError> {
+    let prep = &prepared.prep;
+    let span: Vec<AgentMessage> = prep
+        .messages_to_summarize
+        .iter()
+        .chain(&prep.turn_prefix_messages)
+        .cloned()
+        .collect();
+    let hook = run_compacting(env, &span, cancel).await?;
+
+    observer.phase(Phase::Summarizing, "Summarizing the conversation", None);
+    let summaries = Summaries {
+        env,
+        prep,
+        custom: opts.custom_instructions.as_deref(),
+        hook: &hook,
+        cancel,
+        observer,
+    };
+    let (summary, history_output) = summaries.merged().await?;
+    let short_summary = match history_output.as_ref().and_then(|o| o.short_summary.clone()) {
+        Some(short) => Some(short),
+        None => summaries.short(&summary).await?,
+    };
+
+    // Retention guard, then the file tags (deviation 6: a blank line before them).
+    let (read_files, modified_files) = compute_file_lists(&prep.file_ops);
+    let file_block = format_file_operations(&read_files, &modified_files);
+    let mut span_ops = FileOps::default();
+    span.iter().for_each(|m| span_ops.add_message(m));
+    let (_, span_modified) = compute_file_lists(&span_ops);
+    let facts = retention::extract_facts(&span, &span_modified);
+    let (guarded, added) = retention::apply_guard(&summary, &file_block, &facts);
+    let mut details = file_lists_details(&read_files, &modified_files);
+    retention::record_in_details(&mut details, &added);
+
+    Ok(Drafted {
+        summary: format!("{guarded}{file_block}"),
+        short_summary,
+        first_kept_entry_id: prep.first_kept_entry_id.clone(),
+        tokens_before: prep.tokens_before,
+        details,
+        preserve_data: hook.preserve_data,
+        from_extension: false,
+        summarizer: history_output.map_or_else(|| "none".to_owned(), |o| o.model),
+        kept: prep.recent_messages.clone(),
+    })
+}
+
+async fn run_compacting(
+    env: &CompactEnv,
+    span: &[AgentMessage],
+    cancel: &CancellationToken,
+) -> Result<CompactingReply, EngineError> {
+    let req = CompactingRequest {
+        session_id: &env.session_id,
+        messages: span,
+        cancel: cancel.clone(),
+    };
+    let reply = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Err(EngineError::compaction_cancelled()),
+        reply = env.hooks.compacting(req) => reply,
+    };
+    Ok(reply.unwrap_or_default())
+}
+
+/// The summarizer calls of one compaction.
+struct Summaries<'a> {
+    env: &'a CompactEnv,
+    prep: &'a CompactionPreparation,
+    custom: Option<&'a str>,
+    hook: &'a CompactingReply,
+    cancel: &'a CancellationToken,
+    observer: &'a dyn OperationObserver,
+}
+
+impl Summaries<'_> {
+    fn reserve(&self) -> u64 {
+        self.env.settings.compaction.reserve_tokens
+    }
+
+    /// The history summary, merged with the turn-prefix summary of a split turn (spec §4.9),
+    /// and the history summarizer's output when one ran.
+    async fn merged(&self) -> Result<(String, Option<SummaryOutput>), EngineError> {
+        let prep = self.prep;
+        let previous = prep.previous_summary.clone();
+        if prep.is_split_turn && !prep.turn_prefix_messages.is_empty() {
+            let (history, prefix) = futures::join!(self.history_or_previous(), self.turn_prefix());
+            let (history_text, output) = history?;
+            let prefix = prefix?;
+            let model = output.or(Some(prefix.clone()));
+            let merged = format!("{history_text}{TURN_CONTEXT_SEPARATOR}{}", prefix.text);
+            return Ok((merged, model.map(|o| SummaryOutput { short_summary: None, ..o })));
+        }
+        if !prep.messages_to_summarize.is_empty() {
+            let output = self.history().await?;
+            return Ok((output.text.clone(), Some(output)));
+        }
+        Ok((previous.unwrap_or_else(|| NO_PRIOR_HISTORY.to_owned()), None))
+    }
+
+    /// History of a split turn: summarised when there is any; otherwise the previous summary
+    /// (deviation 2), or "No prior history.".
+    async fn history_or_previous(&self) -> Result<(String, Option<SummaryOutput>), EngineError> {
+        if self.prep.messages_to_summarize.is_empty() {
+            let text = self
+                .prep
+                .previous_summary
+                .clone()
+                .unwrap_or_else(|| NO_PRIOR_HISTORY.to_owned());
+            return Ok((text, None));
+        }
+        let output = self.history().await?;
+        Ok((output.text.clone(), Some(output)))
+    }
+
+    async fn history(&self) -> Result<SummaryOutput, EngineError> {
+        let prompts = &self.env.prompts;
+        let build = |conversation: &str, previous: Option<&str>| {
+            prompts.history_prompt(&HistoryPrompt {
+                conversation,
+                previous_summary: previous,
+                additional_context: &self.hook.context,
+                prompt_override: self.hook.prompt.as_deref(),
+                custom_instructions: self.custom,
+            })
+        };
+        let job = self.job(
+            Purpose::History,
+            &self.prep.messages_to_summarize,
+            self.prep.previous_summary.clone(),
+            &build,
+            history_max_tokens(self.reserve()),
+        );
+        self.run(&job, SummaryPart::History)
+            .await
+            .map_err(|e| failed("Summarization failed", e))
+    }
+
+    async fn turn_prefix(&self) -> Result<SummaryOutput, EngineError> {
+        let prompts = &self.env.prompts;
+        let build = |conversation: &str, previous: Option<&str>| match previous {
+            None => prompts.turn_prefix_prompt(conversation, self.custom),
+            // A later chunk of a folded prefix: the same instructions, after the summary so far.
+            Some(previous) => prompts.history_prompt(&HistoryPrompt {
+                conversation,
+                previous_summary: Some(previous),
+                additional_context: &[],
+                prompt_override: Some(&prompts.turn_prefix),
+                custom_instructions: self.custom,
+            }),
+        };
+        let job = self.job(
+            Purpose::TurnPrefix,
+            &self.prep.turn_prefix_messages,
+            None,
+            &build,
+            turn_prefix_max_tokens(self.reserve()),
+        );
+        self.run(&job, SummaryPart::TurnPrefix)
+            .await
+            .map_err(|e| failed("Turn prefix summarization failed", e))
+    }
+
+    /// The short summary, best-effort (deviation 7): a failure leaves it out; only a
+    /// cancellation is an error.
+    async fn short(&self, summary: &str) -> Result<Option<String>, EngineError> {
+        let prompts = &self.env.prompts;
+        let build = |conversation: &str, _previous: Option<&str>| {
+            prompts.short_summary_prompt(conversation, summary, &self.hook.context)
+        };
+        let mut job = self.job(
+            Purpose::Short,
+            &self.prep.recent_messages,
+            Some(summary.to_owned()),
+            &build,
+            short_summary_max_tokens(self.reserve()),
+        );
+        job.reasoning = false;
+        job.tail_only = true;
+        match self.run(&job, SummaryPart::Short).await {
+            Ok(output) => Ok(Some(output.text.trim().to_owned()).filter(|s| !s.is_empty())),
+            Err(SummarizeError::Cancelled) => Err(EngineError::compaction_cancelled()),
+            Err(e) => {
+                tracing::warn!(error = %e, "short summary failed; compacting without it");
+                Ok(None)
+            }
+        }
+    }
+
+    fn job<'b>(
+        &self,
+        purpose: Purpose,
+        messages: &[AgentMessage],
+        previous_summary: Option<String>,
+        build: &'b PromptBuilder<'b>,
+        max_tokens: u32,
+    ) -> SummaryJob<'b>
+    where
+        Self: 'b,
+    {
+        let (read_files, modified_files) = compute_file_lists(&self.prep.file_ops);
+        SummaryJob {
+            purpose,
+            messages: convert_to_llm(messages),
+            previous_summary,
+            system_prompt: &self.env.prompts.system,
+            build_prompt: build,
+            max_tokens,
+            reasoning: true,
+            custom_instructions: self.custom.map(str::to_owned),
+            read_files,
+            modified_files,
+            tail_only: false,
+        }
+    }
+
+    async fn run(
+        &self,
+        job: &SummaryJob<'_>,
+        part: SummaryPart,
+    ) -> Result<SummaryOutput, SummarizeError> {
+        let observer = self.observer;
+        let on_delta = move |text: &str| observer.delta(part, text);
+        summarize_fitted(
+            job,
+            &self.env.summarizers,
+            self.env.counter.as_ref(),
+            self.cancel,
+            &on_delta,
+        )
+        .await
+    }
+}
+
+/// A summarizer error as the engine reports it, with the reference's prefix unless the message
+/// already says what failed.
+pub(crate) fn failed(prefix: &str, e: SummarizeError) -> EngineError {
+    if matches!(e, SummarizeError::Cancelled) {
+        return EngineError::compaction_cancelled();
+    }
+    let message = e.to_string();
+    let self_describing = ["Summarization failed", "Remote compaction", "Compaction failed"]
+        .iter()
+        .any(|p| message.starts_with(p));
+    if self_describing {
+        EngineError::SummarizationFailed(message)
+    } else {
+        EngineError::SummarizationFailed(format!("{prefix}: {message}"))
+    }
+}
+
+/// Estimated context tokens after the compaction: the summary as the LLM sees it plus the kept
+/// messages.
+fn estimate_after(counter: &dyn TokenCounter, d: &Drafted) -> u64 {
+    counter.count_text(&compaction_summary_text(&d.summary))
+        + d.kept.iter().map(|m| counter.count_message(m)).sum::<u64>()
+}
+
+async fn persist(
+    session: &SharedSession,
+    opts: &CompactOptions,
+    prepared: &Prepared,
+    d: &Drafted,
+    cancel: &CancellationToken,
+) -> Result<String, EngineError> {
+    let mut s = session.write().await;
+    // Pick up other writers' appends before deciding the leaf is still ours.
+    s.refresh()?;
+    let actual = s.leaf_id().map(str::to_owned);
+    if actual != prepared.leaf {
+        return Err(EngineError::LeafMoved {
+            expected: prepared.leaf.clone(),
+            actual,
+        });
+    }
+    check_expected_leaf(&opts.expected_leaf_id, actual.as_deref())?;
+    if cancel.is_cancelled() {
+        return Err(EngineError::compaction_cancelled());
+    }
+    let entry = s.append(EntryKind::Compaction(CompactionEntry {
+        summary: d.summary.clone(),
+        short_summary: d.short_summary.clone(),
+        first_kept_entry_id: d.first_kept_entry_id.clone(),
+        tokens_before: d.tokens_before,
+        details: Some(d.details.clone()),
+        preserve_data: d.preserve_data.clone(),
+        from_extension: Some(d.from_extension),
+        extra: Default::default(),
+    }))?;
+    Ok(entry.id.clone())
+}

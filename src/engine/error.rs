@@ -1,0 +1,78 @@
+//! The engine's typed errors; each maps 1:1 to a protocol error kind (`data.kind`).
+
+use super::SessionError;
+
+/// Why an engine operation failed. Messages are the reference's strings where the spec gives
+/// them (clients match on them).
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("Session {0} not found")]
+    SessionNotFound(String),
+    #[error("Entry {0} not found")]
+    EntryNotFound(String),
+    #[error("Already compacted")]
+    AlreadyCompacted,
+    #[error("Nothing to compact (session too small)")]
+    NothingToCompact,
+    #[error("A compaction is already running for this session")]
+    CompactionInProgress,
+    /// The message is the operation's own (`Compaction cancelled`, `Branch summarization
+    /// cancelled`).
+    #[error("{0}")]
+    Cancelled(String),
+    /// The full message, e.g. `Summarization failed: …`.
+    #[error("{0}")]
+    SummarizationFailed(String),
+    #[error("The session's leaf moved (expected {}, found {})", show(.expected), show(.actual))]
+    LeafMoved {
+        expected: Option<String>,
+        actual: Option<String>,
+    },
+    #[error("{0}")]
+    InvalidParams(String),
+    #[error(transparent)]
+    SessionFile(#[from] SessionError),
+    #[error(
+        "Context is still {tokens} tokens after compaction, above the threshold of {threshold}"
+    )]
+    CannotGetUnderThreshold { tokens: u64, threshold: u64 },
+    #[error("Invalid settings: {0}")]
+    Settings(String),
+    #[error("Path outside the allowed directories: {0}")]
+    PathOutsideAllowed(String),
+}
+
+fn show(id: &Option<String>) -> &str {
+    id.as_deref().unwrap_or("none")
+}
+
+impl EngineError {
+    /// The compaction-cancelled error with the reference's text.
+    pub fn compaction_cancelled() -> Self {
+        EngineError::Cancelled("Compaction cancelled".into())
+    }
+
+    /// The branch-summary-cancelled error with the reference's text.
+    pub fn branch_cancelled() -> Self {
+        EngineError::Cancelled("Branch summarization cancelled".into())
+    }
+
+    /// The protocol error kind (`data.kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EngineError::SessionNotFound(_) => "sessionNotFound",
+            EngineError::EntryNotFound(_) => "entryNotFound",
+            EngineError::AlreadyCompacted => "alreadyCompacted",
+            EngineError::NothingToCompact => "nothingToCompact",
+            EngineError::CompactionInProgress => "compactionInProgress",
+            EngineError::Cancelled(_) => "cancelled",
+            EngineError::SummarizationFailed(_) => "summarizationFailed",
+            EngineError::LeafMoved { .. } => "leafMoved",
+            EngineError::InvalidParams(_) => "invalidParams",
+            EngineError::SessionFile(_) => "sessionFileInvalid",
+            EngineError::CannotGetUnderThreshold { .. } => "cannotGetUnderThreshold",
+            EngineError::Settings(_) => "settingsInvalid",
+            EngineError::PathOutsideAllowed(_) => "pathOutsideAllowed",
+        }
+    }
+}

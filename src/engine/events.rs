@@ -1,0 +1,147 @@
+//! What operations report while they run ([`OperationObserver`]) and the session-level events
+//! the registry forwards to clients ([`EngineEvent`] through an [`EventSink`]).
+
+use crate::session::Entry;
+
+use super::CompactOutcome;
+
+/// Why a compaction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompactReason {
+    /// Asked for by the user or client.
+    Manual,
+    /// The context crossed the threshold.
+    Threshold,
+    /// The model reported a context overflow.
+    Overflow,
+}
+
+impl CompactReason {
+    /// The protocol's name of the reason.
+    pub fn name(self) -> &'static str {
+        match self {
+            CompactReason::Manual => "manual",
+            CompactReason::Threshold => "threshold",
+            CompactReason::Overflow => "overflow",
+        }
+    }
+}
+
+/// A step of a running operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Pruning,
+    Preparing,
+    Summarizing,
+    Persisting,
+}
+
+impl Phase {
+    /// A stable lower-case name, for events and progress lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Pruning => "pruning",
+            Phase::Preparing => "preparing",
+            Phase::Summarizing => "summarizing",
+            Phase::Persisting => "persisting",
+        }
+    }
+}
+
+/// Which summary a streamed delta belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SummaryPart {
+    History,
+    TurnPrefix,
+    Short,
+    Branch,
+}
+
+impl SummaryPart {
+    /// The protocol's name of the part.
+    pub fn name(self) -> &'static str {
+        match self {
+            SummaryPart::History => "history",
+            SummaryPart::TurnPrefix => "turnPrefix",
+            SummaryPart::Short => "short",
+            SummaryPart::Branch => "branch",
+        }
+    }
+}
+
+/// What an operation reports while it runs; the daemon turns it into `$/progress` and session
+/// events, the CLI into a progress line on stderr.
+pub trait OperationObserver: Send + Sync {
+    /// A new phase started; `percentage` when the operation can tell.
+    fn phase(&self, phase: Phase, message: &str, percentage: Option<u32>);
+    /// Streamed summary text. A retried attempt starts its part over (the observer receives
+    /// the new attempt's text from the beginning).
+    fn delta(&self, part: SummaryPart, text: &str);
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopObserver;
+
+impl OperationObserver for NoopObserver {
+    fn phase(&self, _phase: Phase, _message: &str, _percentage: Option<u32>) {}
+    fn delta(&self, _part: SummaryPart, _text: &str) {}
+}
+
+/// Session-level events. The registry holds one [`EventSink`]; the daemon forwards to clients.
+#[derive(Debug, Clone)]
+pub enum EngineEvent {
+    EntriesAppended {
+        session_id: String,
+        entries: Vec<Entry>,
+    },
+    CompactionStarted {
+        session_id: String,
+        operation_id: String,
+        reason: CompactReason,
+    },
+    CompactionFinished {
+        session_id: String,
+        operation_id: String,
+        outcome: Option<Box<CompactOutcome>>,
+        aborted: bool,
+        error: Option<String>,
+    },
+    AutoCompactionStarted {
+        session_id: String,
+        reason: CompactReason,
+    },
+    AutoCompactionFinished {
+        session_id: String,
+        outcome: Option<Box<CompactOutcome>>,
+        aborted: bool,
+        will_retry: bool,
+        skipped: bool,
+        error_message: Option<String>,
+    },
+    TreeNavigated {
+        session_id: String,
+        new_leaf_id: Option<String>,
+        old_leaf_id: Option<String>,
+        summary_entry: Option<Box<Entry>>,
+        from_extension: Option<bool>,
+    },
+    AutoContinue {
+        session_id: String,
+        prompt: String,
+        entry_id: String,
+    },
+}
+
+/// Receives session-level events.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: EngineEvent);
+}
+
+/// A sink that drops every event (CLI, tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopSink;
+
+impl EventSink for NoopSink {
+    fn emit(&self, _event: EngineEvent) {}
+}

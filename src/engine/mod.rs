@@ -1,0 +1,44 @@
+//! Orchestration per session: compaction, tree navigation with branch summaries, the hooks
+//! around them, the summarizer candidates built from settings, and the events they report.
+//!
+//! The engine works on domain types (entries, messages, settings); only `rpc` knows the wire.
+//! A session is shared as [`SharedSession`]: operations prepare under a read lock, call the
+//! summarizer with no lock held, then take the write lock, check the leaf has not moved, and
+//! append.
+
+pub mod auto;
+pub mod compact;
+pub mod error;
+pub mod events;
+pub mod fit;
+pub mod hooks;
+pub mod navigate;
+pub mod prune;
+pub mod registry;
+pub mod retention;
+pub mod state;
+pub mod summarizers;
+pub mod usage;
+
+use std::sync::Arc;
+
+pub use compact::{CompactEnv, CompactOptions, CompactOutcome, compact};
+pub use error::EngineError;
+pub use events::{
+    CompactReason, EngineEvent, EventSink, NoopObserver, OperationObserver, Phase, SummaryPart,
+};
+pub use hooks::{
+    BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
+    CompactingRequest, EngineHooks, HookCompaction, NoHooks,
+};
+// The lower layers' types the engine's API is made of, re-exported for the engine's callers.
+pub use crate::session::{Session, SessionError};
+pub use crate::summarize::{Prompts, RetryPolicy, Summarizer};
+pub use crate::tokens::TokenCounter;
+pub use navigate::{NavigateOptions, NavigateOutcome, navigate_tree};
+pub use registry::{AppendAction, AppendOutcome, Engine, SessionInfo, SessionSummary};
+pub use summarizers::{SummarizerSet, summarizers_from_settings};
+
+/// A session shared between the registry and running operations. Reads take the read lock;
+/// appends take the write lock only for the append itself.
+pub type SharedSession = Arc<tokio::sync::RwLock<Session>>;

@@ -1,0 +1,413 @@
+//! The retention guard (peers.md §4 #4): before a summary is persisted, the facts that must
+//! survive are extracted deterministically from the span being summarised — the last user
+//! request, a pending question to the user, modified file paths, the error messages of the
+//! span's final turn, and explicit user constraints ("always", "never", "don't") — and every one
+//! the summary does not carry is appended in a short "Retained facts" section. What was added is
+//! recorded in the entry's `details.retainedFacts`.
+//!
+//! Containment is checked on normalised text (whitespace collapsed, lower case), so a summary
+//! that quotes a fact with other line breaks still counts as carrying it.
+
+use serde_json::{Value, json};
+
+use crate::session::message::join_text;
+use crate::session::{AgentMessage, ContentBlock};
+
+/// Longest fact kept, in characters (a pending question is kept whole).
+pub const MAX_FACT_CHARS: usize = 300;
+/// Most constraints and errors kept each (the latest ones).
+pub const MAX_FACTS_PER_KIND: usize = 5;
+/// The heading of the appended section.
+pub const SECTION_HEADING: &str = "## Retained Facts";
+
+/// What kind of fact must survive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FactKind {
+    LastUserRequest,
+    PendingQuestion,
+    ModifiedFile,
+    Error,
+    UserConstraint,
+}
+
+impl FactKind {
+    /// Stable name, as stored in `details.retainedFacts[].kind`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FactKind::LastUserRequest => "lastUserRequest",
+            FactKind::PendingQuestion => "pendingQuestion",
+            FactKind::ModifiedFile => "modifiedFile",
+            FactKind::Error => "error",
+            FactKind::UserConstraint => "userConstraint",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            FactKind::LastUserRequest => "Last user request",
+            FactKind::PendingQuestion => "Pending question to the user",
+            FactKind::ModifiedFile => "Modified file",
+            FactKind::Error => "Error",
+            FactKind::UserConstraint => "User constraint",
+        }
+    }
+}
+
+/// One fact that must survive the summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fact {
+    pub kind: FactKind,
+    pub text: String,
+}
+
+/// Extracts the facts of `span` (the messages being summarised, chronological). `modified_files`
+/// are the paths the span's tool calls wrote or edited.
+pub fn extract_facts(span: &[AgentMessage], modified_files: &[String]) -> Vec<Fact> {
+    let mut facts = Vec::new();
+    let last_user = span.iter().rposition(is_real_user);
+    if let Some(i) = last_user {
+        let text = message_text(&span[i]);
+        if !text.trim().is_empty() {
+            facts.push(fact(FactKind::LastUserRequest, clip(text.trim())));
+        }
+    }
+    if let Some(question) = pending_question(span, last_user) {
+        facts.push(Fact {
+            kind: FactKind::PendingQuestion,
+            text: question,
+        });
+    }
+    for path in modified_files {
+        facts.push(fact(FactKind::ModifiedFile, path.clone()));
+    }
+    let final_turn = &span[last_user.unwrap_or(0)..];
+    for error in latest(final_turn.iter().filter_map(error_text).collect()) {
+        facts.push(fact(FactKind::Error, error));
+    }
+    let constraints: Vec<String> = span
+        .iter()
+        .filter(|m| is_real_user(m))
+        .flat_map(|m| constraint_sentences(&message_text(m)))
+        .collect();
+    for constraint in latest(dedup(constraints)) {
+        facts.push(fact(FactKind::UserConstraint, constraint));
+    }
+    facts
+}
+
+/// `summary` plus a "Retained facts" section listing each fact that neither `summary` nor
+/// `also_present` (e.g. the file-operations block that will follow it) carries, and the facts
+/// that were added. The summary is returned unchanged when nothing is missing.
+pub fn apply_guard(summary: &str, also_present: &str, facts: &[Fact]) -> (String, Vec<Fact>) {
+    let haystack = normalize(&format!("{summary}\n{also_present}"));
+    let missing: Vec<Fact> = facts
+        .iter()
+        .filter(|f| !haystack.contains(&normalize(&f.text)))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        return (summary.to_owned(), missing);
+    }
+    let mut out = summary.trim_end().to_owned();
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+    out.push_str(SECTION_HEADING);
+    out.push('\n');
+    for f in &missing {
+        out.push_str(&format!("\n- {}: {}", f.kind.label(), f.text));
+    }
+    (out, missing)
+}
+
+/// The `details.retainedFacts` value for the facts added.
+pub fn details_value(added: &[Fact]) -> Value {
+    Value::Array(
+        added
+            .iter()
+            .map(|f| json!({"kind": f.kind.name(), "text": f.text}))
+            .collect(),
+    )
+}
+
+/// Adds `retainedFacts` to `details` (an object) when anything was added.
+pub fn record_in_details(details: &mut Value, added: &[Fact]) {
+    if added.is_empty() {
+        return;
+    }
+    if !details.is_object() {
+        *details = json!({});
+    }
+    if let Some(map) = details.as_object_mut() {
+        map.insert("retainedFacts".into(), details_value(added));
+    }
+}
+
+fn fact(kind: FactKind, text: String) -> Fact {
+    Fact { kind, text }
+}
+
+/// A user message typed by the user (not the synthetic "continue" prompt).
+fn is_real_user(m: &AgentMessage) -> bool {
+    matches!(m, AgentMessage::User(u) if u.synthetic != Some(true))
+}
+
+fn message_text(m: &AgentMessage) -> String {
+    match m {
+        AgentMessage::User(u) => u.content.joined_text("\n"),
+        AgentMessage::Assistant(a) => join_text(&a.content, "\n"),
+        AgentMessage::ToolResult(t) => join_text(&t.content, "\n"),
+        _ => String::new(),
+    }
+}
+
+/// The question the span ends on: the last assistant text after the last user message, when it
+/// asks something, and nothing (no tool call, no user reply) came after it. Kept verbatim.
+fn pending_question(span: &[AgentMessage], last_user: Option<usize>) -> Option<String> {
+    let from = last_user.map_or(0, |i| i + 1);
+    let (pos, assistant) = span
+        .iter()
+        .enumerate()
+        .skip(from)
+        .rev()
+        .find_map(|(i, m)| m.as_assistant().map(|a| (i, a)))?;
+    let tail_is_quiet = span[pos + 1..]
+        .iter()
+        .all(|m| !matches!(m, AgentMessage::User(_) | AgentMessage::ToolResult(_)));
+    let has_calls = assistant
+        .content
+        .iter()
+        .any(|b| matches!(b, ContentBlock::ToolCall(_)));
+    if !tail_is_quiet || has_calls {
+        return None;
+    }
+    let text = join_text(&assistant.content, "\n");
+    let paragraph = text
+        .split("\n\n")
+        .map(str::trim)
+        .filter(|p| p.contains('?'))
+        .last()?;
+    Some(paragraph.to_owned())
+}
+
+/// The error a message reports: a failed tool result's first line, a failed command's last
+/// output line, or an assistant's error message.
+fn error_text(m: &AgentMessage) -> Option<String> {
+    let text = match m {
+        AgentMessage::ToolResult(t) if t.is_error => first_line(&join_text(&t.content, "\n")),
+        AgentMessage::BashExecution(e) | AgentMessage::PythonExecution(e)
+            if e.exit_code.is_some_and(|c| c != 0) =>
+        {
+            e.output
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_owned)
+        }
+        AgentMessage::Assistant(a) if a.is_error() => a.error_message.clone(),
+        _ => None,
+    }?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| clip(text))
+}
+
+fn first_line(text: &str) -> Option<String> {
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+}
+
+/// Sentences of `text` that state a rule: they contain "always", "never", "don't" or "do not"
+/// as words.
+fn constraint_sentences(text: &str) -> Vec<String> {
+    split_sentences(text)
+        .into_iter()
+        .filter(|s| {
+            let words: Vec<String> = s
+                .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+                .map(|w| w.to_lowercase().replace('’', "'"))
+                .collect();
+            words
+                .iter()
+                .any(|w| matches!(w.as_str(), "always" | "never" | "don't" | "dont"))
+                || words.windows(2).any(|p| p[0] == "do" && p[1] == "not")
+        })
+        .map(|s| clip(&s))
+        .collect()
+}
+
+fn split_sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\n' {
+            push_sentence(&mut out, &mut current);
+            continue;
+        }
+        current.push(c);
+        let ends = matches!(c, '.' | '!' | '?') && chars.peek().is_none_or(|n| n.is_whitespace());
+        if ends {
+            push_sentence(&mut out, &mut current);
+        }
+    }
+    push_sentence(&mut out, &mut current);
+    out
+}
+
+fn push_sentence(out: &mut Vec<String>, current: &mut String) {
+    let s = current.trim();
+    if !s.is_empty() {
+        out.push(s.trim_start_matches(['-', '*', ' ']).trim().to_owned());
+    }
+    current.clear();
+}
+
+fn dedup(items: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    items
+        .into_iter()
+        .rev()
+        .filter(|i| seen.insert(normalize(i)))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect()
+}
+
+/// The last [`MAX_FACTS_PER_KIND`] items, in order.
+fn latest(mut items: Vec<String>) -> Vec<String> {
+    let skip = items.len().saturating_sub(MAX_FACTS_PER_KIND);
+    items.drain(..skip);
+    items
+}
+
+/// `text` cut to [`MAX_FACT_CHARS`] characters, with an ellipsis when cut.
+fn clip(text: &str) -> String {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match text.char_indices().nth(MAX_FACT_CHARS) {
+        None => text,
+        Some((cut, _)) => format!("{}…", text[..cut].trim_end()),
+    }
+}
+
+/// Whitespace collapsed, lower case; an ellipsis-clipped fact matches on its kept part.
+fn normalize(text: &str) -> String {
+    text.trim_end_matches('…')
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn msg(v: Value) -> AgentMessage {
+        AgentMessage::from_value(v).expect("valid message")
+    }
+
+    fn user(text: &str) -> AgentMessage {
+        msg(json!({"role": "user", "content": text}))
+    }
+
+    fn assistant(text: &str) -> AgentMessage {
+        msg(json!({"role": "assistant", "content": [{"type": "text", "text": text}]}))
+    }
+
+    #[test]
+    fn extracts_request_question_errors_and_constraints() {
+        let span = vec![
+            user("Never touch the lockfile. Fix the build please."),
+            msg(
+                json!({"role": "toolResult", "toolCallId": "1", "toolName": "bash", "isError": true,
+                "content": [{"type": "text", "text": "error[E0308]: mismatched types\n  --> src/a.rs"}]}),
+            ),
+            user("Always run cargo fmt.\nNow rename the crate."),
+            msg(
+                json!({"role": "toolResult", "toolCallId": "2", "toolName": "bash", "isError": true,
+                "content": [{"type": "text", "text": "permission denied"}]}),
+            ),
+            assistant("I renamed it.\n\nShould I also update the README?"),
+        ];
+        let facts = extract_facts(&span, &["src/lib.rs".into()]);
+        let by = |k: FactKind| -> Vec<&str> {
+            facts
+                .iter()
+                .filter(|f| f.kind == k)
+                .map(|f| f.text.as_str())
+                .collect()
+        };
+        assert_eq!(
+            by(FactKind::LastUserRequest),
+            ["Always run cargo fmt. Now rename the crate."]
+        );
+        assert_eq!(
+            by(FactKind::PendingQuestion),
+            ["Should I also update the README?"]
+        );
+        assert_eq!(by(FactKind::ModifiedFile), ["src/lib.rs"]);
+        // Only the final turn's errors.
+        assert_eq!(by(FactKind::Error), ["permission denied"]);
+        assert_eq!(
+            by(FactKind::UserConstraint),
+            ["Never touch the lockfile.", "Always run cargo fmt."]
+        );
+    }
+
+    #[test]
+    fn no_pending_question_when_a_tool_call_follows() {
+        let span = vec![
+            user("go"),
+            msg(json!({"role": "assistant", "content": [
+                {"type": "text", "text": "Shall I?"},
+                {"type": "toolCall", "id": "1", "name": "read", "arguments": {"path": "a"}}]})),
+        ];
+        let facts = extract_facts(&span, &[]);
+        assert!(facts.iter().all(|f| f.kind != FactKind::PendingQuestion));
+    }
+
+    #[test]
+    fn guard_appends_only_missing_facts_and_ignores_case_and_spacing() {
+        let facts = vec![
+            fact(FactKind::ModifiedFile, "src/lib.rs".into()),
+            fact(
+                FactKind::PendingQuestion,
+                "Should I  also\nupdate the README?".into(),
+            ),
+            fact(FactKind::UserConstraint, "Never touch the lockfile.".into()),
+        ];
+        let summary = "## Goal\nRename. NEVER touch   the lockfile.";
+        let (out, added) = apply_guard(
+            summary,
+            "<modified-files>\nsrc/lib.rs\n</modified-files>",
+            &facts,
+        );
+        assert_eq!(added.len(), 1);
+        assert_eq!(added[0].kind, FactKind::PendingQuestion);
+        assert!(out.starts_with(summary));
+        assert!(out.contains(
+            "\n\n## Retained Facts\n\n- Pending question to the user: Should I  also\nupdate the README?"
+        ));
+        let (same, none) = apply_guard(&out, "", &facts[1..]);
+        assert!(none.is_empty());
+        assert_eq!(same, out);
+    }
+
+    #[test]
+    fn long_facts_are_clipped_with_an_ellipsis_but_questions_are_not() {
+        let long = "word ".repeat(200);
+        let question = format!("{}?", "why ".repeat(100));
+        let span = vec![user(&long), assistant(&question)];
+        let facts = extract_facts(&span, &[]);
+        let request = &facts[0];
+        assert!(request.text.ends_with('…'));
+        assert!(request.text.chars().count() <= MAX_FACT_CHARS + 1);
+        assert_eq!(facts[1].text, question.trim());
+        let mut details = json!({"readFiles": []});
+        record_in_details(&mut details, &facts);
+        assert_eq!(details["retainedFacts"][0]["kind"], "lastUserRequest");
+    }
+}

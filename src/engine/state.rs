@@ -1,0 +1,252 @@
+//! Per-session state kept by the registry: the shared session, its settings stack (with the
+//! session's project layer), a token cache, the running operations and the auto-compaction
+//! memory.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::settings::{Settings, SettingsStack};
+use crate::tokens::{TokenCache, TokenCounter};
+
+use super::auto::AutoMemory;
+use super::{EngineError, SharedSession};
+
+/// Which slot a running operation occupies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    Manual,
+    Auto,
+    Branch,
+}
+
+#[derive(Debug, Default)]
+struct Slots {
+    manual: Option<(u64, CancellationToken)>,
+    auto: Option<(u64, CancellationToken)>,
+    branch: Option<(u64, CancellationToken)>,
+}
+
+impl Slots {
+    fn slot(&mut self, kind: OpKind) -> &mut Option<(u64, CancellationToken)> {
+        match kind {
+            OpKind::Manual => &mut self.manual,
+            OpKind::Auto => &mut self.auto,
+            OpKind::Branch => &mut self.branch,
+        }
+    }
+}
+
+/// The operations running on one session, each with its own cancellation token (spec §13 #4:
+/// a run never clears another run's token).
+#[derive(Debug, Default)]
+pub struct RunningOps {
+    slots: Mutex<Slots>,
+    next: AtomicU64,
+}
+
+/// Holds an operation's slot; frees it on drop, only if the slot still holds this run.
+#[derive(Debug)]
+pub struct OpGuard {
+    ops: Arc<RunningOps>,
+    kind: OpKind,
+    run: u64,
+    token: CancellationToken,
+}
+
+impl OpGuard {
+    /// The run's token: cancelled by the abort calls, or by the caller's own token.
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+}
+
+impl Drop for OpGuard {
+    fn drop(&mut self) {
+        let mut slots = self.ops.lock();
+        let slot = slots.slot(self.kind);
+        if slot.as_ref().is_some_and(|(run, _)| *run == self.run) {
+            *slot = None;
+        }
+    }
+}
+
+impl RunningOps {
+    fn lock(&self) -> MutexGuard<'_, Slots> {
+        // The slots are plain data: a panic while holding the lock leaves them consistent.
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts an operation of `kind` whose token is a child of `parent` (so cancelling the
+    /// caller's request cancels the run too). `None` when a compaction (manual or auto) is
+    /// already running and `kind` is a compaction, or a branch summary runs and `kind` is one.
+    pub fn start(self: &Arc<Self>, kind: OpKind, parent: &CancellationToken) -> Option<OpGuard> {
+        let mut slots = self.lock();
+        let busy = match kind {
+            OpKind::Manual | OpKind::Auto => slots.manual.is_some() || slots.auto.is_some(),
+            OpKind::Branch => slots.branch.is_some(),
+        };
+        if busy {
+            return None;
+        }
+        let run = self.next.fetch_add(1, Ordering::Relaxed);
+        let token = parent.child_token();
+        *slots.slot(kind) = Some((run, token.clone()));
+        Some(OpGuard {
+            ops: Arc::clone(self),
+            kind,
+            run,
+            token,
+        })
+    }
+
+    /// Cancels the running manual and auto compactions; whether there was one.
+    pub fn abort_compaction(&self) -> bool {
+        let slots = self.lock();
+        let mut any = false;
+        for (_, token) in [&slots.manual, &slots.auto].into_iter().flatten() {
+            token.cancel();
+            any = true;
+        }
+        any
+    }
+
+    /// Cancels the running branch summary; whether there was one.
+    pub fn abort_branch(&self) -> bool {
+        let slots = self.lock();
+        slots.branch.as_ref().map(|(_, t)| t.cancel()).is_some()
+    }
+
+    /// Whether a manual or auto compaction is running.
+    pub fn is_compacting(&self) -> bool {
+        let slots = self.lock();
+        slots.manual.is_some() || slots.auto.is_some()
+    }
+
+    /// Whether a branch summary (navigation) is running.
+    pub fn is_summarizing_branch(&self) -> bool {
+        self.lock().branch.is_some()
+    }
+}
+
+/// One open session.
+pub struct SessionState {
+    pub id: String,
+    pub path: PathBuf,
+    /// The header's working directory (its project settings layer).
+    pub cwd: String,
+    pub session: SharedSession,
+    /// The engine's stack with this session's project layer (`<cwd>/.compactd/settings.json`),
+    /// and its effective settings.
+    settings: Mutex<(SettingsStack, Option<Settings>)>,
+    /// Token counts per entry, one cache per counter name.
+    caches: Mutex<HashMap<String, Arc<TokenCache>>>,
+    pub ops: Arc<RunningOps>,
+    auto: Mutex<AutoMemory>,
+    /// Serialises mutating calls (append + auto-compaction, prune, label) on this session so
+    /// they apply in arrival order.
+    pub write_gate: tokio::sync::Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain data replaced whole: a panic while holding the lock cannot leave it half-updated.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl SessionState {
+    pub fn new(
+        id: String,
+        path: PathBuf,
+        cwd: String,
+        session: SharedSession,
+        settings: SettingsStack,
+    ) -> Self {
+        SessionState {
+            id,
+            path,
+            cwd,
+            session,
+            settings: Mutex::new((settings, None)),
+            caches: Mutex::new(HashMap::new()),
+            ops: Arc::new(RunningOps::default()),
+            auto: Mutex::new(AutoMemory::default()),
+            write_gate: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The session's settings stack.
+    pub fn settings_stack(&self) -> SettingsStack {
+        lock(&self.settings).0.clone()
+    }
+
+    /// Replaces the settings stack (after a settings update).
+    pub fn set_settings(&self, stack: SettingsStack) {
+        *lock(&self.settings) = (stack, None);
+    }
+
+    /// The effective settings, computed once per stack.
+    pub fn effective_settings(&self) -> Result<Settings, EngineError> {
+        let mut guard = lock(&self.settings);
+        if let Some(s) = &guard.1 {
+            return Ok(s.clone());
+        }
+        let settings = guard
+            .0
+            .effective()
+            .map_err(|e| EngineError::Settings(e.to_string()))?;
+        guard.1 = Some(settings.clone());
+        Ok(settings)
+    }
+
+    /// The token cache of `counter` for this session.
+    pub fn cache_for(&self, counter: &Arc<dyn TokenCounter>) -> Arc<TokenCache> {
+        let mut caches = lock(&self.caches);
+        let cache = caches
+            .entry(counter.name().to_owned())
+            .or_insert_with(|| Arc::new(TokenCache::new(Arc::clone(counter))));
+        Arc::clone(cache)
+    }
+
+    /// Forgets the counts of rewritten entries, in every counter's cache.
+    pub fn invalidate_counts(&self, entry_ids: &[String]) {
+        for cache in lock(&self.caches).values() {
+            for id in entry_ids {
+                cache.invalidate(id);
+            }
+        }
+    }
+
+    /// The auto-compaction memory.
+    pub fn auto_memory(&self) -> MutexGuard<'_, AutoMemory> {
+        lock(&self.auto)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_compaction_at_a_time_and_each_run_owns_its_slot() {
+        let ops = Arc::new(RunningOps::default());
+        let root = CancellationToken::new();
+        let manual = ops.start(OpKind::Manual, &root).unwrap();
+        assert!(ops.start(OpKind::Auto, &root).is_none());
+        assert!(ops.start(OpKind::Manual, &root).is_none());
+        let branch = ops.start(OpKind::Branch, &root).unwrap();
+        assert!(ops.abort_compaction());
+        assert!(manual.token().is_cancelled());
+        assert!(!branch.token().is_cancelled());
+        drop(manual);
+        assert!(!ops.is_compacting());
+        let auto = ops.start(OpKind::Auto, &root).unwrap();
+        assert!(!auto.token().is_cancelled());
+        assert!(ops.abort_branch());
+        assert!(branch.token().is_cancelled());
+        root.cancel();
+        assert!(auto.token().is_cancelled());
+    }
+}

@@ -1,0 +1,88 @@
+//! `session/append`: entries at the leaf, then the auto-compaction check (spec §4.1–4.4),
+//! which the engine runs before answering.
+
+use std::sync::Arc;
+
+use super::{expected_leaf, invalid};
+use crate::engine::AppendAction;
+use crate::engine::auto::AutoResult;
+use crate::rpc::daemon::{Daemon, OpObserver, convert, engine_error, with_session};
+use crate::rpc::protocol::{
+    AutoCompactionOutcome, AutoCompactionReason, NextAction, SessionAppendParams,
+    SessionAppendResult,
+};
+use crate::rpc::{RequestCtx, RpcError};
+
+pub async fn append(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SessionAppendParams,
+) -> Result<SessionAppendResult, RpcError> {
+    let entries = params
+        .entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            convert::entry_kind(entry)
+                .map_err(|e| invalid("session/append", &format!("entries.{i}"), e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let session_id = params.session_id;
+    let observer = OpObserver {
+        hub: daemon.hub.clone(),
+        session_id: session_id.clone(),
+    };
+    let appended = with_session(
+        &session_id,
+        daemon.engine.append(
+            &session_id,
+            entries,
+            expected_leaf(params.expected_leaf_id),
+            &observer,
+        ),
+    )
+    .await;
+    daemon.hub.flush().await;
+    let outcome = appended.map_err(engine_error)?;
+    let usage = daemon
+        .engine
+        .usage(&session_id)
+        .await
+        .map_err(engine_error)?;
+    let auto = outcome.auto.as_ref();
+    let action = match outcome.action {
+        AppendAction::Retry => NextAction::Retry,
+        AppendAction::Failed => NextAction::Failed,
+        _ if auto.is_some_and(|a| a.aborted || a.skipped) => NextAction::Failed,
+        AppendAction::Compacted if auto.is_some_and(|a| a.continue_entry_id.is_some()) => {
+            NextAction::AutoContinue
+        }
+        AppendAction::Compacted | AppendAction::Continue => NextAction::Continue,
+    };
+    Ok(SessionAppendResult {
+        leaf_id: outcome.leaf_id.clone().unwrap_or_default(),
+        appended: outcome.appended,
+        context_tokens: usage.context_tokens,
+        context_window: usage.context_window,
+        threshold_tokens: usage.threshold,
+        action,
+        auto_continue_entry_id: auto.and_then(|a| a.continue_entry_id.clone()),
+        pruned: None,
+        auto_compaction: auto.map(auto_outcome),
+    })
+}
+
+fn auto_outcome(auto: &AutoResult) -> AutoCompactionOutcome {
+    AutoCompactionOutcome {
+        reason: match auto.reason {
+            crate::engine::CompactReason::Overflow => AutoCompactionReason::Overflow,
+            _ => AutoCompactionReason::Threshold,
+        },
+        result: auto.outcome.as_ref().map(convert::compact_result),
+        aborted: auto.aborted,
+        will_retry: auto.will_retry,
+        skipped: auto.skipped,
+        skip_reason: auto.skipped.then(|| "nothing to compact".to_owned()),
+        error_message: auto.error_message.clone(),
+    }
+}

@@ -1,0 +1,192 @@
+//! HTTP plumbing shared by the model-backed summarizers: URL policy, client construction with
+//! connect and idle-read timeouts (never a total timeout on a stream), turning error responses
+//! into [`SummarizeError`]s, and reading server-sent events.
+
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime};
+
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
+use reqwest::Url;
+
+use super::SummarizeError;
+use super::error::{excerpt, looks_like_overflow};
+use super::retry::parse_retry_after;
+
+/// How much of an error body is kept in messages.
+const BODY_EXCERPT_CHARS: usize = 500;
+/// How much of an error body is read at most.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// Network options of a summarizer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpOptions {
+    /// Time allowed to open the connection.
+    pub connect_timeout: Duration,
+    /// Longest silence allowed while waiting for or reading a response (no total limit, so a
+    /// long stream that keeps producing is never cut).
+    pub idle_timeout: Duration,
+    /// Accept `http://` for hosts other than loopback.
+    pub allow_insecure_http: bool,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            allow_insecure_http: false,
+        }
+    }
+}
+
+/// Parses `url` and applies compactd's transport rule: `https://` always, `http://` only for a
+/// loopback host unless `allow_insecure_http`; anything else is refused.
+pub fn check_url(url: &str, allow_insecure_http: bool) -> Result<Url, SummarizeError> {
+    let parsed =
+        Url::parse(url).map_err(|e| SummarizeError::Other(format!("Invalid URL {url:?}: {e}")))?;
+    match parsed.scheme() {
+        "https" => Ok(parsed),
+        "http" if allow_insecure_http || is_loopback(&parsed) => Ok(parsed),
+        "http" => Err(SummarizeError::Other(format!(
+            "Refusing plain http:// URL for non-loopback host {}: use https:// or set \
+             compaction.allowInsecureHttp",
+            parsed.host_str().unwrap_or("")
+        ))),
+        other => Err(SummarizeError::Other(format!(
+            "Unsupported URL scheme {other:?} in {url:?}: use https://"
+        ))),
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A client with the connect and idle-read timeouts of `options`.
+pub(crate) fn build_client(options: &HttpOptions) -> Result<reqwest::Client, SummarizeError> {
+    reqwest::Client::builder()
+        .connect_timeout(options.connect_timeout)
+        .read_timeout(options.idle_timeout)
+        .build()
+        .map_err(|e| {
+            SummarizeError::Other(format!("Cannot build HTTP client: {}", e.without_url()))
+        })
+}
+
+/// Maps a transport error, without its URL (which could carry credentials in a query).
+pub(crate) fn transport_error(err: reqwest::Error) -> SummarizeError {
+    let err = err.without_url();
+    if err.is_timeout() {
+        SummarizeError::Timeout(describe(&err))
+    } else {
+        SummarizeError::Network(describe(&err))
+    }
+}
+
+/// The error and its sources, since reqwest's own message is often just "error sending request".
+fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Reads (a bounded part of) the body of a non-success response and turns it into an error:
+/// an overflow when the body says so, else [`SummarizeError::Http`] with any retry-after.
+pub(crate) async fn error_from_response(response: reqwest::Response) -> SummarizeError {
+    let status = response.status();
+    let retry_after = parse_retry_after(
+        |name| response.headers().get(name).and_then(|v| v.to_str().ok()),
+        SystemTime::now(),
+    );
+    let body = read_limited(response).await;
+    let message = format!(
+        "HTTP {} {}: {}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        excerpt(body.trim(), BODY_EXCERPT_CHARS)
+    );
+    if looks_like_overflow(&body) {
+        return SummarizeError::Overflow(message);
+    }
+    SummarizeError::Http {
+        status: status.as_u16(),
+        message,
+        body_excerpt: excerpt(&body, BODY_EXCERPT_CHARS),
+        retry_after,
+    }
+}
+
+/// The body as text, reading at most [`MAX_ERROR_BODY_BYTES`]; errors end the read quietly
+/// since the status already tells what went wrong.
+pub(crate) async fn read_limited(response: reqwest::Response) -> String {
+    let mut bytes = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() >= MAX_ERROR_BODY_BYTES {
+            bytes.truncate(MAX_ERROR_BODY_BYTES);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The response's server-sent events, with stream errors already mapped.
+pub(crate) fn sse_events(
+    response: reqwest::Response,
+) -> impl Stream<Item = Result<Event, SummarizeError>> {
+    response.bytes_stream().eventsource().map(|item| {
+        item.map_err(|err| match err {
+            EventStreamError::Transport(e) => transport_error(e),
+            EventStreamError::Utf8(e) => {
+                SummarizeError::Protocol(format!("Invalid UTF-8 in event stream: {e}"))
+            }
+            EventStreamError::Parser(e) => {
+                SummarizeError::Protocol(format!("Invalid event stream: {e}"))
+            }
+        })
+    })
+}
+
+/// The error for a stream that ended without its final event.
+pub(crate) fn incomplete_stream() -> SummarizeError {
+    SummarizeError::Network("stream ended before the response was complete".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn https_is_always_accepted() {
+        assert!(check_url("https://api.example.com/v1", false).is_ok());
+    }
+
+    #[test]
+    fn http_needs_loopback_or_the_flag() {
+        for ok in [
+            "http://127.0.0.1:8080/x",
+            "http://localhost/x",
+            "http://[::1]:9/x",
+            "http://127.5.0.1/",
+        ] {
+            assert!(check_url(ok, false).is_ok(), "{ok}");
+        }
+        let err = check_url("http://summaries.example.com/x", false).unwrap_err();
+        assert!(err.to_string().contains("summaries.example.com"), "{err}");
+        assert!(check_url("http://summaries.example.com/x", true).is_ok());
+        assert!(check_url("ftp://127.0.0.1/x", true).is_err());
+        assert!(check_url("not a url", true).is_err());
+    }
+}

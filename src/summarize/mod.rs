@@ -1,0 +1,154 @@
+//! Prompts and summarizers: everything that turns a conversation into summary text.
+//!
+//! * [`prompts`]: the prompt templates (embedded, overridable per file) and the pure builders
+//!   that lay out each request's prompt text and output budget (spec §4.10, §4.12, §6.3).
+//! * One [`Summarizer`] trait with several kinds: [`openai::OpenAiSummarizer`] (chat
+//!   completions), [`anthropic::AnthropicSummarizer`] (Messages API),
+//!   [`remote::RemoteSummarizer`] (`compaction.remoteEndpoint`, spec §4.14),
+//!   [`client::ClientSummarizer`] (the RPC client answers) and
+//!   [`extractive::ExtractiveSummarizer`] (offline and deterministic, the default and the last
+//!   rung).
+//! * [`retry::summarize_with_candidates`]: the candidate loop with retries and back-off of spec
+//!   §4.15.
+//!
+//! Every call is cancellable: when the token fires, the in-flight HTTP request is dropped (its
+//! connection closed) and [`SummarizeError::Cancelled`] comes back at once.
+
+pub mod anthropic;
+pub mod client;
+mod error;
+pub mod extractive;
+mod http;
+pub mod openai;
+pub mod prompts;
+pub mod remote;
+pub mod retry;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::session::{AgentMessage, Usage};
+
+pub use error::{SummarizeError, looks_like_overflow};
+pub use http::{HttpOptions, check_url};
+pub use prompts::Prompts;
+pub use retry::{AttemptEvent, AttemptOutcome, RetryPolicy, summarize_with_candidates};
+
+/// Which summary a request asks for; it selects the prompt and the extractive layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Purpose {
+    /// The history summary of a compaction (first or update).
+    History,
+    /// The summary of the kept-out prefix of a split turn.
+    TurnPrefix,
+    /// The 2-3 sentence display summary of a compaction.
+    Short,
+    /// The summary of a branch left by tree navigation.
+    Branch,
+}
+
+impl Purpose {
+    /// A stable lower-case name, for events and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Purpose::History => "history",
+            Purpose::TurnPrefix => "turnPrefix",
+            Purpose::Short => "short",
+            Purpose::Branch => "branch",
+        }
+    }
+}
+
+/// One summarization request, already laid out: model-backed summarizers send
+/// `system_prompt` + `prompt`; the extractive one reads `messages` and the structured fields.
+#[derive(Debug, Clone)]
+pub struct SummaryRequest {
+    pub purpose: Purpose,
+    pub system_prompt: String,
+    /// The full user prompt (spec §4.10 layout), from the builders in [`prompts`].
+    pub prompt: String,
+    /// Output token budget of this call.
+    pub max_tokens: u32,
+    /// Whether the call may use extended reasoning if the model supports it and the budget
+    /// leaves room; never forced.
+    pub reasoning: bool,
+    /// The LLM-ready messages being summarised.
+    pub messages: Vec<AgentMessage>,
+    /// The previous summary (history update) or, for [`Purpose::Short`], the new summary.
+    pub previous_summary: Option<String>,
+    pub custom_instructions: Option<String>,
+    pub read_files: Vec<String>,
+    pub modified_files: Vec<String>,
+}
+
+impl SummaryRequest {
+    /// A request with the given purpose and prompts and nothing else set.
+    pub fn new(
+        purpose: Purpose,
+        system_prompt: impl Into<String>,
+        prompt: impl Into<String>,
+        max_tokens: u32,
+    ) -> Self {
+        SummaryRequest {
+            purpose,
+            system_prompt: system_prompt.into(),
+            prompt: prompt.into(),
+            max_tokens,
+            reasoning: false,
+            messages: Vec::new(),
+            previous_summary: None,
+            custom_instructions: None,
+            read_files: Vec::new(),
+            modified_files: Vec::new(),
+        }
+    }
+}
+
+/// What a summarizer produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryOutput {
+    /// The summary text, non-empty and complete.
+    pub text: String,
+    /// A short summary the summarizer produced alongside (the remote endpoint's
+    /// `shortSummary`), which spares the separate short-summary call.
+    pub short_summary: Option<String>,
+    pub usage: Option<Usage>,
+    /// The summarizer's id (e.g. `openai/gpt-4o`, `extractive`).
+    pub model: String,
+}
+
+/// Streamed text deltas go here as they arrive; a retried attempt starts over (see
+/// [`AttemptOutcome::Started`]).
+pub type DeltaSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
+
+/// A way to turn a [`SummaryRequest`] into summary text.
+pub trait Summarizer: Send + Sync {
+    /// `provider/model` for model-backed kinds, or the kind's name (`extractive`, `remote`,
+    /// `client`).
+    fn id(&self) -> String;
+
+    /// The summarizer's input window in tokens, used to bound its input (deviation 8).
+    fn context_window(&self) -> u64;
+
+    /// Produces the summary. When `cancel` fires, the work stops, any HTTP request is dropped
+    /// and the result is [`SummarizeError::Cancelled`].
+    fn summarize<'a>(
+        &'a self,
+        req: &'a SummaryRequest,
+        cancel: CancellationToken,
+        on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<SummaryOutput, SummarizeError>>;
+}
+
+/// Runs `fut` unless `cancel` fires first; on cancellation `fut` is dropped, which closes any
+/// connection it holds.
+pub(crate) async fn cancellable<T>(
+    cancel: &CancellationToken,
+    fut: impl Future<Output = Result<T, SummarizeError>>,
+) -> Result<T, SummarizeError> {
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(SummarizeError::Cancelled),
+        result = fut => result,
+    }
+}

@@ -1,0 +1,465 @@
+//! The candidate loop of spec §4.15: try each summarizer in order, retry transient failures
+//! with exponential back-off (raised to what the server asks for), move on when a wait would be
+//! long or the error is not worth retrying, and end at once on cancellation.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio_util::sync::CancellationToken;
+
+use super::{DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, cancellable};
+use crate::settings::RetrySettings;
+
+/// The error when there is nothing to try (spec §9).
+pub const NO_AVAILABLE_MODEL: &str = "Compaction failed: no available model";
+
+/// How failures are retried.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    pub enabled: bool,
+    /// Retries per candidate (so up to `max_retries + 1` attempts).
+    pub max_retries: u32,
+    /// Back-off base: the delay before retry `n` (0-based) is `base_delay * 2^n`.
+    pub base_delay: Duration,
+    /// A delay longer than this moves on to the next candidate when there is one (30 s).
+    pub move_on_after: Duration,
+    /// Longest sleep actually taken; `None` sleeps as long as asked. Tests set it small so a
+    /// server's `retry-after: 1` does not cost a second.
+    pub max_sleep: Option<Duration>,
+    /// Recognises a summarizer context overflow in an error message; overflows are never
+    /// retried on the same input.
+    pub is_overflow: fn(&str) -> bool,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy::from(&RetrySettings::default())
+    }
+}
+
+impl From<&RetrySettings> for RetryPolicy {
+    fn from(settings: &RetrySettings) -> Self {
+        RetryPolicy {
+            enabled: settings.enabled,
+            max_retries: settings.max_retries,
+            base_delay: Duration::from_millis(settings.base_delay_ms),
+            move_on_after: Duration::from_secs(30),
+            max_sleep: None,
+            is_overflow: super::looks_like_overflow,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The back-off before retry number `attempt` (0-based), raised to `retry_after`.
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let factor = 1u32.checked_shl(attempt).unwrap_or(u32::MAX);
+        let backoff = self.base_delay.saturating_mul(factor);
+        retry_after.map_or(backoff, |asked| backoff.max(asked))
+    }
+}
+
+/// One step of the candidate loop, reported as it happens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptEvent {
+    /// The candidate's [`Summarizer::id`].
+    pub candidate: String,
+    /// 0 for the first attempt on this candidate.
+    pub attempt: u32,
+    pub outcome: AttemptOutcome,
+}
+
+/// What happened in an [`AttemptEvent`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttemptOutcome {
+    /// The attempt begins; text streamed by an earlier attempt is void.
+    Started,
+    /// The attempt failed and will be retried on this candidate after `sleep`.
+    Retrying {
+        error: String,
+        /// The back-off, raised to the server's retry-after.
+        delay: Duration,
+        /// What the server asked for, if anything.
+        retry_after: Option<Duration>,
+        /// The time actually slept (`delay` capped by [`RetryPolicy::max_sleep`]).
+        sleep: Duration,
+    },
+    /// The candidate is given up; the next one (if any) is tried.
+    Failed {
+        error: String,
+        /// The summarizer's context overflowed: the caller may shrink the input and try again.
+        overflow: bool,
+    },
+    Succeeded,
+}
+
+/// Summarises `req` with the first candidate that succeeds, then `fallback` (typically the
+/// extractive summarizer) if every candidate failed.
+///
+/// Errors: [`SummarizeError::Cancelled`] as soon as `cancel` fires; otherwise, when all fail,
+/// an overflow if any candidate overflowed (the input must shrink), else the last error;
+/// `Compaction failed: no available model` when there was nothing to try.
+pub async fn summarize_with_candidates(
+    candidates: &[Arc<dyn Summarizer>],
+    fallback: Option<Arc<dyn Summarizer>>,
+    req: &SummaryRequest,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+    on_delta: DeltaSink<'_>,
+    on_attempt: &(dyn Fn(AttemptEvent) + Send + Sync),
+) -> Result<SummaryOutput, SummarizeError> {
+    let all: Vec<&Arc<dyn Summarizer>> = candidates.iter().chain(fallback.as_ref()).collect();
+    let mut last_error = None;
+    let mut overflow = None;
+    for (index, candidate) in all.iter().enumerate() {
+        let has_next = index + 1 < all.len();
+        let id = candidate.id();
+        match try_candidate(
+            candidate.as_ref(),
+            &id,
+            has_next,
+            req,
+            policy,
+            cancel,
+            on_delta,
+            on_attempt,
+        )
+        .await
+        {
+            Ok(output) => return Ok(output),
+            Err(SummarizeError::Cancelled) => return Err(SummarizeError::Cancelled),
+            Err(error) => {
+                if error.is_overflow() {
+                    overflow = Some(error.clone());
+                }
+                last_error = Some(error);
+            }
+        }
+    }
+    Err(overflow
+        .or(last_error)
+        .unwrap_or_else(|| SummarizeError::Other(NO_AVAILABLE_MODEL.to_owned())))
+}
+
+/// The attempt loop on one candidate.
+#[allow(clippy::too_many_arguments)]
+async fn try_candidate(
+    candidate: &dyn Summarizer,
+    id: &str,
+    has_next: bool,
+    req: &SummaryRequest,
+    policy: &RetryPolicy,
+    cancel: &CancellationToken,
+    on_delta: DeltaSink<'_>,
+    on_attempt: &(dyn Fn(AttemptEvent) + Send + Sync),
+) -> Result<SummaryOutput, SummarizeError> {
+    let event = |attempt, outcome| {
+        on_attempt(AttemptEvent {
+            candidate: id.to_owned(),
+            attempt,
+            outcome,
+        })
+    };
+    let mut attempt = 0;
+    loop {
+        event(attempt, AttemptOutcome::Started);
+        let result = cancellable(cancel, candidate.summarize(req, cancel.clone(), on_delta)).await;
+        let error = match result {
+            Ok(output) => {
+                event(attempt, AttemptOutcome::Succeeded);
+                return Ok(output);
+            }
+            Err(_) if cancel.is_cancelled() => return Err(SummarizeError::Cancelled),
+            Err(error) => error.reclassify_overflow(policy.is_overflow),
+        };
+        let retry_after = error.retry_after();
+        let retryable = !error.is_overflow()
+            && !matches!(error, SummarizeError::Cancelled)
+            && policy.enabled
+            && attempt < policy.max_retries
+            && (retry_after.is_some() || is_transient(&error.to_string()));
+        let delay = policy.delay(attempt, retry_after);
+        if !retryable || (delay > policy.move_on_after && has_next) {
+            event(
+                attempt,
+                AttemptOutcome::Failed {
+                    error: error.to_string(),
+                    overflow: error.is_overflow(),
+                },
+            );
+            return Err(error);
+        }
+        let sleep = policy.max_sleep.map_or(delay, |cap| delay.min(cap));
+        event(
+            attempt,
+            AttemptOutcome::Retrying {
+                error: error.to_string(),
+                delay,
+                retry_after,
+                sleep,
+            },
+        );
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(SummarizeError::Cancelled),
+            _ = tokio::time::sleep(sleep) => {}
+        }
+        attempt += 1;
+    }
+}
+
+/// Whether an error message looks temporary (spec §4.15's case-insensitive pattern list).
+pub fn is_transient(message: &str) -> bool {
+    const PLAIN: &[&str] = &[
+        "overloaded",
+        "too many requests",
+        "429",
+        "500",
+        "502",
+        "503",
+        "504",
+        "server error",
+        "internal error",
+        "fetch failed",
+        "retry delay",
+    ];
+    // `a.?b` in the reference's regex: `a`, at most one character, then `b`.
+    const GAPPED: &[(&str, &str)] = &[
+        ("rate", "limit"),
+        ("usage", "limit"),
+        ("service", "unavailable"),
+        ("connection", "error"),
+    ];
+    let lower = message.to_lowercase();
+    PLAIN.iter().any(|p| lower.contains(p))
+        || GAPPED.iter().any(|(a, b)| contains_gapped(&lower, a, b))
+}
+
+fn contains_gapped(hay: &str, first: &str, second: &str) -> bool {
+    hay.match_indices(first).any(|(at, _)| {
+        let rest = &hay[at + first.len()..];
+        rest.starts_with(second)
+            || rest
+                .chars()
+                .next()
+                .is_some_and(|c| rest[c.len_utf8()..].starts_with(second))
+    })
+}
+
+/// How long the server asked us to wait, from the first header that parses, in the order of
+/// spec §4.15: `retry-after-ms`, `retry-after` (seconds or an HTTP date),
+/// `x-ratelimit-reset-ms` (absolute epoch ms if > 1e12), `x-ratelimit-reset` (seconds,
+/// absolute epoch seconds if > 1e9). `header` looks a header up by lower-case name.
+pub fn parse_retry_after<'h>(
+    header: impl Fn(&str) -> Option<&'h str>,
+    now: SystemTime,
+) -> Option<Duration> {
+    let number = |name: &str| {
+        header(name)
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|n| n.is_finite() && *n >= 0.0)
+    };
+    let now_ms = now
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+        * 1000.0;
+    let from_ms = |ms: f64| Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+    if let Some(ms) = number("retry-after-ms") {
+        return from_ms(ms);
+    }
+    if let Some(secs) = number("retry-after") {
+        return from_ms(secs * 1000.0);
+    }
+    if let Some(date) = header("retry-after").and_then(parse_http_date) {
+        return Some(date.duration_since(now).unwrap_or_default());
+    }
+    if let Some(ms) = number("x-ratelimit-reset-ms") {
+        return from_ms(if ms > 1e12 { ms - now_ms } else { ms });
+    }
+    if let Some(secs) = number("x-ratelimit-reset") {
+        let ms = secs * 1000.0;
+        return from_ms(if secs > 1e9 { ms - now_ms } else { ms });
+    }
+    None
+}
+
+/// Parses an HTTP date (RFC 7231 §7.1.1.1): the preferred IMF-fixdate
+/// (`Sun, 06 Nov 1994 08:49:37 GMT`) and the obsolete RFC 850 (`Sunday, 06-Nov-94 08:49:37
+/// GMT`) and asctime (`Sun Nov  6 08:49:37 1994`) forms.
+pub fn parse_http_date(text: &str) -> Option<SystemTime> {
+    let text = text.trim();
+    let (day, month, year, time) = if let Some((_, rest)) = text.split_once(", ") {
+        let parts: Vec<&str> = rest.split_whitespace().collect();
+        match parts.as_slice() {
+            [d, m, y, t, "GMT"] => (d.parse().ok()?, *m, y.parse().ok()?, *t),
+            [dmy, t, "GMT"] => {
+                let mut it = dmy.split('-');
+                let (d, m, y) = (it.next()?, it.next()?, it.next()?);
+                let y: i64 = y.parse().ok()?;
+                // RFC 7231: a two-digit year more than 50 years ahead is in the past century.
+                let y = if y < 100 {
+                    if y < 70 { 2000 + y } else { 1900 + y }
+                } else {
+                    y
+                };
+                (d.parse().ok()?, m, y, *t)
+            }
+            _ => return None,
+        }
+    } else {
+        let parts: Vec<&str> = text.split_whitespace().collect();
+        match parts.as_slice() {
+            [_, m, d, t, y] => (d.parse().ok()?, *m, y.parse().ok()?, *t),
+            _ => return None,
+        }
+    };
+    let month = 1 + [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|name| *name == month)? as i64;
+    let mut hms = time.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, mi, s) = (hms.next()??, hms.next()??, hms.next()??);
+    if !(1..=31).contains(&day)
+        || !(0..24).contains(&h)
+        || !(0..60).contains(&mi)
+        || !(0..=60).contains(&s)
+    {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day) * 86_400 + h * 3600 + mi * 60 + s;
+    u64::try_from(secs)
+        .ok()
+        .map(|secs| UNIX_EPOCH + Duration::from_secs(secs))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn transient_patterns_follow_the_reference() {
+        for yes in [
+            "HTTP 429 Too Many Requests",
+            "Rate limit reached",
+            "rate-limit",
+            "ratelimited",
+            "Usage limit",
+            "Service Unavailable",
+            "service_unavailable",
+            "Overloaded",
+            "connection error: reset",
+            "Internal Server Error",
+            "fetch failed",
+        ] {
+            assert!(is_transient(yes), "{yes}");
+        }
+        for no in [
+            "HTTP 401 Unauthorized",
+            "invalid api key",
+            "rate  limit",
+            "bad request",
+        ] {
+            assert!(!is_transient(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn http_dates_in_all_three_forms() {
+        let expected = at(784_111_777);
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(expected)
+        );
+        assert_eq!(
+            parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"),
+            Some(expected)
+        );
+        assert_eq!(parse_http_date("Sun Nov  6 08:49:37 1994"), Some(expected));
+        assert_eq!(
+            parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"),
+            Some(UNIX_EPOCH)
+        );
+        assert_eq!(
+            parse_http_date("Tue, 29 Feb 2028 12:00:00 GMT"),
+            Some(at(1_835_438_400))
+        );
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994 25:49:37 GMT"), None);
+        assert_eq!(parse_http_date("yesterday"), None);
+    }
+
+    #[test]
+    fn retry_after_headers_in_order() {
+        let now = at(1_000_000_000);
+        let from = |pairs: &'static [(&'static str, &'static str)]| {
+            parse_retry_after(
+                |name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| *v),
+                now,
+            )
+        };
+        assert_eq!(
+            from(&[("retry-after-ms", "250"), ("retry-after", "9")]),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(from(&[("retry-after", "2")]), Some(Duration::from_secs(2)));
+        assert_eq!(
+            from(&[("retry-after", "Sun, 09 Sep 2001 01:46:50 GMT")]),
+            Some(Duration::from_secs(10))
+        );
+        // A date in the past means "now".
+        assert_eq!(
+            from(&[("retry-after", "Thu, 01 Jan 1970 00:00:00 GMT")]),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            from(&[("x-ratelimit-reset-ms", "1500")]),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            from(&[("x-ratelimit-reset-ms", "1000000003000")]),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            from(&[("x-ratelimit-reset", "7")]),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            from(&[("x-ratelimit-reset", "1000000004")]),
+            Some(Duration::from_secs(4))
+        );
+        assert_eq!(from(&[("retry-after", "soon")]), None);
+        assert_eq!(from(&[]), None);
+    }
+
+    #[test]
+    fn delay_doubles_and_honours_retry_after() {
+        let policy = RetryPolicy::default();
+        assert_eq!(policy.delay(0, None), Duration::from_secs(2));
+        assert_eq!(policy.delay(2, None), Duration::from_secs(8));
+        assert_eq!(
+            policy.delay(0, Some(Duration::from_secs(5))),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            policy.delay(3, Some(Duration::from_secs(5))),
+            Duration::from_secs(16)
+        );
+        assert!(policy.delay(200, None) >= Duration::from_secs(2));
+    }
+}
