@@ -26,6 +26,10 @@ M.state = {
   waiting = {}, --- @type fun()[] run once `initialize` has answered
   session = nil, --- @type table?
   progress_token = nil, --- @type string? the running operation's work-done token
+  -- Completion callbacks of running operations by work-done token. Neovim's RPC layer drops a
+  -- response with code -32800 (RequestCancelled), so a cancelled compaction's callback would
+  -- never run; its `$/progress` end ("cancelled") completes it instead.
+  operations = {}, --- @type table<string, fun(err: table?, result: any)>
   last = nil, --- @type table? the last command's outcome `{ command, err, result }`
 }
 
@@ -54,6 +58,14 @@ end
 
 local function event_handlers()
   return {
+    ['$/progress'] = function(err, params, ctx, config)
+      vim.lsp.handlers['$/progress'](err, params, ctx, config)
+      local value = params and params.value or {}
+      local complete = M.state.operations[params and params.token or '']
+      if complete and value.kind == 'end' and value.message == 'cancelled' then
+        complete({ code = -32800, message = 'Compaction cancelled', data = { kind = 'cancelled' } }, nil)
+      end
+    end,
     ['session/autoContinue'] = function(_, params)
       notify('compacted; the agent was asked to continue (' .. params.entryId .. ')')
     end,
@@ -190,6 +202,28 @@ local function new_token(kind)
   return ('compactd-%s-%d-%d'):format(kind, vim.fn.getpid(), token_seq)
 end
 
+--- Sends a request carrying a fresh work-done token; `cb` runs once, from the response or,
+--- for a cancelled operation, from its progress end.
+local function tracked_request(kind, method, params, cb)
+  local token = new_token(kind)
+  params.workDoneToken = token
+  local done = false
+  local function complete(err, result)
+    if done then
+      return
+    end
+    done = true
+    M.state.operations[token] = nil
+    if M.state.progress_token == token then
+      M.state.progress_token = nil
+    end
+    cb(err, result)
+  end
+  M.state.operations[token] = complete
+  M.state.progress_token = token
+  M.request(method, params, complete)
+end
+
 --- Opens a session by path, or picks one of the cwd's sessions with `vim.ui.select`.
 --- @param path string?
 --- @param cb fun(err: table?, session: table?)?
@@ -252,16 +286,11 @@ function M.compact(instructions, cb)
   if not with_session('compact', cb) then
     return
   end
-  local token = new_token('compact')
-  local params = { sessionId = M.state.session.sessionId, workDoneToken = token }
+  local params = { sessionId = M.state.session.sessionId }
   if instructions and instructions ~= '' then
     params.customInstructions = instructions
   end
-  M.state.progress_token = token
-  M.request('session/compact', params, function(err, result)
-    if M.state.progress_token == token then
-      M.state.progress_token = nil
-    end
+  tracked_request('compact', 'session/compact', params, function(err, result)
     if not err then
       M.state.session.leafId = result.entryId or M.state.session.leafId
       notify(('compacted: %d -> %d tokens'):format(result.tokensBefore or 0, result.tokensAfter or 0))
@@ -389,22 +418,18 @@ function M.tree(cb)
           return finish('tree', nil, nil, cb)
         end
         local function navigate(instructions)
-          local token = new_token('tree')
           local params = {
             sessionId = sid,
             targetId = item.node.id,
             summarize = choice ~= SUMMARY_CHOICES[1],
-            workDoneToken = token,
           }
           if instructions and instructions ~= '' then
             params.customInstructions = instructions
           end
-          M.state.progress_token = token
-          M.request('session/navigateTree', params, function(nav_err, result)
-            if M.state.progress_token == token then
-              M.state.progress_token = nil
-            end
-            if not nav_err then
+          tracked_request('tree', 'session/navigateTree', params, function(nav_err, result)
+            if not nav_err and (result.cancelled or result.aborted) then
+              notify('navigation cancelled; the leaf is ' .. tostring(result.leafId))
+            elseif not nav_err then
               M.state.session.leafId = result.leafId
               if result.editorText and result.editorText ~= vim.NIL then
                 -- The reference puts a user message back in the editor; here: the register.
