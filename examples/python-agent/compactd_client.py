@@ -235,10 +235,18 @@ class CompactdClient:
         except (CompactdClosed, BrokenPipeError, TimeoutError):
             pass
         try:
-            return self.proc.wait(timeout=timeout)
+            code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            return self.proc.wait()
+            code = self.proc.wait()
+        self._reader.join(timeout)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        return code
 
     def __enter__(self) -> "CompactdClient":
         return self

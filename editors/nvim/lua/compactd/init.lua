@@ -332,7 +332,7 @@ function M.format_usage(u)
     limit = u.contextWindow
   end
   local text = ('ctx %s / %s'):format(k(u.contextTokens), k(limit))
-  if type(u.percent) == 'number' then
+  if type(u.percent) == 'number' and type(u.contextTokens) == 'number' then
     text = text .. (' (%d%% of %s)'):format(math.floor(u.percent + 0.5), k(u.contextWindow))
   end
   if u.isCompacting then
