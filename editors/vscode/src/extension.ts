@@ -80,10 +80,14 @@ class Controller implements vscode.Disposable {
   private refreshAgain = false;
   private refreshTimer?: NodeJS.Timeout;
   private restarting?: Promise<void>;
+  private revealPending = false;
   private restartTimer?: NodeJS.Timeout;
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.view = vscode.window.createTreeView('compactd.session', { treeDataProvider: this.tree, showCollapseAll: true });
+    this.view.onDidChangeVisibility((e) => {
+      if (e.visible && this.revealPending) void this.revealLeaf();
+    });
     this.status.name = 'compactd context';
     this.status.command = 'compactd.compact';
   }
@@ -127,7 +131,7 @@ class Controller implements vscode.Disposable {
       });
       throw new Error(message);
     }
-    this.clientDisposables.push(this.progress.install(client));
+    this.installProgress(client);
     for (const method of SESSION_EVENTS) {
       this.clientDisposables.push(
         client.onNotification(method, (params: { sessionId?: string }) => {
@@ -143,14 +147,30 @@ class Controller implements vscode.Disposable {
     this.clientDisposables.push(
       client.onDidChangeState((e) => {
         if (e.newState === State.Stopped) this.progress.clear();
+        // The client restarted the daemon by itself after a crash: its progress feature took
+        // `window/workDoneProgress/create` back, and the new daemon has no session open.
+        if (e.newState === State.Running && !this.starting && this.client === client) {
+          this.installProgress(client);
+          const open = this.sessionInfo?.path;
+          if (open) void this.open({ path: open }).catch((err) => this.output.appendLine(`reopen: ${errorMessage(err)}`));
+        }
       }),
     );
+  }
+
+  private progressHandler?: vscode.Disposable;
+
+  private installProgress(client: LanguageClient): void {
+    this.progressHandler?.dispose();
+    this.progressHandler = this.progress.install(client);
   }
 
   async stop(): Promise<void> {
     const client = this.client;
     this.client = undefined;
     for (const d of this.clientDisposables.splice(0)) d.dispose();
+    this.progressHandler?.dispose();
+    this.progressHandler = undefined;
     this.progress.clear();
     if (client) {
       try {
@@ -196,7 +216,8 @@ class Controller implements vscode.Disposable {
 
   async request<T>(method: string, params: unknown, token?: vscode.CancellationToken): Promise<T> {
     await this.ensureStarted();
-    return this.client!.sendRequest<T>(method, params, token);
+    // An undefined token would be sent as a second positional param.
+    return token ? this.client!.sendRequest<T>(method, params, token) : this.client!.sendRequest<T>(method, params);
   }
 
   // ---- session ------------------------------------------------------------------------
@@ -204,12 +225,18 @@ class Controller implements vscode.Disposable {
   /** Opens a session by path or id and shows it. */
   async open(params: { path?: string; sessionId?: string }): Promise<SessionInfo> {
     const info = await this.request<SessionInfo>('session/open', params);
+    const previous = this.sessionInfo;
     this.sessionInfo = info;
+    if (previous && previous.sessionId !== info.sessionId) {
+      // Only one session is shown; keeping the old one open would keep its file locked.
+      void this.request('session/close', { sessionId: previous.sessionId }).catch(() => undefined);
+    }
     await this.context.workspaceState.update(LAST_SESSION_KEY, info.path);
     await vscode.commands.executeCommand('setContext', 'compactd.hasSession', true);
     this.view.title = 'Session';
     this.view.description = info.title ?? path.basename(info.path);
     await this.refresh();
+    await this.revealLeaf();
     return info;
   }
 
@@ -223,6 +250,19 @@ class Controller implements vscode.Disposable {
       return;
     }
     await this.open({ path: last });
+  }
+
+  /** Scrolls the tree to the leaf and selects it (when the view is visible). */
+  async revealLeaf(): Promise<void> {
+    const leaf = this.tree.leafItem();
+    // A hidden view cannot reveal: do it when it is next shown.
+    this.revealPending = !this.view.visible;
+    if (!leaf || this.revealPending) return;
+    try {
+      await this.view.reveal(leaf, { select: true, focus: false, expand: true });
+    } catch (err) {
+      this.output.appendLine(`reveal: ${errorMessage(err)}`);
+    }
   }
 
   /** Re-reads the tree and usage; concurrent calls coalesce into at most one more read. */
@@ -345,6 +385,7 @@ class Controller implements vscode.Disposable {
     });
     await this.refresh();
     if (!preview) {
+      await this.revealLeaf();
       const after = result.tokensAfter !== undefined ? ` → ~${result.tokensAfter.toLocaleString('en-US')}` : '';
       void vscode.window.showInformationMessage(
         `Compacted: ${result.tokensBefore.toLocaleString('en-US')}${after} tokens.${result.shortSummary ? ' ' + result.shortSummary : ''}`,
@@ -394,6 +435,7 @@ class Controller implements vscode.Disposable {
       customInstructions: choice === 'instructions' ? instructions : undefined,
     });
     await this.refresh();
+    await this.revealLeaf();
     if (result.cancelled) {
       void vscode.window.showInformationMessage(result.aborted ? 'Navigation aborted.' : 'Navigation cancelled.');
     } else if (result.editorText) {

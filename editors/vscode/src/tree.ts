@@ -29,7 +29,7 @@ const ICONS: Record<string, string> = {
   toolResult: 'tools',
   bashExecution: 'terminal',
   pythonExecution: 'terminal',
-  compaction: 'fold',
+  compaction: 'archive',
   branch_summary: 'git-merge',
   model_change: 'symbol-namespace',
   thinking_level_change: 'lightbulb',
@@ -104,6 +104,35 @@ export class SessionTreeProvider implements vscode.TreeDataProvider<Item> {
     return element.kind === 'branch' ? this.chain(element.node.id) : [];
   }
 
+  /** The children that continue the conversation (see `chain`). */
+  private realChildren(node: TreeNode): string[] {
+    return node.children.filter((c) => {
+      const child = this.byId.get(c);
+      return child !== undefined && (!HIDDEN.has(child.type) || child.children.length > 0);
+    });
+  }
+
+  getParent(item: Item): Item | undefined {
+    // Walk up to the start of the chain holding `from`: a branch item, or the top level.
+    let node = item.kind === 'entry' ? item.node : item.node.parentId ? this.byId.get(item.node.parentId) : undefined;
+    while (node) {
+      const parent = node.parentId ? this.byId.get(node.parentId) : undefined;
+      if (!parent) {
+        return this.tree && this.tree.roots.length > 1 ? { kind: 'branch', node, index: 0, count: this.tree.roots.length } : undefined;
+      }
+      const siblings = this.realChildren(parent);
+      if (siblings.length > 1) return { kind: 'branch', node, index: siblings.indexOf(node.id), count: siblings.length };
+      node = parent;
+    }
+    return undefined;
+  }
+
+  /** The item of the shown leaf, for `TreeView.reveal`. */
+  leafItem(): Item | undefined {
+    const node = this.shownLeafId ? this.byId.get(this.shownLeafId) : undefined;
+    return node ? { kind: 'entry', node } : undefined;
+  }
+
   /** The entries from `startId` down its single-child chain, then one item per branch. */
   private chain(startId: string): Item[] {
     const items: Item[] = [];
@@ -114,10 +143,9 @@ export class SessionTreeProvider implements vscode.TreeDataProvider<Item> {
       const node = this.byId.get(id);
       if (!node) break;
       if (!HIDDEN.has(node.type)) items.push({ kind: 'entry', node });
-      const children = node.children.filter((c) => this.byId.has(c));
       // A label or leaf-marker entry with nothing after it is bookkeeping hanging off an
       // entry, not a second line of conversation: it does not make a branch.
-      const real = children.filter((c) => !HIDDEN.has(this.byId.get(c)!.type) || this.byId.get(c)!.children.length > 0);
+      const real = this.realChildren(node);
       if (real.length > 1) {
         real.forEach((c, index) => items.push({ kind: 'branch', node: this.byId.get(c)!, index, count: real.length }));
         break;
@@ -176,7 +204,8 @@ export class SessionTreeProvider implements vscode.TreeDataProvider<Item> {
     md.appendMarkdown('\n\n');
     const summary = summaryOf(node);
     if (summary !== undefined) {
-      md.appendText(summary);
+      // Summaries are Markdown; the string is untrusted, so links to commands stay inert.
+      md.appendMarkdown(summary);
     } else if (node.preview) {
       md.appendText(node.preview);
     }
@@ -193,7 +222,7 @@ export class SessionTreeProvider implements vscode.TreeDataProvider<Item> {
         const tooltip = typeof t.tooltip === 'string' ? t.tooltip : t.tooltip?.value ?? '';
         out.push({
           kind: item.kind,
-          id: item.node.id,
+          id: item.kind === 'branch' ? `branch:${item.node.id}` : item.node.id,
           entryType: item.node.type,
           label,
           description: typeof t.description === 'string' ? t.description : '',

@@ -2,6 +2,7 @@
 // Shared by the protocol tests and the in-VS-Code suite: where the daemon binary is, and a temp
 // copy of the demo session with a second branch.
 'use strict';
+const crypto = require('crypto');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
@@ -36,9 +37,11 @@ function makeSession(name = 'session.jsonl') {
     message: { role: 'user', content: 'Try the other approach: widen the type in accounts.rs only.', timestamp: 1767254300000 },
   };
   // Insert it before the active path's last entry so the file's last entry stays the leaf.
-  const out = [lines[0], ...lines.slice(1, -1), JSON.stringify(branchUser), lines[lines.length - 1]];
+  // A fresh session id per copy: the daemon refuses two open files with one id.
+  const header = { ...JSON.parse(lines[0]), id: crypto.randomBytes(8).toString('hex') };
+  const out = [JSON.stringify(header), ...lines.slice(1, -1), JSON.stringify(branchUser), lines[lines.length - 1]];
   fs.writeFileSync(file, out.join('\n') + '\n');
-  return { dir, file, entries: [...entries, branchUser], branchUserId: branchUser.id, firstUserId: firstUser.id };
+  return { dir, file, sessionId: header.id, entries: [...entries, branchUser], branchUserId: branchUser.id, firstUserId: firstUser.id };
 }
 
 /** Polls `check` until it returns a truthy value or `ms` pass. */

@@ -123,7 +123,33 @@ async function main() {
       args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
-    let readyForScreenshot = false;
+    /** Screenshots while the suite waits (after it ends, the extension host is gone), then tells it by file. */
+    const takeScreenshot = async (page, doneFile, hover) => {
+      try {
+        if (screenshot) {
+          // A wider side bar, so the labels are readable: drag the sash at its right edge.
+          const bar = await page.locator('.part.sidebar').boundingBox();
+          if (bar) {
+            await page.mouse.move(bar.x + bar.width + 1, bar.y + bar.height / 2);
+            await page.mouse.down();
+            await page.mouse.move(560, bar.y + bar.height / 2, { steps: 5 });
+            await page.mouse.up();
+          }
+          if (hover) {
+            // Show the hover of the tree row labelled `hover` (e.g. a compaction's summary).
+            const row = page.locator('.monaco-list-row', { has: page.locator('.label-name', { hasText: new RegExp(`^${hover}$`) }) }).first();
+            await row.hover({ timeout: 5000 }).catch((e) => console.log(`hover failed: ${e.message}`));
+            await page.locator('.monaco-hover').first().waitFor({ state: 'visible', timeout: 5000 }).catch(() => console.log('no hover showed'));
+          }
+          await page.waitForTimeout(500); // let the view finish painting
+          fs.mkdirSync(path.dirname(path.resolve(screenshot)), { recursive: true });
+          await page.screenshot({ path: screenshot });
+          console.log(`screenshot: ${screenshot}`);
+        }
+      } finally {
+        fs.writeFileSync(doneFile, 'done');
+      }
+    };
     /** @type {Promise<void>[]} */
     const actions = [];
     page.on('console', async (m) => {
@@ -140,8 +166,21 @@ async function main() {
       if (!text.trim() || text.trim() === '{}') text = m.text();
       const action = /@@compactd-test (\S+)\s*(.*)/.exec(text);
       if (action) {
-        if (action[1] === 'click-cancel') actions.push(clickCancel(page, action[2].trim()));
-        if (action[1] === 'ready-for-screenshot') readyForScreenshot = true;
+        if (action[1] === 'click-cancel') {
+          actions.push(
+            clickCancel(page, action[2].trim()).catch(async (err) => {
+              // The suite then fails on its own timeout; leave evidence of what the page showed.
+              const shot = path.join(root, 'click-cancel-failed.png');
+              await page.screenshot({ path: shot }).catch(() => undefined);
+              const html = await page.locator('.notifications-center').innerHTML({ timeout: 2000 }).catch((e) => String(e));
+              console.log(`could not click Cancel: ${err.message}\nscreenshot: ${shot}\ntoasts: ${html.slice(0, 3000)}`);
+            }),
+          );
+        }
+        if (action[1] === 'screenshot') {
+          const [doneFile, hover] = action[2].trim().split(/\s+/, 2);
+          actions.push(takeScreenshot(page, doneFile, hover));
+        }
         return;
       }
       if (text.trim() && !NOISE.test(text)) console.log(`[vscode ${m.type()}] ${text}`);
@@ -156,12 +195,6 @@ async function main() {
     const code = await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r('TIMEOUT'), SUITE_TIMEOUT_MS)))]);
     clearTimeout(timer);
     await Promise.allSettled(actions);
-    if (screenshot && readyForScreenshot) {
-      await page.waitForTimeout(1000); // let the view finish painting
-      fs.mkdirSync(path.dirname(path.resolve(screenshot)), { recursive: true });
-      await page.screenshot({ path: screenshot });
-      console.log(`screenshot: ${screenshot}`);
-    }
     console.log(`suite exit code ${code} after ${Date.now() - t0} ms`);
     if (code !== 0) {
       const tail = fs.readFileSync(path.join(root, 'code-server.log'), 'utf8').split('\n').slice(-30).join('\n');
@@ -176,8 +209,10 @@ async function main() {
 
 /** Clicks Cancel on the progress notification whose text contains `text`. */
 async function clickCancel(page, text) {
-  const toast = page.locator('.notification-toast', { hasText: text });
-  const button = toast.locator('.monaco-button', { hasText: 'Cancel' }).first();
+  // The suite opens the notification center first, so the item is there whether or not a
+  // toast is showing.
+  const item = page.locator('.notifications-center .notification-list-item', { hasText: text });
+  const button = item.locator('.monaco-button', { hasText: 'Cancel' }).first();
   await button.click({ timeout: 15_000 });
   console.log(`clicked Cancel on the "${text}" notification`);
 }

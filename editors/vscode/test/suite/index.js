@@ -10,6 +10,7 @@
 'use strict';
 const assert = require('node:assert/strict');
 const fs = require('fs');
+const path = require('path');
 const vscode = require('vscode');
 const { makeSession, waitFor, withTimeout } = require('../helpers');
 const { startFakeOpenAI, slowSummarizerSettings } = require('../fake-openai');
@@ -47,7 +48,7 @@ test('Open Session shows the tree and the status bar', async () => {
   const items = api.treeItems();
   const entries = items.filter((i) => i.kind === 'entry');
   assert.ok(entries.length >= 40, `entries shown (${entries.length})`);
-  const first = items.find((i) => i.id === s.firstUserId);
+  const first = items.find((i) => i.kind === 'entry' && i.id === s.firstUserId);
   assert.ok(first, 'the first user message is an item');
   assert.match(first.label, /ledger balance/);
   assert.equal(first.depth, 0);
@@ -172,14 +173,16 @@ async function startSlowCompaction() {
 }
 
 test('Cancel on the progress notification aborts the compaction', async () => {
-  const { session, before, pending, token } = await startSlowCompaction();
+  const { session, before, pending, token, seen } = await startSlowCompaction();
+  // Tokens are the daemon's and restart with it: look only at events since this compaction began.
+  const since = () => api.progressEvents().slice(seen).filter((e) => e.token === token);
   // The runner clicks the notification's Cancel button when it sees this line.
+  await vscode.commands.executeCommand('notifications.showList');
   console.log(`${DRIVER} click-cancel Compacting`);
   const result = await withTimeout(pending, 30_000, 'the cancelled compaction');
   assert.equal(result?.error?.kind, 'cancelled', JSON.stringify(result));
-  const mine = api.progressEvents().filter((e) => e.token === token);
-  assert.ok(mine.some((e) => e.kind === 'cancel'), 'Cancel was clicked');
-  const end = await waitFor(() => api.progressEvents().find((e) => e.token === token && e.kind === 'end'), 5000, 'progress end');
+  assert.ok(since().some((e) => e.kind === 'cancel'), 'Cancel was clicked');
+  const end = await waitFor(() => since().find((e) => e.kind === 'end'), 5000, 'progress end');
   assert.equal(end.message, 'cancelled');
   assert.deepEqual(fs.readFileSync(session.file), before, 'the file is unchanged');
   await waitFor(() => fake.disconnects > 0, 5000, 'the summarizer request to be dropped');
@@ -202,16 +205,26 @@ test('the view ends on the compacted session (for the screenshot)', async () => 
   await withTimeout(api.settled(), 30_000, 'restart');
   await fake?.close();
   await cmd('compactd.openSession', { path: s.file });
-  assert.ok(api.treeItems().some((i) => i.entryType === 'compaction'));
   await vscode.commands.executeCommand('notifications.clearAll');
   await vscode.commands.executeCommand('workbench.view.extension.compactd');
-  console.log(`${DRIVER} ready-for-screenshot`);
+  // End on the compaction: the view reveals the leaf, with the branches below it.
+  const compaction = lines(s.file).find((e) => e.type === 'compaction');
+  await cmd('compactd.navigateHere', { targetId: compaction.id, summarize: 'none' });
+  assert.equal(leafItem()?.id, compaction.id);
+  await vscode.commands.executeCommand('notifications.clearAll');
+  // The runner takes the screenshot (when asked to) and then writes this file.
+  const done = path.join(s.dir, 'screenshot.done');
+  console.log(`${DRIVER} screenshot ${done} Compaction`);
+  await waitFor(() => fs.existsSync(done), 20_000, 'the runner');
 });
 
 async function run() {
   let passed = 0;
   let failed = 0;
+  // COMPACTD_TEST_GREP narrows the run while debugging (the first test always runs: it activates).
+  const grep = process.env.COMPACTD_TEST_GREP ? new RegExp(process.env.COMPACTD_TEST_GREP) : undefined;
   for (const t of tests) {
+    if (grep && t !== tests[0] && !grep.test(t.name)) continue;
     const t0 = Date.now();
     try {
       await t.fn();
