@@ -199,7 +199,8 @@ test('Abort Compaction aborts a running compaction', async () => {
 
 test('the view ends on the compacted session (for the screenshot)', async () => {
   const cfg = vscode.workspace.getConfiguration('compactd');
-  for (const key of ['settings.providers', 'settings.summarizer.kind', 'settings.summarizer.model', 'settings.retry.enabled']) {
+  // The model first: without its provider it would be invalid settings for a moment.
+  for (const key of ['settings.summarizer.model', 'settings.summarizer.kind', 'settings.retry.enabled', 'settings.providers']) {
     await cfg.update(key, undefined, vscode.ConfigurationTarget.Workspace);
   }
   await withTimeout(api.settled(), 30_000, 'restart');
