@@ -1,0 +1,244 @@
+// @ts-check
+// The extension's test suite, run inside a real VS Code (code-server) by test/run-in-vscode.js:
+// VS Code loads this module as `extensionTestsPath` and awaits `run()`. The tests start the real
+// daemon through the extension, run each command on a temp session with the extractive
+// summarizer, and check the tree view's items, the status bar text, the file afterwards, the
+// progress events, and that Cancel on the progress notification aborts a (slow) compaction.
+//
+// The workspace's .vscode/settings.json (written by the runner) sets `compactd.path` to the
+// debug build and `compactd.settings.summarizer.kind` to `extractive`.
+'use strict';
+const assert = require('node:assert/strict');
+const fs = require('fs');
+const path = require('path');
+const vscode = require('vscode');
+const { makeSession, waitFor, withTimeout } = require('../helpers');
+const { startFakeOpenAI, slowSummarizerSettings } = require('../fake-openai');
+
+/** Lines the runner (run-in-vscode.js) acts on. */
+const DRIVER = '@@compactd-test';
+
+/** @type {{ name: string, fn: () => Promise<void> }[]} */
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+
+/** @type {any} */
+let api;
+/** @type {ReturnType<typeof makeSession>} */
+let s;
+
+const lines = (file) => fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+const leafItem = () => api.treeItems().find((i) => i.kind === 'entry' && i.description.includes('◀ leaf'));
+const cmd = (name, ...args) => withTimeout(Promise.resolve(vscode.commands.executeCommand(name, ...args)), 30_000, name);
+
+test('activation starts the daemon', async () => {
+  const ext = vscode.extensions.getExtension('compactd.compactd');
+  assert.ok(ext, 'the extension is installed');
+  api = await ext.activate();
+  await withTimeout(api.ready(), 30_000, 'daemon start');
+  const init = await api.request('session/list', {});
+  assert.ok(Array.isArray(init.sessions));
+});
+
+test('Open Session shows the tree and the status bar', async () => {
+  s = makeSession();
+  const info = await cmd('compactd.openSession', { path: s.file });
+  assert.equal(info.path, s.file);
+  await vscode.commands.executeCommand('workbench.view.extension.compactd');
+  const items = api.treeItems();
+  const entries = items.filter((i) => i.kind === 'entry');
+  assert.ok(entries.length >= 40, `entries shown (${entries.length})`);
+  const first = items.find((i) => i.kind === 'entry' && i.id === s.firstUserId);
+  assert.ok(first, 'the first user message is an item');
+  assert.match(first.label, /ledger balance/);
+  assert.equal(first.depth, 0);
+  const branches = items.filter((i) => i.kind === 'branch');
+  assert.equal(branches.length, 2, 'two branches');
+  assert.equal(branches.filter((b) => b.description === 'active').length, 1, 'one active branch');
+  const side = items.find((i) => i.id === s.branchUserId);
+  assert.equal(side.depth, 1, 'the side branch nests under its branch item');
+  assert.equal(leafItem()?.id, info.leafId);
+  const model = items.find((i) => i.entryType === 'model_change');
+  assert.equal(model.label, 'Model: anthropic/claude-sonnet-4-5');
+  assert.match(api.statusText(), /^ctx \d+k \/ 184k$/);
+});
+
+test('Compact Session with preview writes nothing', async () => {
+  const before = fs.readFileSync(s.file);
+  const result = await cmd('compactd.compact', { preview: true });
+  assert.equal(result.preview, true, JSON.stringify(result));
+  assert.ok(result.summary.length > 0);
+  assert.deepEqual(fs.readFileSync(s.file), before);
+});
+
+test('Compact Session compacts, reports progress and updates the view', async () => {
+  const seen = api.progressEvents().length;
+  const result = await cmd('compactd.compact', { instructions: 'Keep the overflow cause.', preview: false });
+  assert.ok(result.entryId, JSON.stringify(result));
+  const last = lines(s.file).pop();
+  assert.equal(last.type, 'compaction');
+  assert.equal(last.id, result.entryId);
+
+  const item = api.treeItems().find((i) => i.id === result.entryId);
+  assert.ok(item, 'the compaction is in the tree');
+  assert.equal(item.entryType, 'compaction');
+  assert.equal(item.label, 'Compaction');
+  assert.ok(item.tooltip.includes(result.summary.split('\n')[0]), 'the hover shows the summary');
+  assert.match(item.description, /◀ leaf/);
+  // After a compaction the daemon has no usage yet: the status shows the estimate.
+  assert.match(api.statusText(), /^ctx ~\d+k \/ 184k$/);
+
+  const events = await waitFor(() => {
+    const ev = api.progressEvents().slice(seen);
+    return ev.some((e) => e.kind === 'end') && ev;
+  }, 5000, 'progress end');
+  const begin = events.find((e) => e.kind === 'begin');
+  assert.ok(events.some((e) => e.kind === 'create'), 'the server created a progress token');
+  assert.match(begin.title, /Compacting/);
+  assert.equal(begin.cancellable, true);
+  assert.equal(events.find((e) => e.kind === 'end').message, 'done');
+});
+
+test('Navigate Here with a summary summarizes the branch left and adds a branch summary node', async () => {
+  // From the compaction (on the main branch) to the side branch's user message: the leaf moves
+  // to that message's parent and the main branch's tail is summarized there.
+  const target = s.entries.find((e) => e.id === s.branchUserId);
+  const result = await cmd('compactd.navigateHere', { targetId: s.branchUserId, summarize: 'summarize' });
+  assert.equal(result.cancelled, false, JSON.stringify(result));
+  assert.equal(result.editorText, target.message.content);
+  assert.ok(result.summaryEntry, 'a summary was written');
+  assert.equal(result.summaryEntry.parentId, target.parentId);
+  const item = api.treeItems().find((i) => i.id === result.summaryEntry.id);
+  assert.equal(item.entryType, 'branch_summary');
+  assert.equal(item.label, 'Branch summary');
+  assert.ok(item.tooltip.includes(String(result.summaryEntry.summary).split('\n')[0]), 'the hover shows the summary');
+  assert.equal(leafItem()?.id, result.summaryEntry.id);
+  assert.equal(lines(s.file).pop().id, result.summaryEntry.id);
+});
+
+test('Navigate Here without a summary only moves the leaf', async () => {
+  const compaction = lines(s.file).find((e) => e.type === 'compaction');
+  const count = lines(s.file).filter((e) => e.type === 'branch_summary').length;
+  const result = await cmd('compactd.navigateHere', { targetId: compaction.id, summarize: 'none' });
+  assert.equal(result.cancelled, false, JSON.stringify(result));
+  assert.equal(result.summaryEntry, undefined);
+  assert.equal(result.leafId, compaction.id);
+  assert.equal(leafItem()?.id, compaction.id);
+  assert.equal(lines(s.file).filter((e) => e.type === 'branch_summary').length, count, 'no summary written');
+});
+
+test('Navigate Here with instructions passes them on', async () => {
+  const result = await cmd('compactd.navigateHere', {
+    targetId: s.branchUserId,
+    summarize: 'instructions',
+    instructions: 'Say which files changed.',
+  });
+  assert.equal(result.cancelled, false, JSON.stringify(result));
+  assert.equal(result.summaryEntry?.type, 'branch_summary');
+});
+
+test('Abort Compaction with nothing running aborts nothing', async () => {
+  const result = await cmd('compactd.abortCompaction');
+  assert.deepEqual(result, { aborted: false });
+});
+
+/** @type {Awaited<ReturnType<typeof startFakeOpenAI>> | undefined} */
+let fake;
+
+test('settings changes restart the daemon with the new settings', async () => {
+  fake = await startFakeOpenAI();
+  const cfg = vscode.workspace.getConfiguration('compactd');
+  const slow = slowSummarizerSettings(fake.baseUrl);
+  await cfg.update('settings.providers', slow.providers, vscode.ConfigurationTarget.Workspace);
+  await cfg.update('settings.summarizer.kind', slow.summarizer.kind, vscode.ConfigurationTarget.Workspace);
+  await cfg.update('settings.summarizer.model', slow.summarizer.model, vscode.ConfigurationTarget.Workspace);
+  await cfg.update('settings.retry.enabled', false, vscode.ConfigurationTarget.Workspace);
+  await withTimeout(api.settled(), 30_000, 'restart');
+  const got = await api.request('settings/get', { sessionId: api.session().sessionId });
+  assert.equal(got.settings.summarizer.model, 'fake/slow');
+  assert.equal(got.settings.retry.enabled, false);
+});
+
+/** Starts a compaction on a fresh session; resolves once the slow summarizer was asked. */
+async function startSlowCompaction() {
+  const session = makeSession();
+  await cmd('compactd.openSession', { path: session.file });
+  const before = fs.readFileSync(session.file);
+  const requests = fake.requests;
+  const seen = api.progressEvents().length;
+  const pending = Promise.resolve(vscode.commands.executeCommand('compactd.compact', { preview: false }));
+  await waitFor(() => fake.requests > requests, 15_000, 'the summarizer request');
+  const begin = await waitFor(() => api.progressEvents().slice(seen).find((e) => e.kind === 'begin'), 10_000, 'progress begin');
+  return { session, before, pending, token: begin.token, seen };
+}
+
+test('Cancel on the progress notification aborts the compaction', async () => {
+  const { session, before, pending, token, seen } = await startSlowCompaction();
+  // Tokens are the daemon's and restart with it: look only at events since this compaction began.
+  const since = () => api.progressEvents().slice(seen).filter((e) => e.token === token);
+  // The runner clicks the notification's Cancel button when it sees this line.
+  await vscode.commands.executeCommand('notifications.showList');
+  console.log(`${DRIVER} click-cancel Compacting`);
+  const result = await withTimeout(pending, 30_000, 'the cancelled compaction');
+  assert.equal(result?.error?.kind, 'cancelled', JSON.stringify(result));
+  assert.ok(since().some((e) => e.kind === 'cancel'), 'Cancel was clicked');
+  const end = await waitFor(() => since().find((e) => e.kind === 'end'), 5000, 'progress end');
+  assert.equal(end.message, 'cancelled');
+  assert.deepEqual(fs.readFileSync(session.file), before, 'the file is unchanged');
+  await waitFor(() => fake.disconnects > 0, 5000, 'the summarizer request to be dropped');
+});
+
+test('Abort Compaction aborts a running compaction', async () => {
+  const { session, before, pending } = await startSlowCompaction();
+  const abort = await cmd('compactd.abortCompaction');
+  assert.deepEqual(abort, { aborted: true });
+  const result = await withTimeout(pending, 30_000, 'the aborted compaction');
+  assert.equal(result?.error?.kind, 'cancelled', JSON.stringify(result));
+  assert.deepEqual(fs.readFileSync(session.file), before, 'the file is unchanged');
+});
+
+test('the view ends on the compacted session (for the screenshot)', async () => {
+  const cfg = vscode.workspace.getConfiguration('compactd');
+  // The model first: without its provider it would be invalid settings for a moment.
+  for (const key of ['settings.summarizer.model', 'settings.summarizer.kind', 'settings.retry.enabled', 'settings.providers']) {
+    await cfg.update(key, undefined, vscode.ConfigurationTarget.Workspace);
+  }
+  await withTimeout(api.settled(), 30_000, 'restart');
+  await fake?.close();
+  await cmd('compactd.openSession', { path: s.file });
+  await vscode.commands.executeCommand('notifications.clearAll');
+  await vscode.commands.executeCommand('workbench.view.extension.compactd');
+  // End on the compaction: the view reveals the leaf, with the branches below it.
+  const compaction = lines(s.file).find((e) => e.type === 'compaction');
+  await cmd('compactd.navigateHere', { targetId: compaction.id, summarize: 'none' });
+  assert.equal(leafItem()?.id, compaction.id);
+  await vscode.commands.executeCommand('notifications.clearAll');
+  // The runner takes the screenshot (when asked to) and then writes this file.
+  const done = path.join(s.dir, 'screenshot.done');
+  console.log(`${DRIVER} screenshot ${done} Compaction`);
+  await waitFor(() => fs.existsSync(done), 20_000, 'the runner');
+});
+
+async function run() {
+  let passed = 0;
+  let failed = 0;
+  // COMPACTD_TEST_GREP narrows the run while debugging (the first test always runs: it activates).
+  const grep = process.env.COMPACTD_TEST_GREP ? new RegExp(process.env.COMPACTD_TEST_GREP) : undefined;
+  for (const t of tests) {
+    if (grep && t !== tests[0] && !grep.test(t.name)) continue;
+    const t0 = Date.now();
+    try {
+      await t.fn();
+      passed++;
+      console.log(`ok - ${t.name} (${Date.now() - t0} ms)`);
+    } catch (err) {
+      failed++;
+      console.log(`not ok - ${t.name}\n${err && err.stack ? err.stack : err}`);
+    }
+  }
+  await fake?.close().catch(() => undefined);
+  console.log(`${passed} passed, ${failed} failed`);
+  if (failed > 0) throw new Error(`${failed} test(s) failed`);
+}
+
+module.exports = { run };

