@@ -25,7 +25,8 @@ struct ServeArgs {
     #[arg(long, value_name = "FILE", global = true)]
     log_file: Option<PathBuf>,
     /// Log filter: `error`, `warn`, `info`, `debug`, `trace`, or a tracing directive such as
-    /// `compactd=debug`. Default: `$COMPACTD_LOG`, else `info`.
+    /// `compactd=debug`. Default: `$COMPACTD_LOG`, else `info` for the daemon and `warn` for
+    /// one-shot commands.
     #[arg(long, value_name = "LEVEL", global = true)]
     log_level: Option<String>,
 }
@@ -56,6 +57,12 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, None | Some(Command::Serve))
+        && let Err(message) = init_logging(&cli.serve, "warn")
+    {
+        eprintln!("compactd: {message}");
+        return ExitCode::FAILURE;
+    }
     let result = match &cli.command {
         None | Some(Command::Serve) => return serve(&cli.serve),
         Some(Command::Schema { out }) => schema(out),
@@ -86,7 +93,7 @@ fn schema(out: &std::path::Path) -> Result<(), cli::common::CliError> {
 /// Runs the daemon, then exits the process: tokio's stdin reader blocks a thread in `read`,
 /// so returning from `main` could wait forever on it.
 fn serve(args: &ServeArgs) -> ExitCode {
-    if let Err(message) = init_logging(args) {
+    if let Err(message) = init_logging(args, "info") {
         eprintln!("compactd: {message}");
         return ExitCode::FAILURE;
     }
@@ -118,11 +125,15 @@ fn serve(args: &ServeArgs) -> ExitCode {
 }
 
 /// Logs go to stderr or `--log-file`, never stdout (stdout carries the protocol).
-fn init_logging(args: &ServeArgs) -> Result<(), String> {
+/// `default_level` applies when neither `--log-level` nor `$COMPACTD_LOG` says otherwise: the
+/// daemon logs `info`, one-shot commands only `warn` (e.g. a model that failed before the
+/// extractive fallback), so their stderr stays a progress line and real problems.
+fn init_logging(args: &ServeArgs, default_level: &str) -> Result<(), String> {
     use tracing_subscriber::EnvFilter;
     let filter = match &args.log_level {
         Some(level) => EnvFilter::try_new(level).map_err(|e| format!("--log-level: {e}"))?,
-        None => EnvFilter::try_from_env("COMPACTD_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        None => EnvFilter::try_from_env("COMPACTD_LOG")
+            .unwrap_or_else(|_| EnvFilter::new(default_level)),
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

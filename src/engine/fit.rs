@@ -22,6 +22,23 @@ use crate::tokens::TokenCounter;
 
 use super::SummarizerSet;
 
+/// Logs a summarizer attempt; a failed or retried model is a warning, so a silent fall back to
+/// the next candidate (or to the extractive summarizer) is visible to the user.
+fn log_attempt(event: crate::summarize::AttemptEvent) {
+    use crate::summarize::AttemptOutcome;
+    match &event.outcome {
+        AttemptOutcome::Failed { error, .. } => {
+            tracing::warn!(candidate = %event.candidate, "summarizer failed, trying the next: {error}")
+        }
+        AttemptOutcome::Retrying { error, sleep, .. } => tracing::warn!(
+            candidate = %event.candidate,
+            attempt = event.attempt,
+            "summarizer attempt failed, retrying in {sleep:?}: {error}"
+        ),
+        _ => tracing::debug!(?event, "summarizer attempt"),
+    }
+}
+
 /// Characters kept of each tool result once the input has to shrink.
 pub const TIGHT_TOOL_RESULT_CHARS: usize = 500;
 /// Texts longer than this lose their middle once the input has to shrink.
@@ -117,7 +134,7 @@ async fn run_chunks(
             &set.retry,
             cancel,
             on_delta,
-            &|event| tracing::debug!(?event, "summarizer attempt"),
+            &log_attempt,
         )
         .await?;
         previous = Some(output.text.clone());
