@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use compactd::compaction::{CompactionParams, compute_file_lists, prepare_compaction};
+use compactd::compaction::{CompactionParams, CutMode, compute_file_lists, prepare_compaction};
 use compactd::session::Entry;
 
 use super::common::{self, CliError, TokenizerArg};
@@ -23,6 +23,11 @@ pub struct PlanArgs {
     /// Token counter (default: the `tokenizer` setting).
     #[arg(long, value_enum)]
     pub tokenizer: Option<TokenizerArg>,
+    /// Cut with the reference's rules, quirks included (window after the previous compaction,
+    /// spec §4.6/§4.8) instead of compactd's. With `--tokenizer chars4` the plan is the
+    /// reference's own, for comparison.
+    #[arg(long)]
+    pub parity: bool,
 }
 
 /// The plan as printed.
@@ -46,6 +51,8 @@ pub struct PlanReport {
     pub read_files: Vec<String>,
     pub modified_files: Vec<String>,
     pub tokenizer: String,
+    /// `fixed` (compactd's rules) or `parity` (the reference's).
+    pub mode: CutMode,
 }
 
 fn kind_of(entry: &Entry) -> String {
@@ -63,7 +70,11 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         keep_recent_tokens: args
             .keep_recent_tokens
             .unwrap_or(settings.compaction.keep_recent_tokens),
-        ..CompactionParams::default()
+        mode: if args.parity {
+            CutMode::Parity
+        } else {
+            CutMode::Fixed
+        },
     };
     let path = session.path_to_leaf();
     let Some(prep) = prepare_compaction(&path, &params, counter.as_ref()) else {
@@ -98,6 +109,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         read_files,
         modified_files,
         tokenizer: counter.name().to_owned(),
+        mode: params.mode,
     };
     if args.json {
         common::print_json(&report)
@@ -134,8 +146,13 @@ fn render(r: &PlanReport) -> String {
     let _ = writeln!(out, "tokens before: {}", r.tokens_before);
     let _ = writeln!(
         out,
-        "keep recent tokens: {} ({})",
-        r.keep_recent_tokens, r.tokenizer
+        "keep recent tokens: {} ({}, {} rules)",
+        r.keep_recent_tokens,
+        r.tokenizer,
+        match r.mode {
+            CutMode::Fixed => "compactd",
+            CutMode::Parity => "reference",
+        }
     );
     let _ = writeln!(
         out,
