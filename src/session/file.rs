@@ -255,6 +255,8 @@ impl Session {
         file.write_all(&line).map_err(io_err(&path))?;
         if options.sync == SyncPolicy::Fsync {
             file.sync_all().map_err(io_err(&path))?;
+            // The new name must survive a power loss too, not only the bytes.
+            sync_parent_dir(&path).map_err(io_err(&path))?;
         }
         let meta = file.metadata().map_err(io_err(&path))?;
         Ok(Session {
@@ -288,6 +290,11 @@ impl Session {
     /// Sets whether appends are fsynced.
     pub fn set_sync_policy(&mut self, sync: SyncPolicy) {
         self.sync = sync;
+    }
+
+    /// Whether appends are fsynced.
+    pub fn sync_policy(&self) -> SyncPolicy {
+        self.sync
     }
 
     fn parse(
@@ -879,6 +886,12 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<Option<FileId>> {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
+    sync_parent_dir(path)?;
+    Ok(file_id(&fs::metadata(path)?))
+}
+
+/// fsyncs the directory holding `path`, so a rename or a new name in it is durable.
+fn sync_parent_dir(path: &Path) -> io::Result<()> {
     #[cfg(unix)]
     if let Some(dir) = path.parent() {
         let dir = if dir.as_os_str().is_empty() {
@@ -888,7 +901,9 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<Option<FileId>> {
         };
         File::open(dir)?.sync_all()?;
     }
-    Ok(file_id(&fs::metadata(path)?))
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// Migrates entries of a version 1 or 2 file to version 3 in place (spec §1.5). Returns the
