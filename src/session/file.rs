@@ -815,6 +815,7 @@ impl Session {
             out.push(b'\n');
             lines += 1;
         }
+        remove_stale_temp_files(&self.path);
         let id = atomic_write(&self.path, &out).map_err(io_err(&self.path))?;
         self.header = header;
         self.needs_rewrite = false;
@@ -866,6 +867,36 @@ fn sidecar(path: &Path, suffix: &str) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     path.with_file_name(format!(".{name}{suffix}"))
+}
+
+/// Removes `.<name>.<hex>.tmp` files a crashed rewrite of `path` left behind. Only called
+/// under the write lock, so no other writer is between its temp write and its rename.
+fn remove_stale_temp_files(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(listing) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in listing.flatten() {
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        let Some(middle) = file_name
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+        else {
+            continue;
+        };
+        if middle.len() == 16 && middle.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Temp file in the same directory, fsync, rename over `path`, fsync the directory. Keeps the
