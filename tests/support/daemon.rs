@@ -144,6 +144,16 @@ impl DaemonProcess {
         }
     }
 
+    /// Removes and returns every buffered server-to-client request of `method`.
+    pub fn take_all_requests(&mut self, method: &str) -> Vec<Value> {
+        let (taken, kept): (Vec<Value>, Vec<Value>) = self
+            .buffer
+            .drain(..)
+            .partition(|m| m["method"] == method && m.get("id").is_some());
+        self.buffer = kept.into();
+        taken
+    }
+
     /// Removes and returns every buffered message.
     pub fn drain_buffer(&mut self) -> Vec<Value> {
         self.buffer.drain(..).collect()
