@@ -1159,3 +1159,36 @@ fn prompt_builders_are_reexported_for_the_engine() {
     let text = prompts::branch_summary_text(&p.branch_preamble, "## Goal\n- x", "");
     assert!(text.contains(":\n\n## Goal"), "{text}");
 }
+
+#[tokio::test]
+async fn endless_streams_are_cut_at_the_size_caps_and_not_retried_as_transient() {
+    let delta =
+        json!({"choices":[{"index":0,"delta":{"content":"y".repeat(4000)},"finish_reason":null}]});
+    let block = json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"y".repeat(4000)}});
+    let cases: [(Arc<dyn Summarizer>, FakeLlm); 2] = {
+        let a = FakeLlm::start().await;
+        let b = FakeLlm::start().await;
+        a.push(Reply::endless(&delta.to_string(), Duration::ZERO));
+        b.push(Reply::endless(
+            &format!("event: content_block_delta\ndata: {block}"),
+            Duration::ZERO,
+        ));
+        [(openai(&a), a), (anthropic(&b), b)]
+    };
+    for (summarizer, server) in cases {
+        let (out, deltas) = run(summarizer.as_ref(), &short_request()).await;
+        let err = out.expect_err("an endless stream cannot succeed");
+        assert!(
+            matches!(err, SummarizeError::Protocol(_)),
+            "{}: {err:?}",
+            summarizer.id()
+        );
+        assert!(
+            !compactd::summarize::retry::is_transient(&err.to_string()),
+            "{err}"
+        );
+        let text: usize = deltas.iter().map(String::len).sum();
+        assert!(text < 1 << 20, "{text} bytes of text before the cut");
+        server.wait_client_closed(1, TIMEOUT).await;
+    }
+}

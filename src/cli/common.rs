@@ -64,8 +64,18 @@ fn warn_report(path: &Path, report: &LoadReport) {
 }
 
 /// The effective settings for a session: user file and the session's project file; a broken
-/// layer is skipped with a warning.
-pub fn settings_for(session: &Session) -> Settings {
+/// layer is skipped with a warning. Applies `storage.sync` to the session's appends.
+pub fn settings_for(session: &mut Session) -> Settings {
+    let settings = settings_of(session);
+    session.set_sync_policy(match settings.storage.sync {
+        compactd::settings::StorageSync::Fsync => compactd::session::SyncPolicy::Fsync,
+        compactd::settings::StorageSync::Os => compactd::session::SyncPolicy::Os,
+    });
+    settings
+}
+
+/// The effective settings for a session, for commands that only read it.
+pub fn settings_of(session: &Session) -> Settings {
     let cwd = &session.header().cwd;
     let project = (!cwd.is_empty()).then(|| Path::new(cwd));
     let stack = SettingsStack::discover(project);

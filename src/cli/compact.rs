@@ -55,8 +55,8 @@ pub struct CompactArgs {
 }
 
 pub fn run(args: &CompactArgs) -> Result<(), CliError> {
-    let session = open_writable(&args.session)?;
-    let mut settings = common::settings_for(&session);
+    let mut session = open_writable(&args.session)?;
+    let mut settings = common::settings_for(&mut session);
     if let Some(kind) = args.summarizer {
         settings.summarizer.kind = match kind {
             SummarizerArg::Extractive => SummarizerKind::Extractive,

@@ -33,8 +33,8 @@ pub struct NavigateArgs {
 }
 
 pub fn run(args: &NavigateArgs) -> Result<(), CliError> {
-    let session = open_writable(&args.session)?;
-    let settings = common::settings_for(&session);
+    let mut session = open_writable(&args.session)?;
+    let settings = common::settings_for(&mut session);
     let env = engine_env(&session, settings, args.tokenizer)?;
     let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
     let opts = NavigateOptions {

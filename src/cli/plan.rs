@@ -64,7 +64,7 @@ fn kind_of(entry: &Entry) -> String {
 
 pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     let session = common::open(&args.session)?;
-    let settings = common::settings_for(&session);
+    let settings = common::settings_of(&session);
     let counter = common::counter(args.tokenizer, &settings)?;
     let params = CompactionParams {
         keep_recent_tokens: args

@@ -23,7 +23,7 @@ pub struct PruneArgs {
 
 pub fn run(args: &PruneArgs) -> Result<(), CliError> {
     let mut session = common::open(&args.session)?;
-    let settings = common::settings_for(&session);
+    let settings = common::settings_for(&mut session);
     let counter = common::counter(args.tokenizer, &settings)?;
     let outcome = prune_live(&mut session, counter.as_ref(), args.dry_run)?;
     if args.json {

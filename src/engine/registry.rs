@@ -295,10 +295,7 @@ impl Engine {
         warnings.extend(settings_warning);
         let mut session = session;
         let settings = stack.effective().map_err(settings_err)?;
-        session.set_sync_policy(match settings.storage.sync {
-            StorageSync::Fsync => SyncPolicy::Fsync,
-            StorageSync::Os => SyncPolicy::Os,
-        });
+        session.set_sync_policy(sync_policy(&settings));
         let info = SessionInfo {
             id: id.clone(),
             path: path.clone(),
@@ -352,9 +349,14 @@ impl Engine {
             }
             None => listing::new_session_path(&self.sessions_dir()?, &cwd_text),
         };
+        let sync = read_lock(&self.settings)
+            .effective()
+            .map(|s| sync_policy(&s))
+            .unwrap_or_default();
         let options = CreateOptions {
             id: Some(id),
             title,
+            sync,
             ..Default::default()
         };
         let session = Session::create(&path, &cwd_text, options)?;
@@ -716,14 +718,27 @@ fn entry_error(e: SessionError) -> EngineError {
     }
 }
 
-/// Refresh under a held write lock. Cached token counts stay valid: an entry's content only
-/// changes in place when it is pruned, and the cache key includes that.
+/// Refresh under a held write lock, before every write. Cached token counts stay valid: an
+/// entry's content only changes in place when it is pruned, and the cache key includes that.
+/// The sync policy is re-read here so a `settings/update` of `storage.sync` applies to
+/// sessions that are already open.
 pub(crate) fn refresh_locked(
-    _state: &SessionState,
+    state: &SessionState,
     session: &mut Session,
 ) -> Result<(), EngineError> {
+    if let Ok(settings) = state.effective_settings() {
+        session.set_sync_policy(sync_policy(&settings));
+    }
     session.refresh()?;
     Ok(())
+}
+
+/// The store's sync policy for `storage.sync`.
+fn sync_policy(settings: &Settings) -> SyncPolicy {
+    match settings.storage.sync {
+        StorageSync::Fsync => SyncPolicy::Fsync,
+        StorageSync::Os => SyncPolicy::Os,
+    }
 }
 
 /// The engine stack with `cwd`'s project layer; a broken project file is skipped with a warning.

@@ -255,6 +255,8 @@ impl Session {
         file.write_all(&line).map_err(io_err(&path))?;
         if options.sync == SyncPolicy::Fsync {
             file.sync_all().map_err(io_err(&path))?;
+            // The new name must survive a power loss too, not only the bytes.
+            sync_parent_dir(&path).map_err(io_err(&path))?;
         }
         let meta = file.metadata().map_err(io_err(&path))?;
         Ok(Session {
@@ -288,6 +290,11 @@ impl Session {
     /// Sets whether appends are fsynced.
     pub fn set_sync_policy(&mut self, sync: SyncPolicy) {
         self.sync = sync;
+    }
+
+    /// Whether appends are fsynced.
+    pub fn sync_policy(&self) -> SyncPolicy {
+        self.sync
     }
 
     fn parse(
@@ -808,6 +815,7 @@ impl Session {
             out.push(b'\n');
             lines += 1;
         }
+        remove_stale_temp_files(&self.path);
         let id = atomic_write(&self.path, &out).map_err(io_err(&self.path))?;
         self.header = header;
         self.needs_rewrite = false;
@@ -861,6 +869,36 @@ fn sidecar(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(format!(".{name}{suffix}"))
 }
 
+/// Removes `.<name>.<hex>.tmp` files a crashed rewrite of `path` left behind. Only called
+/// under the write lock, so no other writer is between its temp write and its rename.
+fn remove_stale_temp_files(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(listing) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in listing.flatten() {
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        let Some(middle) = file_name
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+        else {
+            continue;
+        };
+        if middle.len() == 16 && middle.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Temp file in the same directory, fsync, rename over `path`, fsync the directory. Keeps the
 /// permissions of the file it replaces.
 fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<Option<FileId>> {
@@ -879,6 +917,12 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<Option<FileId>> {
         let _ = fs::remove_file(&tmp);
         return Err(e);
     }
+    sync_parent_dir(path)?;
+    Ok(file_id(&fs::metadata(path)?))
+}
+
+/// fsyncs the directory holding `path`, so a rename or a new name in it is durable.
+fn sync_parent_dir(path: &Path) -> io::Result<()> {
     #[cfg(unix)]
     if let Some(dir) = path.parent() {
         let dir = if dir.as_os_str().is_empty() {
@@ -888,7 +932,9 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<Option<FileId>> {
         };
         File::open(dir)?.sync_all()?;
     }
-    Ok(file_id(&fs::metadata(path)?))
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// Migrates entries of a version 1 or 2 file to version 3 in place (spec §1.5). Returns the

@@ -96,7 +96,7 @@ impl AnthropicSummarizer {
         if !response.status().is_success() {
             return Err(http::error_from_response(response, self.config.api_key.as_ref()).await);
         }
-        let mut events = Box::pin(http::sse_events(response));
+        let mut events = Box::pin(http::sse_events(response, req.max_tokens));
         let mut stream = StreamState::default();
         while let Some(event) = events.next().await {
             let event = event?;
@@ -104,6 +104,7 @@ impl AnthropicSummarizer {
                 continue;
             }
             stream.apply(&event.event, &event.data, on_delta)?;
+            http::check_text_len(stream.text.len(), req.max_tokens)?;
             if stream.stopped {
                 break;
             }

@@ -3,6 +3,8 @@
 //! into [`SummarizeError`]s, and reading server-sent events.
 
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use eventsource_stream::{Event, EventStreamError, Eventsource};
@@ -157,11 +159,77 @@ pub(crate) async fn read_limited(response: reqwest::Response) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// The response's server-sent events, with stream errors already mapped.
+/// Bytes a streamed response may carry per requested output token. Real streams spend a few
+/// hundred bytes of JSON per delta; this is far above that, so only a broken or hostile server
+/// (an endless stream) reaches the cap, and memory stays bounded.
+const STREAM_BYTES_PER_TOKEN: usize = 1024;
+/// The stream cap for small budgets.
+const MIN_STREAM_BYTES: usize = 4 << 20;
+/// Summary text allowed per requested output token: a token is a few bytes, so a server that
+/// sends more ignored `max_tokens` and is streaming without end.
+const TEXT_BYTES_PER_TOKEN: usize = 16;
+/// The text cap for small budgets.
+const MIN_TEXT_BYTES: usize = 64 << 10;
+
+/// The most bytes read from a streamed response asked for `max_tokens`.
+pub(crate) fn stream_byte_limit(max_tokens: u32) -> usize {
+    (max_tokens as usize)
+        .saturating_mul(STREAM_BYTES_PER_TOKEN)
+        .max(MIN_STREAM_BYTES)
+}
+
+/// Fails once streamed summary text exceeds what `max_tokens` tokens can hold.
+pub(crate) fn check_text_len(len: usize, max_tokens: u32) -> Result<(), SummarizeError> {
+    let limit = (max_tokens as usize)
+        .saturating_mul(TEXT_BYTES_PER_TOKEN)
+        .max(MIN_TEXT_BYTES);
+    if len > limit {
+        return Err(SummarizeError::Protocol(format!(
+            "the summary stream went past {limit} bytes of text for a budget of {max_tokens} \
+             tokens; the server ignores max_tokens"
+        )));
+    }
+    Ok(())
+}
+
+/// The response's server-sent events, with stream errors already mapped. At most
+/// [`stream_byte_limit`] bytes are read; past that the stream ends with a protocol error.
 pub(crate) fn sse_events(
     response: reqwest::Response,
+    max_tokens: u32,
 ) -> impl Stream<Item = Result<Event, SummarizeError>> {
-    response.bytes_stream().eventsource().map(|item| {
+    let limit = stream_byte_limit(max_tokens);
+    let over = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&over);
+    let mut read = 0usize;
+    let bytes = response.bytes_stream().take_while(move |chunk| {
+        if let Ok(chunk) = chunk {
+            read = read.saturating_add(chunk.len());
+        }
+        let keep = read <= limit;
+        if !keep {
+            flag.store(true, Ordering::Relaxed);
+        }
+        std::future::ready(keep)
+    });
+    let too_long = futures::stream::once(async move { over.load(Ordering::Relaxed) }).filter_map(
+        move |over| {
+            std::future::ready(over.then(|| {
+                Err(SummarizeError::Protocol(format!(
+                    "the response stream went past {limit} bytes"
+                )))
+            }))
+        },
+    );
+    events_of(bytes).chain(too_long)
+}
+
+fn events_of<S, B>(bytes: S) -> impl Stream<Item = Result<Event, SummarizeError>>
+where
+    S: Stream<Item = Result<B, reqwest::Error>>,
+    B: AsRef<[u8]>,
+{
+    bytes.eventsource().map(|item| {
         item.map_err(|err| match err {
             EventStreamError::Transport(e) => transport_error(e),
             EventStreamError::Utf8(e) => {

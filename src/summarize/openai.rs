@@ -102,7 +102,7 @@ impl OpenAiSummarizer {
         if !response.status().is_success() {
             return Err(http::error_from_response(response, self.config.api_key.as_ref()).await);
         }
-        let mut events = Box::pin(http::sse_events(response));
+        let mut events = Box::pin(http::sse_events(response, req.max_tokens));
         let mut stream = StreamState::default();
         while let Some(event) = events.next().await {
             let data = event?.data;
@@ -113,6 +113,7 @@ impl OpenAiSummarizer {
             }
             if !data.is_empty() {
                 stream.apply(data, on_delta)?;
+                http::check_text_len(stream.text.len(), req.max_tokens)?;
             }
         }
         stream.finish(self.id())

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -91,9 +92,20 @@ impl RemoteSummarizer {
         if !status.is_success() {
             return Err(self.status_error(response).await);
         }
-        let body = response.text().await.map_err(|e| self.transport_error(e))?;
+        // Bounded: an endpoint that sends without end must not exhaust memory.
+        let limit = http::stream_byte_limit(req.max_tokens);
+        let mut body = Vec::new();
+        let mut chunks = response.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            body.extend_from_slice(&chunk.map_err(|e| self.transport_error(e))?);
+            if body.len() > limit {
+                return Err(SummarizeError::Protocol(format!(
+                    "the remote summary went past {limit} bytes"
+                )));
+            }
+        }
         let value: Value =
-            serde_json::from_str(&body).map_err(|e| SummarizeError::Protocol(e.to_string()))?;
+            serde_json::from_slice(&body).map_err(|e| SummarizeError::Protocol(e.to_string()))?;
         let summary = value["summary"]
             .as_str()
             .ok_or_else(|| SummarizeError::Protocol(MISSING_SUMMARY.to_owned()))?

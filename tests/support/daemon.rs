@@ -20,10 +20,23 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 /// Every read waits at most this long.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Framing {
+    #[default]
     Ndjson,
     Lsp,
+}
+
+/// How to start the daemon.
+#[derive(Default)]
+pub struct SpawnOptions {
+    pub framing: Framing,
+    /// The user settings file, if any.
+    pub settings: Option<Value>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Where stderr goes; inherited when `None`.
+    pub stderr: Option<std::fs::File>,
 }
 
 pub struct DaemonProcess {
@@ -44,6 +57,22 @@ impl DaemonProcess {
 
     /// Spawns with `framing` and, if given, a user settings file with `settings`.
     pub async fn spawn_with(framing: Framing, settings: Option<Value>) -> Self {
+        Self::spawn_opts(SpawnOptions {
+            framing,
+            settings,
+            ..SpawnOptions::default()
+        })
+        .await
+    }
+
+    /// Spawns with every option of [`SpawnOptions`].
+    pub async fn spawn_opts(opts: SpawnOptions) -> Self {
+        let SpawnOptions {
+            framing,
+            settings,
+            env,
+            stderr,
+        } = opts;
         let home = tempfile::tempdir().expect("a temp dir");
         let config = home.path().join("config");
         let data = home.path().join("data");
@@ -53,7 +82,8 @@ impl DaemonProcess {
         if let Some(settings) = settings {
             std::fs::write(config.join("settings.json"), settings.to_string()).unwrap();
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_compactd"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_compactd"));
+        command
             .env("COMPACTD_CONFIG_DIR", &config)
             .env("COMPACTD_DATA_DIR", &data)
             .env_remove("OPENAI_API_KEY")
@@ -61,10 +91,15 @@ impl DaemonProcess {
             .current_dir(home.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the compactd binary starts");
+            .stderr(match stderr {
+                Some(file) => Stdio::from(file),
+                None => Stdio::inherit(),
+            })
+            .kill_on_drop(true);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("the compactd binary starts");
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         DaemonProcess {
@@ -76,6 +111,52 @@ impl DaemonProcess {
             next_id: 1,
             home,
         }
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("compactd is running")
+    }
+
+    /// Kills the daemon (SIGKILL on Unix) and waits for it.
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// The response to `id` if it already arrived (buffered), without waiting.
+    pub fn take_response(&mut self, id: i64) -> Option<Value> {
+        let at = self.buffer.iter().position(|m| is_response(m, id))?;
+        self.buffer.remove(at)
+    }
+
+    /// Reads whatever the server sends within `wait` into the buffer.
+    pub async fn pump(&mut self, wait: Duration) {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if remaining.is_zero() {
+                return;
+            }
+            match tokio::time::timeout(remaining, self.read_message()).await {
+                Ok(Some(message)) => self.buffer.push_back(message),
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+
+    /// Removes and returns every buffered server-to-client request of `method`.
+    pub fn take_all_requests(&mut self, method: &str) -> Vec<Value> {
+        let (taken, kept): (Vec<Value>, Vec<Value>) = self
+            .buffer
+            .drain(..)
+            .partition(|m| m["method"] == method && m.get("id").is_some());
+        self.buffer = kept.into();
+        taken
+    }
+
+    /// Removes and returns every buffered message.
+    pub fn drain_buffer(&mut self) -> Vec<Value> {
+        self.buffer.drain(..).collect()
     }
 
     /// The project directory inside the temp home.

@@ -23,6 +23,11 @@
 //! serves a reply the server watches the connection, so a client that closes it (a cancelled
 //! request) is counted at once in `client_closed()`.
 //!
+//! For fault injection a reply can also wait before its status line (`Reply::delayed`), end
+//! with a TCP reset (`StreamEnd::Reset`), or stream one chunk forever (`Reply::endless`); and
+//! `set_generator` computes the reply of every unscripted request from its arrival number, so
+//! a test can draw random faults from a seeded generator.
+//!
 //! The server and every connection task stop when the `FakeLlm` is dropped.
 
 #![allow(dead_code)]
@@ -81,6 +86,8 @@ pub enum StreamEnd {
     Cut,
     /// Nothing more is sent, ever; the connection stays open until the client closes it.
     Hang,
+    /// The connection is reset (RST, not FIN) without the terminating chunk.
+    Reset,
 }
 
 /// The body of a scripted reply.
@@ -93,6 +100,11 @@ pub enum ReplyBody {
     },
     /// No status line at all: the request hangs until the client gives up.
     Hang,
+    /// A 200 chunked stream that sends `data` after every `delay`, forever.
+    Endless {
+        data: String,
+        delay: Duration,
+    },
 }
 
 /// A scripted reply.
@@ -101,6 +113,8 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: ReplyBody,
+    /// Wait this long before sending anything.
+    pub delay: Duration,
 }
 
 impl Reply {
@@ -115,6 +129,7 @@ impl Reply {
             status,
             headers: Vec::new(),
             body: ReplyBody::Full(body.to_owned()),
+            delay: Duration::ZERO,
         }
     }
 
@@ -144,6 +159,7 @@ impl Reply {
                 chunks,
                 end: StreamEnd::Finish,
             },
+            delay: Duration::ZERO,
         }
     }
 
@@ -153,7 +169,31 @@ impl Reply {
             status: 200,
             headers: Vec::new(),
             body: ReplyBody::Hang,
+            delay: Duration::ZERO,
         }
+    }
+
+    /// A 200 event stream that sends the SSE event `event` every `delay`, forever. `event` is
+    /// framed as `data: <event>` unless it is a comment (starts with `:`) or has its own
+    /// `data:` line (then it is sent as is).
+    pub fn endless(event: &str, delay: Duration) -> Reply {
+        let data = if event.starts_with(':') || event.contains("data:") {
+            format!("{event}\n\n")
+        } else {
+            format!("data: {event}\n\n")
+        };
+        Reply {
+            status: 200,
+            headers: vec![("content-type".into(), "text/event-stream".into())],
+            body: ReplyBody::Endless { data, delay },
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// Waits `delay` before sending the status line.
+    pub fn delayed(mut self, delay: Duration) -> Reply {
+        self.delay = delay;
+        self
     }
 
     /// Adds a response header.
@@ -253,8 +293,13 @@ pub fn anthropic_sse(deltas: &[&str], stop_reason: &str) -> Reply {
     Reply::sse(&events)
 }
 
+/// Computes the reply of an unscripted request from its arrival number (0-based).
+pub type Generator = Box<dyn Fn(usize) -> Reply + Send + Sync>;
+
 struct State {
     replies: Mutex<VecDeque<Reply>>,
+    generator: Mutex<Option<Generator>>,
+    served: std::sync::atomic::AtomicUsize,
     default_reply: Mutex<Option<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
     request_count: watch::Sender<usize>,
@@ -263,8 +308,12 @@ struct State {
 
 impl State {
     fn next_reply(&self) -> Reply {
+        let n = self
+            .served
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let queued = self.replies.lock().unwrap().pop_front();
         queued
+            .or_else(|| self.generator.lock().unwrap().as_ref().map(|g| g(n)))
             .or_else(|| self.default_reply.lock().unwrap().clone())
             .unwrap_or_else(|| Reply::text(500, "fake_llm: no scripted reply"))
     }
@@ -301,6 +350,8 @@ impl FakeLlm {
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State {
             replies: Mutex::new(VecDeque::new()),
+            generator: Mutex::new(None),
+            served: std::sync::atomic::AtomicUsize::new(0),
             default_reply: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             request_count: watch::Sender::new(0),
@@ -340,6 +391,11 @@ impl FakeLlm {
         *self.state.default_reply.lock().unwrap() = Some(reply);
     }
 
+    /// Computes the reply of every request the queue does not answer (before the default).
+    pub fn set_generator(&self, generator: impl Fn(usize) -> Reply + Send + Sync + 'static) {
+        *self.state.generator.lock().unwrap() = Some(Box::new(generator));
+    }
+
     /// Every request received so far.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests.lock().unwrap().clone()
@@ -377,6 +433,8 @@ enum Served {
     KeepAlive,
     ServerClosed,
     ClientClosed,
+    /// Close with a reset.
+    Reset,
 }
 
 async fn serve_connection(stream: TcpStream, state: Arc<State>) {
@@ -399,6 +457,13 @@ async fn serve_connection(stream: TcpStream, state: Arc<State>) {
         match served {
             Served::KeepAlive => continue,
             Served::ServerClosed => return,
+            Served::Reset => {
+                if let Ok(stream) = reader.reunite(writer) {
+                    // Linger 0: closing sends RST instead of FIN.
+                    let _ = stream.set_zero_linger();
+                }
+                return;
+            }
             Served::ClientClosed => {
                 state.client_closed();
                 return;
@@ -476,6 +541,9 @@ async fn write_reply(writer: &mut OwnedWriteHalf, reply: &Reply) -> Served {
 }
 
 async fn write_reply_inner(writer: &mut OwnedWriteHalf, reply: &Reply) -> std::io::Result<Served> {
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
+    }
     let mut head = format!("HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status));
     for (name, value) in &reply.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
@@ -512,6 +580,19 @@ async fn write_reply_inner(writer: &mut OwnedWriteHalf, reply: &Reply) -> std::i
                     Ok(Served::ServerClosed)
                 }
                 StreamEnd::Hang => std::future::pending().await,
+                StreamEnd::Reset => Ok(Served::Reset),
+            }
+        }
+        ReplyBody::Endless { data, delay } => {
+            head.push_str("transfer-encoding: chunked\r\n\r\n");
+            writer.write_all(head.as_bytes()).await?;
+            let framed = format!("{:x}\r\n{}\r\n", data.len(), data);
+            loop {
+                if !delay.is_zero() {
+                    tokio::time::sleep(*delay).await;
+                }
+                writer.write_all(framed.as_bytes()).await?;
+                writer.flush().await?;
             }
         }
     }

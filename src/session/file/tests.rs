@@ -572,3 +572,19 @@ mod props {
         }
     }
 }
+
+#[test]
+fn a_rewrite_removes_temp_files_a_crashed_rewrite_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    s.append(user("a")).unwrap();
+    let name = s.path().file_name().unwrap().to_string_lossy().into_owned();
+    let stale = dir.path().join(format!(".{name}.0123456789abcdef.tmp"));
+    let unrelated = dir.path().join(format!(".{name}.notours.tmp"));
+    fs::write(&stale, "half a rewrite").unwrap();
+    fs::write(&unrelated, "keep").unwrap();
+    s.rewrite().unwrap();
+    assert!(!stale.exists(), "the stale temp file is gone");
+    assert!(unrelated.exists(), "other files are left alone");
+    assert_valid_file(s.path());
+}
