@@ -172,14 +172,16 @@ fn check_leaf(session: &Session, expected: &Option<Option<String>>) -> Result<()
 }
 
 impl Engine {
-    /// An engine with `settings` (user and `initialize` layers) reporting to `events`.
+    /// An engine with `settings` (user and `initialize` layers) reporting to `events`. Prompt
+    /// templates come from `<config dir>/prompts/` where the user put overrides, else the
+    /// embedded ones.
     pub fn new(settings: SettingsStack, events: Arc<dyn EventSink>) -> Self {
         Engine {
             settings: RwLock::new(settings),
             events,
             hooks: RwLock::new(Arc::new(NoHooks)),
             client_summarizer: RwLock::new(None),
-            prompts: Arc::new(Prompts::default()),
+            prompts: Arc::new(user_prompts()),
             sessions: Mutex::new(HashMap::new()),
             sessions_dir: None,
         }
@@ -773,4 +775,14 @@ fn same_file(a: &Path, b: &Path) -> bool {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
     }
+}
+
+/// The prompt templates with the user's overrides from `<config dir>/prompts/`; an unreadable
+/// override is logged and the embedded templates are used, so a bad file cannot stop the daemon.
+fn user_prompts() -> Prompts {
+    let dir = crate::settings::config_dir().map(|d| d.join("prompts"));
+    Prompts::load(dir.as_deref()).unwrap_or_else(|error| {
+        tracing::warn!("prompt overrides not loaded, using the embedded prompts: {error}");
+        Prompts::embedded()
+    })
 }
