@@ -284,12 +284,13 @@ impl DaemonProcess {
         info["sessionId"].as_str().unwrap().to_owned()
     }
 
-    /// Appends entries; drops the `session/entriesAppended` notifications they cause.
+    /// Appends entries waiting for any auto-compaction (`waitForCompaction: true`); drops the
+    /// `session/entriesAppended` notifications they cause.
     pub async fn append(&mut self, session: &str, entries: Value) -> Value {
         let result = self
             .ok(
                 "session/append",
-                json!({"sessionId": session, "entries": entries}),
+                json!({"sessionId": session, "entries": entries, "waitForCompaction": true}),
             )
             .await;
         self.take_all("session/entriesAppended");
