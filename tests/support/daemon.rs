@@ -239,6 +239,11 @@ impl DaemonProcess {
         }
     }
 
+    /// Whether the response to `id` has arrived (and is buffered); reads nothing.
+    pub fn has_response(&self, id: i64) -> bool {
+        self.buffer.iter().any(|m| is_response(m, id))
+    }
+
     /// Removes and returns every buffered notification of `method`.
     pub fn take_all(&mut self, method: &str) -> Vec<Value> {
         let (taken, kept): (Vec<Value>, Vec<Value>) = self
