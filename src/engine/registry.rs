@@ -636,9 +636,15 @@ impl Engine {
             .iter()
             .rev()
             .find(|e| e.message().and_then(|m| m.as_assistant()).is_some());
+        // A background run outlives the request: only `session/abortCompaction` stops it.
+        let run_token = if options.wait_for_compaction {
+            cancel.clone()
+        } else {
+            CancellationToken::new()
+        };
         let plan = match last_reply {
             Some(reply) if options.check_compaction => {
-                auto::plan(self, &state, reply, &cancel).await?
+                auto::plan(self, &state, reply, &run_token).await?
             }
             _ => None,
         };
