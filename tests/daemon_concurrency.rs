@@ -18,10 +18,12 @@ const SESSIONS: usize = 4;
 #[tokio::test]
 async fn a_cheap_request_answers_while_four_slow_compactions_run() {
     let llm = FakeLlm::start().await;
-    // Every summary request streams a little and then stalls: the compactions stay running
-    // until they are aborted.
+    // Every summary request streams its first delta and then stalls (no finish, no `[DONE]`):
+    // the compactions stay running until they are aborted.
     llm.set_default(
-        fake_llm::openai_sse(&["## Goal\n", "- keep going"], "stop").ending(StreamEnd::Hang),
+        fake_llm::openai_sse(&["## Goal\n", "- keep going"], "stop")
+            .first_chunks(2)
+            .ending(StreamEnd::Hang),
     );
     let mut d = DaemonProcess::spawn_with(Framing::Ndjson, None).await;
     let settings = json!({
@@ -44,7 +46,10 @@ async fn a_cheap_request_answers_while_four_slow_compactions_run() {
                 .await,
         );
     }
-    // All four are inside their summarizer call.
+    // All four have started and are inside their summarizer calls, which never finish.
+    for _ in 0..SESSIONS {
+        d.expect_notification("session/compactionStarted").await;
+    }
     llm.wait_for_requests(SESSIONS, Duration::from_secs(30))
         .await;
 
@@ -60,18 +65,22 @@ async fn a_cheap_request_answers_while_four_slow_compactions_run() {
         );
     }
 
+    let mut aborted = Vec::new();
     for session in &sessions {
-        let aborted = d
+        let answer = d
             .ok("session/abortCompaction", json!({"sessionId": session}))
             .await;
-        assert_eq!(aborted["aborted"], true);
+        aborted.push(answer["aborted"].clone());
     }
+    let mut responses = Vec::new();
     for id in compacts {
-        let response = d.read_until_response(id).await;
+        responses.push(d.read_until_response(id).await);
+    }
+    for (answer, response) in aborted.iter().zip(&responses) {
+        assert_eq!(answer, true, "{response}");
         assert_eq!(response["error"]["data"]["kind"], "cancelled", "{response}");
     }
     for _ in 0..SESSIONS {
-        d.expect_notification("session/compactionStarted").await;
         let finished = d.expect_notification("session/compactionFinished").await;
         assert_eq!(finished["aborted"], true);
         assert_eq!(finished["error"]["kind"], "cancelled");
