@@ -179,6 +179,8 @@ async fn threshold_compaction_appends_a_compaction_and_a_continue_prompt() {
         [
             "appended",
             "autoStarted",
+            "compactionStarted",
+            "compactionFinished",
             "autoFinished",
             "appended",
             "autoContinue"
@@ -518,4 +520,127 @@ fn prune_cli_dry_run_leaves_the_file_alone() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["prunedCount"].is_u64() && v["tokensSaved"].is_u64() && v["entryIds"].is_array());
     assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+/// The operation ids of the auto and compaction events, in order.
+fn operation_ids(events: &Recorder) -> Vec<String> {
+    events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            EngineEvent::AutoCompactionStarted { operation_id, .. }
+            | EngineEvent::AutoCompactionFinished { operation_id, .. }
+            | EngineEvent::CompactionStarted { operation_id, .. }
+            | EngineEvent::CompactionFinished { operation_id, .. } => Some(operation_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn auto_runs_carry_one_operation_id_and_record_their_reason() {
+    let h = harness(json!({"compaction": {"keepRecentTokens": 300}})).await;
+    converse(&h, 6, 250).await;
+    append(&h, vec![user("one more question")]).await;
+    h.events.clear();
+    let overflow = json!({"stopReason":"error",
+        "errorMessage":"prompt is too long: 210000 tokens > 200000 maximum","content":[]});
+    let out = append(&h, vec![assistant("", overflow)]).await;
+    assert_eq!(out.action, AppendAction::Retry, "{out:?}");
+    let ids = operation_ids(&h.events);
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert!(
+        ids.iter().all(|id| id == &ids[0] && !id.is_empty()),
+        "{ids:?}"
+    );
+    let entry = entries_on_disk(&h.path)
+        .into_iter()
+        .find(|e| matches!(e.kind, EntryKind::Compaction(_)))
+        .unwrap();
+    let EntryKind::Compaction(c) = &entry.kind else {
+        unreachable!()
+    };
+    assert_eq!(c.details.as_ref().unwrap()["reason"], "overflow");
+}
+
+#[tokio::test]
+async fn the_overflow_recovery_memory_survives_a_restart() {
+    let h = harness(json!({"compaction": {"keepRecentTokens": 300}})).await;
+    converse(&h, 6, 250).await;
+    append(&h, vec![user("one more question")]).await;
+    let overflow = json!({"stopReason":"error",
+        "errorMessage":"prompt is too long: 210000 tokens > 200000 maximum","content":[]});
+    let out = append(&h, vec![assistant("", overflow.clone())]).await;
+    assert_eq!(out.action, AppendAction::Retry, "{out:?}");
+
+    // A new engine (a restarted daemon) opens the same file: the retry overflows again and is
+    // not recovered a second time.
+    let mut stack = SettingsStack::new();
+    stack
+        .set_initialize(&json!({"tokenizer": "chars4", "compaction": {"keepRecentTokens": 300}}))
+        .unwrap();
+    let engine = Engine::new(stack, Arc::new(Recorder::default()));
+    let info = engine.open(h.path.to_str().unwrap()).await.unwrap();
+    let again = engine
+        .append(&info.id, vec![assistant("", overflow)], None, &NoopObserver)
+        .await
+        .unwrap();
+    assert_eq!(again.action, AppendAction::Failed, "{again:?}");
+    let message = again.auto.unwrap().error_message.unwrap();
+    assert!(
+        message.starts_with("Context overflow recovery failed: "),
+        "{message}"
+    );
+    assert_eq!(compactions(&h.path), 1);
+}
+
+#[tokio::test]
+async fn the_last_reply_of_a_batch_is_checked_even_when_tool_results_follow() {
+    let h = harness(json!({"compaction": {"keepRecentTokens": 400}})).await;
+    converse(&h, 8, 300).await;
+    let before = h.engine.context(&h.id, None).await.unwrap().total_tokens;
+    h.engine
+        .update_settings(|s| {
+            s.set_initialize(&json!({"tokenizer":"chars4","compaction":{
+                "keepRecentTokens":400,"thresholdTokens": before, "autoContinue": false}}))
+                .map_err(|e| EngineError::Settings(e.to_string()))
+        })
+        .unwrap();
+    let call = json!({"role":"assistant","content":[{"type":"toolCall","id":"c1",
+        "name":"read","arguments":{"path":"src/lib.rs"}}],"provider":"test","model":"m",
+        "usage":{"input":before + 50,"output":10,"totalTokens":before + 60},
+        "stopReason":"toolUse","timestamp":now()});
+    let result = json!({"role":"toolResult","toolCallId":"c1","toolName":"read",
+        "content":[{"type":"text","text":"fn main() {}"}],"isError":false,"timestamp":now()});
+    let out = append(&h, vec![msg(call), msg(result)]).await;
+    assert_eq!(out.action, AppendAction::Compacted, "{out:?}");
+    assert_eq!(compactions(&h.path), 1);
+}
+
+#[tokio::test]
+async fn a_large_reported_usage_over_a_real_session_ends_under_the_threshold() {
+    // The default 200k window and threshold (183,616); the session is ~150k tokens by our
+    // count and the provider reports 190k (system prompt and tools make the difference).
+    let h =
+        harness(json!({"providers": {"test": {"models": {"m": {"contextWindow": 200000}}}}})).await;
+    converse(&h, 23, 2_400).await;
+    let counted = h.engine.context(&h.id, None).await.unwrap().total_tokens;
+    assert!((140_000..175_000).contains(&counted), "{counted}");
+    let usage = json!({"usage":{"input":190_000,"output":100,"totalTokens":190_100}});
+    let out = append(&h, vec![assistant("All done.", usage)]).await;
+    assert_eq!(out.action, AppendAction::Compacted, "{out:?}");
+    let auto = out.auto.unwrap();
+    assert!(auto.error_message.is_none(), "{auto:?}");
+    assert_eq!(compactions(&h.path), 1);
+}
+
+#[test]
+fn the_fixed_overhead_is_bounded_by_what_the_window_leaves() {
+    use compactd::engine::auto::fixed_overhead;
+    assert_eq!(fixed_overhead(190_000, 150_000, 200_000), 40_000);
+    assert_eq!(fixed_overhead(100_000, 150_000, 200_000), 0);
+    // A usage above the window cannot mean more overhead than the window leaves.
+    assert_eq!(fixed_overhead(260_000, 150_000, 200_000), 50_000);
 }

@@ -345,7 +345,10 @@ async fn a_hook_supplied_compaction_is_validated_then_persisted_as_given() {
     let entry = compaction_of(c.get(o.entry_id.as_deref().unwrap()).unwrap()).clone();
     assert_eq!(entry.from_extension, Some(true));
     assert_eq!(entry.preserve_data, Some(json!({"keep": true})));
-    assert_eq!(entry.details, Some(json!({"custom": 1})));
+    assert_eq!(
+        entry.details,
+        Some(json!({"custom": 1, "reason": "manual"}))
+    );
 }
 
 #[tokio::test]

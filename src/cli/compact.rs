@@ -120,6 +120,7 @@ pub(crate) fn engine_env(
         prompts: Arc::new(prompts),
         context_window,
         session_id: session.header().id.clone(),
+        operation_id: String::new(),
     })
 }
 

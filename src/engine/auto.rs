@@ -21,12 +21,16 @@ use crate::session::message::{AssistantMessage, Content, UserMessage};
 use crate::session::{AgentMessage, Session};
 use crate::settings::Settings;
 
+use std::sync::Arc;
+
 use super::registry::{AppendAction, Engine, refresh_locked};
-use super::state::{OpKind, SessionState};
+use super::state::{OpGuard, OpKind, SessionState};
 use super::{
-    CompactOptions, CompactOutcome, CompactReason, EngineError, EngineEvent, OperationObserver,
+    CompactEnv, CompactOptions, CompactOutcome, CompactReason, EngineError, EngineEvent, EventSink,
+    OperationError, OperationObserver,
 };
 use crate::compaction::is_context_overflow;
+use crate::tokens::TokenCache;
 
 /// The prompt appended after a successful threshold compaction when `autoContinue` is on.
 pub const AUTO_CONTINUE_PROMPT: &str = "Continue if you have next steps.";
@@ -113,7 +117,8 @@ pub fn decide(
 
     if settings.compaction.overflow_recovery && !stale && is_context_overflow(msg, window) {
         if let Some(at) = latest_compaction
-            && memory.overflow_recoveries.contains(&path[at].id)
+            && (is_overflow_recovery(&path[at])
+                || memory.overflow_recoveries.contains(&path[at].id))
             && !successful_reply_after(path, at, last)
         {
             return AutoDecision::RecoveryExhausted {
@@ -177,21 +182,50 @@ impl AutoResult {
     }
 }
 
-/// Runs auto-compaction after `last` (an assistant message) was appended to `state`'s session:
-/// prune, [`decide`], then carry the decision out. The caller holds the session's write gate.
-pub(crate) async fn run(
+/// A decided auto-compaction, ready to run: everything it needs is owned, so it can run
+/// inline (the append waits) or in the background ([`PendingAuto`]).
+pub struct AutoPlan {
+    events: Arc<dyn EventSink>,
+    state: Arc<SessionState>,
+    decision: AutoDecision,
+    reason: CompactReason,
+    operation_id: String,
+    env: CompactEnv,
+    cache: Arc<TokenCache>,
+    /// The auto slot, taken when the plan was made (so a manual compaction started meanwhile
+    /// fails with `compactionInProgress`); `None` when another compaction holds it.
+    guard: Option<OpGuard>,
+    /// What the provider counts beyond our estimate (system prompt, tool definitions), sent
+    /// again with the compacted context.
+    overhead: u64,
+}
+
+impl std::fmt::Debug for AutoPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AutoPlan")
+            .field("session", &self.state.id)
+            .field("decision", &self.decision)
+            .field("operation_id", &self.operation_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Prunes, then [`decide`]s on `last` (the last assistant message of an append) and, when a
+/// compaction (or a failed recovery) is due, returns the plan. The caller holds the session's
+/// write gate. The run's cancellation token is a child of `cancel`.
+pub(crate) async fn plan(
     engine: &Engine,
-    state: &SessionState,
+    state: &Arc<SessionState>,
     last: &Entry,
-    observer: &dyn OperationObserver,
-) -> Result<(AppendAction, Option<AutoResult>), EngineError> {
+    cancel: &CancellationToken,
+) -> Result<Option<AutoPlan>, EngineError> {
     let settings = state.effective_settings()?;
     if !settings.compaction.enabled {
-        return Ok((AppendAction::Continue, None));
+        return Ok(None);
     }
     let counter = engine.counter(&settings, None)?;
     let cache = state.cache_for(&counter);
-    let (decision, window, tokens_before_estimate) = {
+    let (decision, window, counted) = {
         let mut session = state.session.write().await;
         refresh_locked(state, &mut session)?;
         let pruned = if settings.compaction.prune_enabled {
@@ -204,56 +238,159 @@ pub(crate) async fn run(
         let window = reply_window(last, &session, &settings);
         let path: Vec<Entry> = session.path_to_leaf().into_iter().cloned().collect();
         let decision = decide(&path, last, &settings, window, pruned, &state.auto_memory());
-        let estimate = super::usage::estimate_context(&session, &cache);
-        (decision, window, estimate)
+        let counted = super::usage::estimate_context_through(&session, &cache, &last.id);
+        (decision, window, counted)
     };
-    let (reason, threshold) = match &decision {
-        AutoDecision::Nothing(_) => return Ok((AppendAction::Continue, None)),
+    let reason = match &decision {
+        AutoDecision::Nothing(_) => return Ok(None),
         AutoDecision::RecoverOverflow { .. } | AutoDecision::RecoveryExhausted { .. } => {
-            (CompactReason::Overflow, None)
+            CompactReason::Overflow
         }
-        AutoDecision::CompactThreshold { tokens, threshold } => {
-            (CompactReason::Threshold, Some((*tokens, *threshold)))
-        }
+        AutoDecision::CompactThreshold { .. } => CompactReason::Threshold,
     };
-    engine.emit(EngineEvent::AutoCompactionStarted {
-        session_id: state.id.clone(),
+    let overhead = match &decision {
+        AutoDecision::CompactThreshold { tokens, .. } => fixed_overhead(*tokens, counted, window),
+        _ => 0,
+    };
+    let guard = match &decision {
+        AutoDecision::RecoveryExhausted { .. } => None,
+        _ => state.ops.start(OpKind::Auto, cancel),
+    };
+    let operation_id = super::registry::new_operation_id("auto");
+    let mut env = engine.compact_env(state, settings, window)?;
+    env.operation_id = operation_id.clone();
+    Ok(Some(AutoPlan {
+        events: engine.events(),
+        state: Arc::clone(state),
+        decision,
         reason,
-    });
-    let mut result = AutoResult::new(reason);
-    let mut continue_after = false;
-    let action = match decision {
-        AutoDecision::RecoveryExhausted { reason: why } => {
-            result.error_message = Some(format!("{OVERFLOW_FAILED_PREFIX}{why}"));
-            result.error_kind = Some("overflowRecoveryFailed");
-            AppendAction::Failed
+        operation_id,
+        env,
+        cache,
+        guard,
+        overhead,
+    }))
+}
+
+/// The provider's tokens beyond what we count: `usage` (the reply's context tokens, minus
+/// pruning savings) less our estimate of the messages that reply saw (`counted`, the reply
+/// included). This is the fixed part of every request (system prompt, tool definitions); it can
+/// never be more than the window leaves beside what we count.
+pub fn fixed_overhead(usage: u64, counted: u64, window: u64) -> u64 {
+    usage
+        .saturating_sub(counted)
+        .min(window.saturating_sub(counted))
+}
+
+impl AutoPlan {
+    /// The reason of the compaction this plan runs.
+    pub fn reason(&self) -> CompactReason {
+        self.reason
+    }
+
+    /// The operation id its events carry.
+    pub fn operation_id(&self) -> &str {
+        &self.operation_id
+    }
+
+    /// What an append answers while this plan runs in the background.
+    pub fn running_action(&self) -> AppendAction {
+        match self.reason {
+            CompactReason::Overflow => AppendAction::Recovering,
+            _ => AppendAction::Compacting,
         }
-        AutoDecision::RecoverOverflow { new_leaf, .. } => {
-            {
-                let mut session = state.session.write().await;
-                session.move_leaf(new_leaf.as_deref())?;
+    }
+
+    /// Runs the plan: the events (`AutoCompactionStarted`, `CompactionStarted`/`Finished`
+    /// around the compaction itself, `AutoCompactionFinished`), the compaction, the re-measure
+    /// after a threshold compaction, and the auto-continue prompt.
+    pub async fn execute(
+        self,
+        observer: &dyn OperationObserver,
+    ) -> Result<(AppendAction, AutoResult), EngineError> {
+        let AutoPlan {
+            events,
+            state,
+            decision,
+            reason,
+            operation_id,
+            env,
+            cache,
+            guard,
+            overhead,
+        } = self;
+        let session_id = state.id.clone();
+        events.emit(EngineEvent::AutoCompactionStarted {
+            session_id: session_id.clone(),
+            operation_id: operation_id.clone(),
+            reason,
+        });
+        let mut result = AutoResult::new(reason);
+        let mut continue_after = false;
+        let compact = |guard: Option<OpGuard>| {
+            let events = Arc::clone(&events);
+            let (session_id, operation_id) = (session_id.clone(), operation_id.clone());
+            let env = &env;
+            let state = &state;
+            async move {
+                let Some(guard) = guard else {
+                    return Err(EngineError::CompactionInProgress);
+                };
+                events.emit(EngineEvent::CompactionStarted {
+                    session_id: session_id.clone(),
+                    operation_id: operation_id.clone(),
+                    reason,
+                });
+                let mut opts = CompactOptions::manual();
+                opts.reason = reason;
+                let run =
+                    super::compact(&state.session, env, opts, guard.token().clone(), observer)
+                        .await;
+                drop(guard);
+                let (outcome, aborted, error) = finished(&run);
+                events.emit(EngineEvent::CompactionFinished {
+                    session_id,
+                    operation_id,
+                    outcome,
+                    aborted,
+                    error,
+                });
+                run
             }
-            let run = compact_once(engine, state, settings.clone(), window, reason, observer).await;
-            match run {
-                Ok(outcome) => {
-                    if let Some(id) = &outcome.entry_id {
-                        state.auto_memory().overflow_recoveries.insert(id.clone());
-                    }
-                    result.outcome = Some(outcome);
-                    result.will_retry = true;
-                    AppendAction::Retry
+        };
+        let action = match decision {
+            AutoDecision::RecoveryExhausted { reason: why } => {
+                result.error_message = Some(format!("{OVERFLOW_FAILED_PREFIX}{why}"));
+                result.error_kind = Some("overflowRecoveryFailed");
+                AppendAction::Failed
+            }
+            AutoDecision::RecoverOverflow { new_leaf, .. } => {
+                let moved = match &guard {
+                    Some(_) => state
+                        .session
+                        .write()
+                        .await
+                        .move_leaf(new_leaf.as_deref())
+                        .map_err(EngineError::from),
+                    None => Ok(()),
+                };
+                match moved {
+                    Err(e) => finish_error(&mut result, e, OVERFLOW_FAILED_PREFIX),
+                    Ok(()) => match compact(guard).await {
+                        Ok(outcome) => {
+                            if let Some(id) = &outcome.entry_id {
+                                state.auto_memory().overflow_recoveries.insert(id.clone());
+                            }
+                            result.outcome = Some(outcome);
+                            result.will_retry = true;
+                            AppendAction::Retry
+                        }
+                        Err(e) => finish_error(&mut result, e, OVERFLOW_FAILED_PREFIX),
+                    },
                 }
-                Err(e) => finish_error(&mut result, e, OVERFLOW_FAILED_PREFIX),
             }
-        }
-        AutoDecision::CompactThreshold { .. } => {
-            let run = compact_once(engine, state, settings.clone(), window, reason, observer).await;
-            match run {
+            AutoDecision::CompactThreshold { threshold, .. } => match compact(guard).await {
                 Ok(outcome) => {
-                    let (usage_tokens, threshold) = threshold.unwrap_or((0, u64::MAX));
-                    // What the provider counted beyond our estimate (system prompt, tools):
-                    // it will be sent again with the new context.
-                    let overhead = usage_tokens.saturating_sub(tokens_before_estimate);
                     let after = {
                         let session = state.session.read().await;
                         super::usage::estimate_context(&session, &cache) + overhead
@@ -268,38 +405,82 @@ pub(crate) async fn run(
                         result.error_message = Some(format!("{AUTO_FAILED_PREFIX}{e}"));
                         AppendAction::Failed
                     } else {
-                        continue_after = settings.compaction.auto_continue;
+                        continue_after = env.settings.compaction.auto_continue;
                         AppendAction::Compacted
                     }
                 }
                 Err(e) => finish_error(&mut result, e, AUTO_FAILED_PREFIX),
-            }
+            },
+            AutoDecision::Nothing(_) => AppendAction::Continue,
+        };
+        events.emit(EngineEvent::AutoCompactionFinished {
+            session_id: session_id.clone(),
+            operation_id,
+            reason,
+            outcome: result.outcome.clone().map(Box::new),
+            aborted: result.aborted,
+            will_retry: result.will_retry,
+            skipped: result.skipped,
+            error_message: result.error_message.clone(),
+        });
+        // As in the reference, the follow-up prompt comes after the end event.
+        if continue_after {
+            let entry = append_continue(&state).await?;
+            result.continue_entry_id = Some(entry.id.clone());
+            events.emit(EngineEvent::EntriesAppended {
+                session_id: session_id.clone(),
+                entries: vec![entry.clone()],
+            });
+            events.emit(EngineEvent::AutoContinue {
+                session_id,
+                prompt: AUTO_CONTINUE_PROMPT.to_owned(),
+                entry_id: entry.id,
+            });
         }
-        AutoDecision::Nothing(_) => AppendAction::Continue,
-    };
-    engine.emit(EngineEvent::AutoCompactionFinished {
-        session_id: state.id.clone(),
-        outcome: result.outcome.clone().map(Box::new),
-        aborted: result.aborted,
-        will_retry: result.will_retry,
-        skipped: result.skipped,
-        error_message: result.error_message.clone(),
-    });
-    // As in the reference, the follow-up prompt comes after the end event.
-    if continue_after {
-        let entry = append_continue(state).await?;
-        result.continue_entry_id = Some(entry.id.clone());
-        engine.emit(EngineEvent::EntriesAppended {
-            session_id: state.id.clone(),
-            entries: vec![entry.clone()],
-        });
-        engine.emit(EngineEvent::AutoContinue {
-            session_id: state.id.clone(),
-            prompt: AUTO_CONTINUE_PROMPT.to_owned(),
-            entry_id: entry.id,
-        });
+        Ok((action, result))
     }
-    Ok((action, Some(result)))
+}
+
+/// An auto-compaction left to run after the append answered (`waitForCompaction: false`). It
+/// holds the session's write gate, so later mutating calls on the session wait behind it.
+pub struct PendingAuto {
+    pub(crate) plan: AutoPlan,
+    pub(crate) gate: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl std::fmt::Debug for PendingAuto {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.plan.fmt(f)
+    }
+}
+
+impl PendingAuto {
+    /// The operation id its events carry.
+    pub fn operation_id(&self) -> &str {
+        self.plan.operation_id()
+    }
+
+    /// Runs the compaction to its end (see [`AutoPlan::execute`]); releases the gate after.
+    pub async fn run(
+        self,
+        observer: &dyn OperationObserver,
+    ) -> Result<(AppendAction, AutoResult), EngineError> {
+        let PendingAuto { plan, gate } = self;
+        let out = plan.execute(observer).await;
+        drop(gate);
+        out
+    }
+}
+
+/// The event fields of a finished compaction.
+pub(crate) fn finished(
+    run: &Result<CompactOutcome, EngineError>,
+) -> (Option<Box<CompactOutcome>>, bool, Option<OperationError>) {
+    match run {
+        Ok(o) => (Some(Box::new(o.clone())), false, None),
+        Err(EngineError::Cancelled(_)) => (None, true, None),
+        Err(e) => (None, false, Some(OperationError::from(e))),
+    }
 }
 
 /// The context window for the reply's `provider/model`, else the session's.
@@ -316,25 +497,6 @@ fn reply_window(last: &Entry, session: &Session, settings: &Settings) -> u64 {
         Some(m) => super::usage::window_for(Some(&m), settings),
         None => super::usage::session_window(session, settings),
     }
-}
-
-/// One auto compaction in the auto slot (its own token).
-async fn compact_once(
-    engine: &Engine,
-    state: &SessionState,
-    settings: Settings,
-    window: u64,
-    reason: CompactReason,
-    observer: &dyn OperationObserver,
-) -> Result<CompactOutcome, EngineError> {
-    let guard = state
-        .ops
-        .start(OpKind::Auto, &CancellationToken::new())
-        .ok_or(EngineError::CompactionInProgress)?;
-    let env = engine.compact_env(state, settings, window)?;
-    let mut opts = CompactOptions::manual();
-    opts.reason = reason;
-    super::compact(&state.session, &env, opts, guard.token().clone(), observer).await
 }
 
 /// Sorts a failed compaction into skipped / aborted / failed.
@@ -383,6 +545,19 @@ fn is_older_than(path: &[Entry], last: &Entry, msg: &AssistantMessage, at: usize
     let compacted_at = crate::session::ids::ms_from_iso(&path[at].timestamp);
     let replied_at = msg.timestamp.as_ref().and_then(serde_json::Value::as_i64);
     matches!((replied_at, compacted_at), (Some(r), Some(c)) if r < c)
+}
+
+/// Whether `entry` is a compaction written by overflow recovery (its `details.reason`).
+fn is_overflow_recovery(entry: &Entry) -> bool {
+    match &entry.kind {
+        EntryKind::Compaction(c) => c
+            .details
+            .as_ref()
+            .and_then(|d| d.get("reason"))
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|r| r == CompactReason::Overflow.name()),
+        _ => false,
+    }
 }
 
 /// Whether an assistant reply that neither failed nor was aborted sits on the path after the

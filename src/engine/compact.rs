@@ -97,8 +97,11 @@ pub struct CompactEnv {
     pub prompts: Arc<Prompts>,
     /// The session model's context window (for budgets such as the branch summary's).
     pub context_window: u64,
-    /// The session id, for hook requests.
+    /// The session id, for hook requests and the client summarizer.
     pub session_id: String,
+    /// The operation id of this run (what its events carry), for hook requests; may be empty
+    /// when nothing reports events (CLI, tests).
+    pub operation_id: String,
 }
 
 /// What was prepared under the read lock.
@@ -133,10 +136,11 @@ pub async fn compact(
 ) -> Result<CompactOutcome, EngineError> {
     observer.phase(Phase::Preparing, "Preparing compaction", None);
     let prepared = prepare(session, env, &opts).await?;
-    let drafted = match run_before_compact(env, &opts, &prepared, &cancel).await? {
+    let mut drafted = match run_before_compact(env, &opts, &prepared, &cancel).await? {
         Some(drafted) => drafted,
         None => draft(env, &opts, &prepared, &cancel, observer).await?,
     };
+    record_reason(&mut drafted.details, opts.reason);
     if cancel.is_cancelled() {
         return Err(EngineError::compaction_cancelled());
     }
@@ -231,9 +235,12 @@ async fn run_before_compact(
     let prep = &prepared.prep;
     let req = BeforeCompactRequest {
         session_id: &env.session_id,
+        operation_id: &env.operation_id,
         branch_entries: &prepared.path,
         messages_to_summarize: &prep.messages_to_summarize,
         turn_prefix_messages: &prep.turn_prefix_messages,
+        recent_messages: &prep.recent_messages,
+        file_ops: &prep.file_ops,
         first_kept_entry_id: &prep.first_kept_entry_id,
         is_split_turn: prep.is_split_turn,
         tokens_before: prep.tokens_before,
@@ -357,6 +364,7 @@ async fn run_compacting(
 ) -> Result<CompactingReply, EngineError> {
     let req = CompactingRequest {
         session_id: &env.session_id,
+        operation_id: &env.operation_id,
         messages: span,
         cancel: cancel.clone(),
     };
@@ -564,6 +572,15 @@ pub(crate) fn failed(prefix: &str, e: SummarizeError) -> EngineError {
         EngineError::SummarizationFailed(message)
     } else {
         EngineError::SummarizationFailed(format!("{prefix}: {message}"))
+    }
+}
+
+/// Records why the compaction ran in its `details` (`reason`), so the auto-compaction rules
+/// (one overflow recovery per overflow) still hold after a restart. Non-object details (from a
+/// hook) are left alone.
+fn record_reason(details: &mut Value, reason: CompactReason) {
+    if let Value::Object(map) = details {
+        map.insert("reason".to_owned(), Value::from(reason.name()));
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::session::Entry;
 
-use super::CompactOutcome;
+use super::{CompactOutcome, EngineError};
 
 /// Why a compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,7 +88,29 @@ impl OperationObserver for NoopObserver {
     fn delta(&self, _part: SummaryPart, _text: &str) {}
 }
 
+/// Why an operation failed, as events carry it: the protocol error kind (`data.kind`, see
+/// [`EngineError::kind`]) and the message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationError {
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl From<&EngineError> for OperationError {
+    fn from(error: &EngineError) -> Self {
+        OperationError {
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
+}
+
 /// Session-level events. The registry holds one [`EventSink`]; the daemon forwards to clients.
+///
+/// Every compaction, manual or automatic, is bracketed by `CompactionStarted` and
+/// `CompactionFinished` with the same operation id; an automatic one is also bracketed by
+/// `AutoCompactionStarted` / `AutoCompactionFinished` (outside the former pair), again with the
+/// same id.
 #[derive(Debug, Clone)]
 pub enum EngineEvent {
     EntriesAppended {
@@ -105,14 +127,18 @@ pub enum EngineEvent {
         operation_id: String,
         outcome: Option<Box<CompactOutcome>>,
         aborted: bool,
-        error: Option<String>,
+        /// Set when the compaction failed (not when it was cancelled: see `aborted`).
+        error: Option<OperationError>,
     },
     AutoCompactionStarted {
         session_id: String,
+        operation_id: String,
         reason: CompactReason,
     },
     AutoCompactionFinished {
         session_id: String,
+        operation_id: String,
+        reason: CompactReason,
         outcome: Option<Box<CompactOutcome>>,
         aborted: bool,
         will_retry: bool,

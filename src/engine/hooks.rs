@@ -5,17 +5,24 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::compaction::FileOps;
 use crate::session::{AgentMessage, Entry};
 
 /// What `before_compact` sees: the prepared compaction and the branch it came from.
 #[derive(Debug, Clone)]
 pub struct BeforeCompactRequest<'a> {
     pub session_id: &'a str,
+    /// The compaction's operation id (the one its events carry).
+    pub operation_id: &'a str,
     /// Entries of the current path, root first.
     pub branch_entries: &'a [Entry],
     /// The messages that will be summarised (history, then the turn prefix of a split turn).
     pub messages_to_summarize: &'a [AgentMessage],
     pub turn_prefix_messages: &'a [AgentMessage],
+    /// The messages kept after the summary.
+    pub recent_messages: &'a [AgentMessage],
+    /// File operations of the summarised span (and the previous summary's file lists).
+    pub file_ops: &'a FileOps,
     pub first_kept_entry_id: &'a str,
     pub is_split_turn: bool,
     pub tokens_before: u64,
@@ -50,6 +57,8 @@ pub struct BeforeCompactReply {
 #[derive(Debug, Clone)]
 pub struct CompactingRequest<'a> {
     pub session_id: &'a str,
+    /// The compaction's operation id (the one its events carry).
+    pub operation_id: &'a str,
     /// messagesToSummarize ++ turnPrefixMessages.
     pub messages: &'a [AgentMessage],
     pub cancel: CancellationToken,

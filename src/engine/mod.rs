@@ -25,7 +25,8 @@ use std::sync::Arc;
 pub use compact::{CompactEnv, CompactOptions, CompactOutcome, compact};
 pub use error::EngineError;
 pub use events::{
-    CompactReason, EngineEvent, EventSink, NoopObserver, OperationObserver, Phase, SummaryPart,
+    CompactReason, EngineEvent, EventSink, NoopObserver, OperationError, OperationObserver, Phase,
+    SummaryPart,
 };
 pub use hooks::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
@@ -35,8 +36,12 @@ pub use hooks::{
 pub use crate::session::{Session, SessionError};
 pub use crate::summarize::{Prompts, RetryPolicy, Summarizer};
 pub use crate::tokens::TokenCounter;
+pub use auto::{AutoPlan, PendingAuto};
 pub use navigate::{NavigateOptions, NavigateOutcome, navigate_tree};
-pub use registry::{AppendAction, AppendOutcome, Engine, SessionInfo, SessionSummary};
+pub use registry::{
+    AppendAction, AppendOptions, AppendOutcome, ClientSummarizerFactory, Engine, NewEntry,
+    SessionInfo, SessionSummary,
+};
 pub use summarizers::{SummarizerSet, summarizers_from_settings};
 
 /// A session shared between the registry and running operations. Reads take the read lock;

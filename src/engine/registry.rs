@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::session::entry::CURRENT_SESSION_VERSION;
 use crate::session::listing;
 use crate::session::{
     CreateOptions, Entry, EntryKind, LoadReport, Session, SessionError, SyncPolicy,
@@ -20,7 +21,7 @@ use crate::settings::{Settings, SettingsStack, StorageSync};
 
 use crate::tokens::{TokenCounter, counter_by_name};
 
-use super::auto::{self, AutoResult};
+use super::auto::{self, AutoResult, PendingAuto};
 use super::prune::{self, PruneOutcome};
 use super::state::{OpKind, SessionState};
 use super::usage::{self, ContextView, TreeView, UsageView};
@@ -40,6 +41,9 @@ pub struct SessionInfo {
     pub leaf_id: Option<String>,
     /// Entries in the file (leaf markers excluded).
     pub entry_count: usize,
+    /// The file's format version as found on disk (1 or 2 for a file migrated in memory; the
+    /// next write saves the current version).
+    pub version: u64,
     /// What loading found (skipped lines, torn tail, migration), one line each.
     pub warnings: Vec<String>,
 }
@@ -71,26 +75,79 @@ pub enum AppendAction {
     Retry,
     /// Auto-compaction failed (see the auto result's `error_message`).
     Failed,
+    /// A threshold compaction runs in the background ([`AppendOutcome::pending`]).
+    Compacting,
+    /// An overflow recovery runs in the background ([`AppendOutcome::pending`]).
+    Recovering,
+}
+
+/// One entry to append: its kind and any extra top-level fields to keep as given.
+#[derive(Debug, Clone)]
+pub struct NewEntry {
+    pub kind: EntryKind,
+    pub extra: crate::session::message::Extra,
+}
+
+impl From<EntryKind> for NewEntry {
+    fn from(kind: EntryKind) -> Self {
+        NewEntry {
+            kind,
+            extra: Default::default(),
+        }
+    }
+}
+
+/// How [`Engine::append_with`] behaves.
+#[derive(Debug, Clone)]
+pub struct AppendOptions {
+    /// Fail with `LeafMoved` unless the leaf is this.
+    pub expected_leaf: Option<Option<String>>,
+    /// Run the auto-compaction check when the batch contains an assistant message.
+    pub check_compaction: bool,
+    /// Run a due auto-compaction before returning; otherwise return it as
+    /// [`AppendOutcome::pending`] for the caller to run.
+    pub wait_for_compaction: bool,
+}
+
+impl Default for AppendOptions {
+    fn default() -> Self {
+        AppendOptions {
+            expected_leaf: None,
+            check_compaction: true,
+            wait_for_compaction: true,
+        }
+    }
 }
 
 /// The result of [`Engine::append`].
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct AppendOutcome {
     /// Ids of the appended entries, in order.
     pub appended: Vec<String>,
     /// The leaf after the append and any auto-compaction.
     pub leaf_id: Option<String>,
     pub action: AppendAction,
-    /// Set when auto-compaction started.
+    /// Set when auto-compaction ran (with `wait_for_compaction`).
     pub auto: Option<AutoResult>,
+    /// The auto-compaction left to run (without `wait_for_compaction`): the caller runs it
+    /// with [`PendingAuto::run`]; until then later mutating calls on the session wait.
+    pub pending: Option<PendingAuto>,
 }
+
+/// A fresh operation id with `prefix` (`compact-…`, `auto-…`).
+pub(crate) fn new_operation_id(prefix: &str) -> String {
+    format!("{prefix}-{}", crate::session::ids::new_session_id())
+}
+
+/// Builds the client summarizer for one session (its requests name the session).
+pub type ClientSummarizerFactory = Arc<dyn Fn(&str) -> Arc<dyn Summarizer> + Send + Sync>;
 
 /// The daemon's (or the CLI's) session registry and operations.
 pub struct Engine {
     settings: RwLock<SettingsStack>,
     events: Arc<dyn EventSink>,
     hooks: RwLock<Arc<dyn EngineHooks>>,
-    client_summarizer: RwLock<Option<Arc<dyn Summarizer>>>,
+    client_summarizer: RwLock<Option<ClientSummarizerFactory>>,
     prompts: Arc<Prompts>,
     sessions: Mutex<HashMap<String, Arc<SessionState>>>,
     /// Where new sessions go and ids are looked up; `None`: from settings or the platform.
@@ -203,8 +260,16 @@ impl Engine {
         *write_lock(&self.hooks) = hooks;
     }
 
+    /// One client summarizer for every session.
     pub fn set_client_summarizer(&self, summarizer: Option<Arc<dyn Summarizer>>) {
-        *write_lock(&self.client_summarizer) = summarizer;
+        let factory = summarizer
+            .map(|s| -> ClientSummarizerFactory { Arc::new(move |_: &str| Arc::clone(&s)) });
+        *write_lock(&self.client_summarizer) = factory;
+    }
+
+    /// A client summarizer built per session, so its requests can name the session.
+    pub fn set_client_summarizer_factory(&self, factory: Option<ClientSummarizerFactory>) {
+        *write_lock(&self.client_summarizer) = factory;
     }
 
     /// The engine-level settings stack (without any session's project layer).
@@ -270,11 +335,17 @@ impl Engine {
         self.events.emit(event);
     }
 
+    /// The event sink, for work that outlives a call (background auto-compaction).
+    pub(crate) fn events(&self) -> Arc<dyn EventSink> {
+        Arc::clone(&self.events)
+    }
+
     /// Registers a loaded session (or returns the one already open with that id and path).
     fn register(
         &self,
         session: Session,
         warnings: Vec<String>,
+        version: u64,
     ) -> Result<SessionInfo, EngineError> {
         let id = session.header().id.clone();
         let cwd = session.header().cwd.clone();
@@ -284,7 +355,7 @@ impl Engine {
             if same_file(&existing.path, &path) {
                 let existing = Arc::clone(existing);
                 drop(sessions);
-                return Ok(self.info_of_state(&existing, warnings));
+                return Ok(self.info_of_state(&existing, warnings, version));
             }
             return Err(EngineError::InvalidParams(format!(
                 "a different session with id {id} is already open ({})",
@@ -306,14 +377,22 @@ impl Engine {
             leaf_id: session.leaf_id().map(str::to_owned),
             entry_count: visible_count(&session),
             warnings,
+            version,
         };
         let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
-        let state = Arc::new(SessionState::new(id.clone(), path, cwd, shared, stack));
+        let mut state = SessionState::new(id.clone(), path, cwd, shared, stack);
+        state.original_version = version;
+        let state = Arc::new(state);
         sessions.insert(id, state);
         Ok(info)
     }
 
-    fn info_of_state(&self, state: &SessionState, warnings: Vec<String>) -> SessionInfo {
+    fn info_of_state(
+        &self,
+        state: &SessionState,
+        warnings: Vec<String>,
+        version: u64,
+    ) -> SessionInfo {
         // Only called right after registration or for an open session: a short read.
         let session = state.session.try_read();
         let (title, leaf_id, entry_count) = match session {
@@ -332,6 +411,7 @@ impl Engine {
             leaf_id,
             entry_count,
             warnings,
+            version,
         }
     }
 
@@ -362,7 +442,7 @@ impl Engine {
             ..Default::default()
         };
         let session = Session::create(&path, &cwd_text, options)?;
-        self.register(session, Vec::new())
+        self.register(session, Vec::new(), CURRENT_SESSION_VERSION)
     }
 
     /// Opens a session by `.jsonl` path or by id (an open session, or a file in the sessions
@@ -375,7 +455,8 @@ impl Engine {
         } else if is_plain_id(path_or_id) {
             if let Ok(state) = self.state(path_or_id) {
                 self.refresh(&state).await?;
-                return Ok(self.info_of_state(&state, Vec::new()));
+                let version = state.original_version;
+                return Ok(self.info_of_state(&state, Vec::new(), version));
             }
             self.find_by_id(path_or_id)?
         } else {
@@ -384,7 +465,8 @@ impl Engine {
             )));
         };
         let (session, report) = Session::open(&path)?;
-        self.register(session, load_warnings(&report))
+        let version = report.migrated_from.unwrap_or(CURRENT_SESSION_VERSION);
+        self.register(session, load_warnings(&report), version)
     }
 
     /// The file of session `id` in the sessions directory.
@@ -477,7 +559,9 @@ impl Engine {
         context_window: u64,
     ) -> Result<CompactEnv, EngineError> {
         let counter = self.counter(&settings, None)?;
-        let client = read_lock(&self.client_summarizer).clone();
+        let client = read_lock(&self.client_summarizer)
+            .as_ref()
+            .map(|factory| factory(&state.id));
         let summarizers = summarizers_from_settings(&settings, client)?;
         Ok(CompactEnv {
             settings,
@@ -487,11 +571,13 @@ impl Engine {
             prompts: Arc::clone(&self.prompts),
             context_window,
             session_id: state.id.clone(),
+            operation_id: String::new(),
         })
     }
 
     /// Appends `entries` at the leaf (after checking `expected_leaf`), reports them, then
-    /// drives auto-compaction when the last one is an assistant message.
+    /// runs the auto-compaction check when the batch contains an assistant message, waiting
+    /// for any compaction it starts. See [`Engine::append_with`].
     pub async fn append(
         &self,
         session_id: &str,
@@ -499,16 +585,48 @@ impl Engine {
         expected_leaf: Option<Option<String>>,
         observer: &dyn OperationObserver,
     ) -> Result<AppendOutcome, EngineError> {
+        let options = AppendOptions {
+            expected_leaf,
+            ..AppendOptions::default()
+        };
+        let entries = entries.into_iter().map(NewEntry::from).collect();
+        self.append_with(
+            session_id,
+            entries,
+            options,
+            CancellationToken::new(),
+            observer,
+        )
+        .await
+    }
+
+    /// Appends `entries` at the leaf and reports them. With `check_compaction`, when the batch
+    /// contains an assistant message the auto-compaction check runs on the last one (tool
+    /// results may follow it); a due compaction runs before returning
+    /// (`wait_for_compaction`, cancelled by `cancel`) or is returned as
+    /// [`AppendOutcome::pending`], holding the session's write gate until it has run.
+    pub async fn append_with(
+        &self,
+        session_id: &str,
+        entries: Vec<NewEntry>,
+        options: AppendOptions,
+        cancel: CancellationToken,
+        observer: &dyn OperationObserver,
+    ) -> Result<AppendOutcome, EngineError> {
         let state = self.state(session_id)?;
-        let _gate = state.write_gate.lock().await;
+        let gate = Arc::clone(&state.write_gate).lock_owned().await;
+        if cancel.is_cancelled() {
+            return Err(EngineError::Cancelled("request cancelled".into()));
+        }
         let appended: Vec<Entry> = {
             let mut session = state.session.write().await;
             refresh_locked(&state, &mut session)?;
-            check_leaf(&session, &expected_leaf)?;
+            check_leaf(&session, &options.expected_leaf)?;
             if entries.is_empty() {
                 Vec::new()
             } else {
-                session.append_many(entries)?.to_vec()
+                let items = entries.into_iter().map(|e| (e.kind, e.extra)).collect();
+                session.append_with_extra(items)?.to_vec()
             }
         };
         let ids: Vec<String> = appended.iter().map(|e| e.id.clone()).collect();
@@ -518,11 +636,33 @@ impl Engine {
                 entries: appended.clone(),
             });
         }
-        let (action, auto) = match appended.last() {
-            Some(last) if last.message().and_then(|m| m.as_assistant()).is_some() => {
-                auto::run(self, &state, last, observer).await?
+        let last_reply = appended
+            .iter()
+            .rev()
+            .find(|e| e.message().and_then(|m| m.as_assistant()).is_some());
+        // A background run outlives the request: only `session/abortCompaction` stops it.
+        let run_token = if options.wait_for_compaction {
+            cancel.clone()
+        } else {
+            CancellationToken::new()
+        };
+        let plan = match last_reply {
+            Some(reply) if options.check_compaction => {
+                auto::plan(self, &state, reply, &run_token).await?
             }
-            _ => (AppendAction::Continue, None),
+            _ => None,
+        };
+        let (action, auto, pending) = match plan {
+            None => (AppendAction::Continue, None, None),
+            Some(plan) if options.wait_for_compaction => {
+                let (action, result) = plan.execute(observer).await?;
+                (action, Some(result), None)
+            }
+            Some(plan) => (
+                plan.running_action(),
+                None,
+                Some(PendingAuto { plan, gate }),
+            ),
         };
         let leaf_id = state.session.read().await.leaf_id().map(str::to_owned);
         Ok(AppendOutcome {
@@ -530,6 +670,7 @@ impl Engine {
             leaf_id,
             action,
             auto,
+            pending,
         })
     }
 
@@ -611,8 +752,9 @@ impl Engine {
             let session = state.session.read().await;
             usage::session_window(&session, &settings)
         };
-        let env = self.compact_env(&state, settings, window)?;
-        let operation_id = format!("compact-{}", crate::session::ids::new_session_id());
+        let operation_id = new_operation_id("compact");
+        let mut env = self.compact_env(&state, settings, window)?;
+        env.operation_id = operation_id.clone();
         self.emit(EngineEvent::CompactionStarted {
             session_id: state.id.clone(),
             operation_id: operation_id.clone(),
@@ -620,11 +762,7 @@ impl Engine {
         });
         let result =
             super::compact(&state.session, &env, opts, guard.token().clone(), observer).await;
-        let (outcome, aborted, error) = match &result {
-            Ok(o) => (Some(Box::new(o.clone())), false, None),
-            Err(EngineError::Cancelled(_)) => (None, true, None),
-            Err(e) => (None, false, Some(e.to_string())),
-        };
+        let (outcome, aborted, error) = auto::finished(&result);
         self.emit(EngineEvent::CompactionFinished {
             session_id: state.id.clone(),
             operation_id,

@@ -147,8 +147,10 @@ pub struct SessionState {
     pub ops: Arc<RunningOps>,
     auto: Mutex<AutoMemory>,
     /// Serialises mutating calls (append + auto-compaction, prune, label) on this session so
-    /// they apply in arrival order.
-    pub write_gate: tokio::sync::Mutex<()>,
+    /// they apply in arrival order. Shared so a background auto-compaction can hold it.
+    pub write_gate: Arc<tokio::sync::Mutex<()>>,
+    /// The file's format version when it was opened (before any in-memory migration).
+    pub original_version: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -173,7 +175,8 @@ impl SessionState {
             caches: Mutex::new(HashMap::new()),
             ops: Arc::new(RunningOps::default()),
             auto: Mutex::new(AutoMemory::default()),
-            write_gate: tokio::sync::Mutex::new(()),
+            write_gate: Arc::new(tokio::sync::Mutex::new(())),
+            original_version: crate::session::CURRENT_SESSION_VERSION,
         }
     }
 

@@ -139,6 +139,22 @@ pub fn estimate_context(session: &Session, cache: &TokenCache) -> u64 {
         .sum()
 }
 
+/// Our estimate of the context messages up to and including the one from entry `through`
+/// (all of them when it is not in the context).
+pub fn estimate_context_through(session: &Session, cache: &TokenCache, through: &str) -> u64 {
+    let ctx = session.context();
+    let end = ctx
+        .entry_ids
+        .iter()
+        .position(|id| id == through)
+        .map_or(ctx.messages.len(), |at| at + 1);
+    ctx.messages[..end]
+        .iter()
+        .zip(&ctx.entry_ids)
+        .map(|(m, id)| count_id(session, cache, id, m))
+        .sum()
+}
+
 /// The cached count of the entry `id` (the message itself when the id is not unique or
 /// unknown, which the cache cannot key).
 fn count_id(session: &Session, cache: &TokenCache, id: &str, msg: &AgentMessage) -> u64 {

@@ -28,7 +28,7 @@ use super::{ExitReason, Peer, RequestCtx, Router, RpcError};
 use crate::engine::{Engine, EngineError};
 use crate::settings::SettingsStack;
 
-pub(crate) use adapters::{ClientHooks, client_summarizer, with_session};
+pub(crate) use adapters::{ClientHooks, client_summarizer};
 pub(crate) use progress::{Hub, OpObserver, OperationKind};
 
 /// Serves the protocol on stdin/stdout until the connection ends. The caller should exit the

@@ -48,6 +48,7 @@ use serde_json::Value;
 use super::context::{SessionContext, build_session_context};
 use super::entry::{BranchSummaryEntry, CURRENT_SESSION_VERSION, Entry, EntryKind, SessionHeader};
 use super::ids;
+use super::message::Extra;
 use super::tree::{self, Tree};
 
 /// Whether appends are fsynced. Rewrites are always fsynced.
@@ -498,6 +499,21 @@ impl Session {
     pub fn append_many(&mut self, kinds: Vec<EntryKind>) -> Result<&[Entry]> {
         let n = kinds.len();
         self.locked_write(|s| Ok(s.chain_at(s.leaf.clone(), kinds)))?;
+        Ok(&self.entries[self.entries.len() - n..])
+    }
+
+    /// Appends entries with extra top-level fields (kept as given, e.g. a client's raw
+    /// entries), each the child of the previous; the first is the child of the leaf.
+    pub fn append_with_extra(&mut self, items: Vec<(EntryKind, Extra)>) -> Result<&[Entry]> {
+        let n = items.len();
+        self.locked_write(|s| {
+            let (kinds, extras): (Vec<EntryKind>, Vec<Extra>) = items.into_iter().unzip();
+            let mut chain = s.chain_at(s.leaf.clone(), kinds);
+            for (entry, extra) in chain.iter_mut().zip(extras) {
+                entry.extra = extra;
+            }
+            Ok(chain)
+        })?;
         Ok(&self.entries[self.entries.len() - n..])
     }
 

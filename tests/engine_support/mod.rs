@@ -117,6 +117,7 @@ pub fn env_with(
         prompts: Arc::new(Prompts::embedded()),
         context_window: 128_000,
         session_id: "test".into(),
+        operation_id: "op-test".into(),
     }
 }
 

@@ -320,6 +320,11 @@ impl DaemonProcess {
         }
     }
 
+    /// Whether the response to `id` has arrived (and is buffered); reads nothing.
+    pub fn has_response(&self, id: i64) -> bool {
+        self.buffer.iter().any(|m| is_response(m, id))
+    }
+
     /// Removes and returns every buffered notification of `method`.
     pub fn take_all(&mut self, method: &str) -> Vec<Value> {
         let (taken, kept): (Vec<Value>, Vec<Value>) = self
@@ -365,12 +370,13 @@ impl DaemonProcess {
         info["sessionId"].as_str().unwrap().to_owned()
     }
 
-    /// Appends entries; drops the `session/entriesAppended` notifications they cause.
+    /// Appends entries waiting for any auto-compaction (`waitForCompaction: true`); drops the
+    /// `session/entriesAppended` notifications they cause.
     pub async fn append(&mut self, session: &str, entries: Value) -> Value {
         let result = self
             .ok(
                 "session/append",
-                json!({"sessionId": session, "entries": entries}),
+                json!({"sessionId": session, "entries": entries, "waitForCompaction": true}),
             )
             .await;
         self.take_all("session/entriesAppended");

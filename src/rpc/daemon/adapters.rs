@@ -4,7 +4,6 @@
 //! Each is used only when the client declared it in `initialize`. A timeout (from settings),
 //! an error answer or a disconnect means "no answer": the engine takes the default path.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +11,6 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::convert::{wire_entry, wire_message};
-use super::progress::Hub;
 use crate::engine::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
     CompactingRequest, Engine, EngineHooks, HookCompaction, Summarizer,
@@ -29,26 +27,11 @@ use crate::settings::Settings;
 use crate::summarize::Purpose;
 use crate::summarize::client::{ClientCallback, ClientSummarizer};
 
-tokio::task_local! {
-    /// The session an engine call works on, for server-to-client requests that name it.
-    static SESSION: String;
-}
-
-/// Runs `future` (an engine call) with `session_id` known to the adapters.
-pub fn with_session<F: Future>(session_id: &str, future: F) -> impl Future<Output = F::Output> {
-    SESSION.scope(session_id.to_owned(), future)
-}
-
-fn current_session() -> String {
-    SESSION.try_with(Clone::clone).unwrap_or_default()
-}
-
 /// The hooks the client declared, asked with server-to-client requests.
 pub struct ClientHooks {
     pub client: Client,
     pub declared: HookCapabilities,
     pub engine: std::sync::Weak<Engine>,
-    pub hub: Arc<Hub>,
 }
 
 impl ClientHooks {
@@ -94,7 +77,7 @@ impl EngineHooks for ClientHooks {
             }
             let params = BeforeCompactParams {
                 session_id: req.session_id.to_owned(),
-                operation_id: self.hub.operation_id(req.session_id).unwrap_or_default(),
+                operation_id: req.operation_id.to_owned(),
                 reason: match req.reason {
                     crate::engine::CompactReason::Manual => CompactionReason::Manual,
                     crate::engine::CompactReason::Threshold => CompactionReason::Threshold,
@@ -104,12 +87,15 @@ impl EngineHooks for ClientHooks {
                     first_kept_entry_id: req.first_kept_entry_id.to_owned(),
                     messages_to_summarize: messages(req.messages_to_summarize),
                     turn_prefix_messages: messages(req.turn_prefix_messages),
-                    // The engine's request has no kept messages; the branch entries carry them.
-                    recent_messages: Vec::new(),
+                    recent_messages: messages(req.recent_messages),
                     is_split_turn: req.is_split_turn,
                     tokens_before: req.tokens_before,
                     previous_summary: req.previous_summary.map(str::to_owned),
-                    file_ops: FileOps::default(),
+                    file_ops: FileOps {
+                        read: req.file_ops.read.iter().cloned().collect(),
+                        written: req.file_ops.written.iter().cloned().collect(),
+                        edited: req.file_ops.edited.iter().cloned().collect(),
+                    },
                 },
                 branch_entries: req.branch_entries.iter().map(wire_entry).collect(),
                 custom_instructions: req.custom_instructions.map(str::to_owned),
@@ -141,7 +127,7 @@ impl EngineHooks for ClientHooks {
             }
             let params = CompactingParams {
                 session_id: req.session_id.to_owned(),
-                operation_id: self.hub.operation_id(req.session_id).unwrap_or_default(),
+                operation_id: req.operation_id.to_owned(),
                 messages: messages(req.messages),
             };
             let timeout = self.settings().hooks.compacting_timeout();
@@ -184,13 +170,19 @@ impl EngineHooks for ClientHooks {
     }
 }
 
-/// The client summarizer: `summarizer/summarize` sent to the client. Its own timeout is
-/// applied by [`ClientSummarizer`]; the request's is a backstop slightly longer.
-pub fn client_summarizer(client: Client, timeout: Duration) -> Arc<dyn Summarizer> {
+/// The client summarizer of `session_id`: `summarizer/summarize` sent to the client, naming
+/// the session. Its own timeout is applied by [`ClientSummarizer`]; the request's is a backstop
+/// slightly longer.
+pub fn client_summarizer(
+    client: Client,
+    timeout: Duration,
+    session_id: &str,
+) -> Arc<dyn Summarizer> {
+    let session_id = session_id.to_owned();
     let callback: ClientCallback = Box::new(move |req| {
         let client = client.clone();
         let params = SummarizeParams {
-            session_id: current_session(),
+            session_id: session_id.clone(),
             purpose: match req.purpose {
                 Purpose::History => SummaryPurpose::History,
                 Purpose::TurnPrefix => SummaryPurpose::TurnPrefix,

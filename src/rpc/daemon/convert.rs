@@ -2,11 +2,11 @@
 
 use serde_json::{Map, Value};
 
-use crate::engine::{CompactOutcome, SessionInfo as EngineSessionInfo};
+use crate::engine::{CompactOutcome, NewEntry, SessionInfo as EngineSessionInfo};
 use crate::rpc::protocol::{
     AppendEntry, CompactResult, SessionInfo, SummaryDetails, WireEntry, WireMessage,
 };
-use crate::session::{AgentMessage, CURRENT_SESSION_VERSION, Entry, EntryKind};
+use crate::session::{AgentMessage, Entry, EntryKind};
 
 /// An entry as stored in the file.
 pub fn wire_entry(entry: &Entry) -> WireEntry {
@@ -48,14 +48,6 @@ pub fn compact_result(outcome: &CompactOutcome) -> CompactResult {
 
 /// The wire description of an open session.
 pub fn session_info(info: EngineSessionInfo) -> SessionInfo {
-    // The registry reports a migration as a load warning; the file's own version otherwise is
-    // the current one.
-    let version = info
-        .warnings
-        .iter()
-        .find_map(|w| w.strip_prefix("migrated from version "))
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or(CURRENT_SESSION_VERSION as u32);
     SessionInfo {
         session_id: info.id,
         path: info.path.display().to_string(),
@@ -63,12 +55,14 @@ pub fn session_info(info: EngineSessionInfo) -> SessionInfo {
         title: info.title,
         leaf_id: info.leaf_id,
         entry_count: info.entry_count as u64,
-        version,
+        version: u32::try_from(info.version).unwrap_or(u32::MAX),
     }
 }
 
-/// The entry kind of an [`AppendEntry`]; `Err` names what is wrong.
-pub fn entry_kind(entry: AppendEntry) -> Result<EntryKind, String> {
+/// The entry to append for an [`AppendEntry`]; `Err` names what is wrong. A `raw` entry keeps
+/// every field it has (unknown types included) except `id`, `parentId` and `timestamp`, which
+/// the server assigns.
+pub fn new_entry(entry: AppendEntry) -> Result<NewEntry, String> {
     let value = match entry {
         AppendEntry::Message { message } => {
             if message.role().is_none() {
@@ -111,23 +105,29 @@ pub fn entry_kind(entry: AppendEntry) -> Result<EntryKind, String> {
                      summary and leaf entries are the server's own"
                 ));
             }
-            Value::Object(entry.0)
+            return parse(Value::Object(entry.0));
         }
     };
-    let mut value = strip_nulls(value);
+    parse(strip_nulls(value))
+}
+
+/// The entry kind and extra fields of an entry object without its server-assigned fields.
+fn parse(mut value: Value) -> Result<NewEntry, String> {
     if let Value::Object(map) = &mut value {
         for key in ["id", "parentId", "timestamp"] {
             map.remove(key);
         }
     }
-    Entry::from_value(value)
-        .map_err(|e| format!("not a valid entry: {e}"))
-        .and_then(|entry| match entry.kind {
-            EntryKind::Compaction(_) | EntryKind::BranchSummary(_) | EntryKind::LeafMove => {
-                Err("compaction, branch summary and leaf entries are the server's own".to_owned())
-            }
-            kind => Ok(kind),
-        })
+    let entry = Entry::from_value(value).map_err(|e| format!("not a valid entry: {e}"))?;
+    match entry.kind {
+        EntryKind::Compaction(_) | EntryKind::BranchSummary(_) | EntryKind::LeafMove => {
+            Err("compaction, branch summary and leaf entries are the server's own".to_owned())
+        }
+        kind => Ok(NewEntry {
+            kind,
+            extra: entry.extra,
+        }),
+    }
 }
 
 /// Drops the top-level `null`s the optional fields above produce.

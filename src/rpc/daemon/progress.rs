@@ -21,7 +21,9 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::convert;
-use crate::engine::{CompactReason, EngineEvent, EventSink, OperationObserver, Phase, SummaryPart};
+use crate::engine::{
+    CompactReason, EngineEvent, EventSink, OperationError, OperationObserver, Phase, SummaryPart,
+};
 use crate::rpc::Client;
 use crate::rpc::protocol::SummaryPart as WirePart;
 use crate::rpc::protocol::method::*;
@@ -216,13 +218,6 @@ impl Hub {
         lock(&self.cancels).get(token).cloned()
     }
 
-    /// The operation id of the session's running compaction, for hook requests.
-    pub fn operation_id(&self, session_id: &str) -> Option<String> {
-        lock(&self.ops)
-            .get(session_id)
-            .and_then(|op| op.operation_id.clone())
-    }
-
     /// A request starts an operation: `$/progress` begin on `progress` (if any), and
     /// `cancel` is what `window/workDoneProgress/cancel` on it does.
     pub fn begin(
@@ -277,9 +272,6 @@ impl Hub {
 
     fn phase(&self, session_id: &str, phase: Phase, percentage: Option<u32>) {
         self.with_op(session_id, |hub, op| {
-            if op.auto.is_some() && !op.started_sent {
-                hub.send_started(session_id, op);
-            }
             hub.flush_deltas(session_id, op);
             let phase = match phase {
                 Phase::Pruning => ProgressPhase::Pruning,
@@ -397,10 +389,8 @@ impl Hub {
                 if op.started_sent {
                     return;
                 }
-                if op.auto.is_none() {
-                    op.operation_id = Some(operation_id);
-                    op.reason = reason_of(reason);
-                }
+                op.operation_id = Some(operation_id);
+                op.reason = reason_of(reason);
                 self.send_started(&session_id, op);
             }
             EngineEvent::CompactionFinished {
@@ -411,13 +401,10 @@ impl Hub {
                 error,
             } => {
                 let mut ops = lock(&self.ops);
-                let operation_id = match ops.get_mut(&session_id) {
-                    Some(op) => {
-                        self.flush_deltas(&session_id, op);
-                        op.operation_id.clone().unwrap_or(operation_id)
-                    }
-                    None => operation_id,
-                };
+                if let Some(op) = ops.get_mut(&session_id) {
+                    self.flush_deltas(&session_id, op);
+                    op.started_sent = false;
+                }
                 drop(ops);
                 self.notify(
                     SessionCompactionFinished::NAME,
@@ -430,11 +417,15 @@ impl Hub {
                     },
                 );
             }
-            EngineEvent::AutoCompactionStarted { session_id, reason } => {
-                self.auto_started(session_id, reason)
-            }
+            EngineEvent::AutoCompactionStarted {
+                session_id,
+                operation_id,
+                reason,
+            } => self.auto_started(session_id, operation_id, reason),
             EngineEvent::AutoCompactionFinished {
                 session_id,
+                operation_id,
+                reason,
                 outcome,
                 aborted,
                 will_retry,
@@ -445,20 +436,7 @@ impl Hub {
                     return;
                 };
                 self.flush_deltas(&session_id, &mut op);
-                let operation_id = op.operation_id.clone().unwrap_or_default();
                 let result = outcome.map(|o| convert::compact_result(&o));
-                if op.started_sent {
-                    self.notify(
-                        SessionCompactionFinished::NAME,
-                        CompactionFinished {
-                            session_id: session_id.clone(),
-                            operation_id: operation_id.clone(),
-                            result: result.clone(),
-                            aborted,
-                            error: finished_error(aborted, error_message.clone()),
-                        },
-                    );
-                }
                 let end_message = if aborted {
                     "cancelled".to_owned()
                 } else if let Some(message) = &error_message {
@@ -474,7 +452,7 @@ impl Hub {
                         session_id,
                         operation_id,
                         outcome: AutoCompactionOutcome {
-                            reason: op.auto.unwrap_or(AutoCompactionReason::Threshold),
+                            reason: auto_reason(reason),
                             result,
                             aborted,
                             will_retry,
@@ -536,13 +514,9 @@ impl Hub {
         }
     }
 
-    fn auto_started(&self, session_id: String, reason: CompactReason) {
-        let auto = match reason {
-            CompactReason::Overflow => AutoCompactionReason::Overflow,
-            _ => AutoCompactionReason::Threshold,
-        };
+    fn auto_started(&self, session_id: String, operation_id: String, reason: CompactReason) {
+        let auto = auto_reason(reason);
         let n = self.next_auto.fetch_add(1, Ordering::Relaxed);
-        let operation_id = format!("auto-{n}");
         let mut op = Op::new(OperationKind::Compaction, auto.into());
         op.auto = Some(auto);
         op.operation_id = Some(operation_id.clone());
@@ -592,6 +566,13 @@ fn progress_token(params: &Value, refused: &HashSet<ProgressToken>) -> bool {
         .is_ok_and(|token| refused.contains(&token))
 }
 
+fn auto_reason(reason: CompactReason) -> AutoCompactionReason {
+    match reason {
+        CompactReason::Overflow => AutoCompactionReason::Overflow,
+        _ => AutoCompactionReason::Threshold,
+    }
+}
+
 fn reason_of(reason: CompactReason) -> CompactionReason {
     match reason {
         CompactReason::Manual => CompactionReason::Manual,
@@ -600,27 +581,19 @@ fn reason_of(reason: CompactReason) -> CompactionReason {
     }
 }
 
-/// The error of a `session/compactionFinished`, from the engine's message.
-fn finished_error(aborted: bool, error: Option<String>) -> Option<ErrorInfo> {
+/// The error of a `session/compactionFinished`: the engine's typed failure with its protocol
+/// code, or `cancelled`.
+fn finished_error(aborted: bool, error: Option<OperationError>) -> Option<ErrorInfo> {
     if aborted {
         return Some(ErrorInfo::from(&ErrorKind::Cancelled.error()));
     }
-    let message = error?;
-    // The engine reports the message only; recover the kind from the reference strings.
-    let kind = [
-        ErrorKind::SummarizationFailed,
-        ErrorKind::AlreadyCompacted,
-        ErrorKind::NothingToCompact,
-        ErrorKind::CompactionInProgress,
-    ]
-    .into_iter()
-    .find(|kind| message.contains(kind.default_message()));
-    Some(match kind {
-        Some(kind) => ErrorInfo::from(&kind.with_message(message)),
+    let error = error?;
+    Some(match ErrorKind::from_name(error.kind) {
+        Some(kind) => ErrorInfo::from(&kind.with_message(error.message)),
         None => ErrorInfo {
             code: crate::rpc::error_code::INTERNAL_ERROR,
-            kind: None,
-            message,
+            kind: Some(error.kind.to_owned()),
+            message: error.message,
         },
     })
 }

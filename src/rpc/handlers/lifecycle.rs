@@ -46,7 +46,6 @@ pub async fn initialize(
             client: ctx.client().clone(),
             declared: hooks,
             engine: Arc::downgrade(&daemon.engine),
-            hub: daemon.hub.clone(),
         }));
     }
     if capabilities.summarizer {
@@ -56,9 +55,12 @@ pub async fn initialize(
             .effective()
             .map(|s| s.summarizer.client_timeout())
             .map_err(|e| ErrorKind::SettingsInvalid.with_message(e.to_string()))?;
+        let client = ctx.client().clone();
         daemon
             .engine
-            .set_client_summarizer(Some(client_summarizer(ctx.client().clone(), timeout)));
+            .set_client_summarizer_factory(Some(Arc::new(move |session_id: &str| {
+                client_summarizer(client.clone(), timeout, session_id)
+            })));
     }
     if let Some(pid) = params.process_id {
         ctx.peer().watch_parent(pid);

@@ -1,12 +1,13 @@
-//! `session/append`: entries at the leaf, then the auto-compaction check (spec §4.1–4.4),
-//! which the engine runs before answering.
+//! `session/append`: entries at the leaf, then the auto-compaction check (spec §4.1–4.4) on
+//! the batch's last assistant message; a due compaction runs before the answer
+//! (`waitForCompaction: true`) or after it, in the background on the session's write gate.
 
 use std::sync::Arc;
 
 use super::{expected_leaf, invalid};
-use crate::engine::AppendAction;
 use crate::engine::auto::AutoResult;
-use crate::rpc::daemon::{Daemon, OpObserver, convert, engine_error, with_session};
+use crate::engine::{AppendAction, AppendOptions};
+use crate::rpc::daemon::{Daemon, OpObserver, convert, engine_error};
 use crate::rpc::protocol::{
     AutoCompactionOutcome, AutoCompactionReason, NextAction, SessionAppendParams,
     SessionAppendResult,
@@ -15,7 +16,7 @@ use crate::rpc::{RequestCtx, RpcError};
 
 pub async fn append(
     daemon: Arc<Daemon>,
-    _: RequestCtx,
+    ctx: RequestCtx,
     params: SessionAppendParams,
 ) -> Result<SessionAppendResult, RpcError> {
     let entries = params
@@ -23,7 +24,7 @@ pub async fn append(
         .into_iter()
         .enumerate()
         .map(|(i, entry)| {
-            convert::entry_kind(entry)
+            convert::new_entry(entry)
                 .map_err(|e| invalid("session/append", &format!("entries.{i}"), e))
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -32,25 +33,43 @@ pub async fn append(
         hub: daemon.hub.clone(),
         session_id: session_id.clone(),
     };
-    let appended = with_session(
-        &session_id,
-        daemon.engine.append(
+    let options = AppendOptions {
+        expected_leaf: expected_leaf(params.expected_leaf_id),
+        check_compaction: params.check_compaction.unwrap_or(true),
+        wait_for_compaction: params.wait_for_compaction.unwrap_or(false),
+    };
+    let appended = daemon
+        .engine
+        .append_with(
             &session_id,
             entries,
-            expected_leaf(params.expected_leaf_id),
+            options,
+            ctx.token().child_token(),
             &observer,
-        ),
-    )
-    .await;
+        )
+        .await;
     daemon.hub.flush().await;
-    let outcome = appended.map_err(engine_error)?;
+    let mut outcome = appended.map_err(engine_error)?;
     let usage = daemon
         .engine
         .usage(&session_id)
         .await
         .map_err(engine_error)?;
+    if let Some(pending) = outcome.pending.take() {
+        // The compaction runs on after the answer, holding the session's write gate so later
+        // mutating requests on the session wait behind it; its events report the end.
+        let hub = daemon.hub.clone();
+        tokio::spawn(async move {
+            if let Err(error) = pending.run(&observer).await {
+                tracing::warn!(%error, "background auto-compaction failed");
+            }
+            hub.flush().await;
+        });
+    }
     let auto = outcome.auto.as_ref();
     let action = match outcome.action {
+        AppendAction::Compacting => NextAction::Compacting,
+        AppendAction::Recovering => NextAction::Recovering,
         AppendAction::Retry => NextAction::Retry,
         AppendAction::Failed => NextAction::Failed,
         _ if auto.is_some_and(|a| a.aborted || a.skipped) => NextAction::Failed,

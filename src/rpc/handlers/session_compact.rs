@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::expected_leaf;
 use crate::engine::{CompactOptions, CompactReason};
-use crate::rpc::daemon::{Daemon, OpObserver, OperationKind, convert, engine_error, with_session};
+use crate::rpc::daemon::{Daemon, OpObserver, OperationKind, convert, engine_error};
 use crate::rpc::protocol::method::WorkDoneProgressCreate;
 use crate::rpc::protocol::{
     AbortResult, CompactResult, Method, ProgressToken, SessionCompactParams, SessionRef,
@@ -44,13 +44,10 @@ pub async fn compact(
         first_kept_entry_id: params.first_kept_entry_id,
         expected_leaf_id: expected_leaf(params.expected_leaf_id),
     };
-    let result = with_session(
-        &session_id,
-        daemon
-            .engine
-            .compact(&session_id, options, cancel, &observer),
-    )
-    .await;
+    let result = daemon
+        .engine
+        .compact(&session_id, options, cancel, &observer)
+        .await;
     let end = match &result {
         Ok(_) => "done".to_owned(),
         Err(crate::engine::EngineError::Cancelled(_)) => "cancelled".to_owned(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::expected_leaf;
 use super::session_compact::progress_token;
 use crate::engine::NavigateOptions;
-use crate::rpc::daemon::{Daemon, OpObserver, OperationKind, convert, engine_error, with_session};
+use crate::rpc::daemon::{Daemon, OpObserver, OperationKind, convert, engine_error};
 use crate::rpc::protocol::{AbortResult, NavigateTreeParams, NavigateTreeResult, SessionRef};
 use crate::rpc::{RequestCtx, RpcError};
 
@@ -40,13 +40,10 @@ pub async fn navigate(
         replace_instructions: params.replace_instructions.unwrap_or(false),
         expected_leaf_id: expected_leaf(params.expected_leaf_id),
     };
-    let result = with_session(
-        &session_id,
-        daemon
-            .engine
-            .navigate(&session_id, &params.target_id, options, cancel, &observer),
-    )
-    .await;
+    let result = daemon
+        .engine
+        .navigate(&session_id, &params.target_id, options, cancel, &observer)
+        .await;
     let end = match &result {
         Ok(outcome) if outcome.aborted || outcome.cancelled => "cancelled".to_owned(),
         Ok(_) => "done".to_owned(),
