@@ -1000,8 +1000,12 @@ async fn extractive_is_deterministic_and_structured() {
         "{text}"
     );
     assert!(text.contains("error[E0308]: mismatched types"), "{text}");
+    // The plan to run the tests was carried out (and failed); what is next is the answer.
     assert!(
-        text.contains("## Next Steps\n1. Next I will run the test suite.\n"),
+        text.contains(
+            "## Next Steps\n1. Get the user's answer to: Should the retry count be configurable, \
+             or is a fixed 3 fine?\n"
+        ),
         "{text}"
     );
     assert!(
@@ -1082,7 +1086,9 @@ async fn extractive_short_turn_prefix_and_branch_layouts() {
     let short =
         ExtractiveSummarizer.summarize_text(&extractive_request(Purpose::Short, conversation()));
     assert!(
-        short.starts_with("I modified `src/net/client.rs`."),
+        short.starts_with(
+            "I changed `src/net/client.rs` to use exponential back-off instead of a fixed delay."
+        ),
         "{short}"
     );
     let sentences = short.matches(". ").count() + 1;
