@@ -2,9 +2,10 @@
 //!
 //! Input layout: byte 0 picks the message size limit, byte 1 seeds the chunk sizes, the rest
 //! is the stream. Invariants: decoding never fails or panics; between reads the decoder holds
-//! at most `max(limit, header limit)` bytes; every message frame is at most `limit` bytes;
-//! the frames do not depend on how the stream was split; after EOF nothing is left buffered;
-//! and every message frame survives an encode/decode round trip in the detected framing.
+//! at most `max(limit, header limit)` bytes plus a line end; every message frame is at most
+//! `limit` bytes; the frames do not depend on how the stream was split; after EOF nothing is
+//! left buffered; and every message frame survives an encode/decode round trip in the
+//! detected framing.
 
 use compactd::rpc::framing::{DetectedFraming, Frame, MessageCodec};
 use tokio_util::bytes::BytesMut;
@@ -13,6 +14,9 @@ use tokio_util::codec::{Decoder, Encoder};
 /// The codec's own cap on a header block (`MAX_HEADER_BYTES` in `framing.rs`): the only input
 /// it may hold beyond the message limit while waiting for more.
 const HEADER_LIMIT: usize = 8 * 1024;
+/// What may be pending beyond either cap: the start of a line end (`\r` of an NDJSON line, or
+/// the first two bytes of a `\n\r\n` ending a header block).
+const LINE_END_SLACK: usize = 2;
 
 pub fn check(data: &[u8]) {
     let [limit_byte, split_byte, stream @ ..] = data else {
@@ -81,7 +85,7 @@ fn decode(limit: usize, detected: &DetectedFraming, stream: &[u8], chunks: &[usi
             frames.push(frame);
         }
         assert!(
-            buf.len() <= limit.max(HEADER_LIMIT),
+            buf.len() <= limit.max(HEADER_LIMIT) + LINE_END_SLACK,
             "the decoder holds {} bytes waiting for more (limit {limit})",
             buf.len()
         );
