@@ -25,6 +25,9 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// A header block longer than this is garbage, not a header.
 const MAX_HEADER_BYTES: usize = 8 * 1024;
 
+/// The longest sequence that ends a header block (`\n\r\n`).
+const HEADER_END_MAX_LEN: usize = 3;
+
 /// What resynchronisation looks for after a broken header block (compared case-insensitively).
 const CONTENT_LENGTH: &[u8] = b"content-length";
 
@@ -237,14 +240,21 @@ impl MessageCodec {
     fn lsp_headers(&mut self, buf: &mut BytesMut) -> Option<Step> {
         // Tolerate stray line breaks between messages.
         skip_whitespace(buf);
-        let Some((block_len, body_start)) = find_header_end(buf) else {
-            if buf.len() > MAX_HEADER_BYTES {
+        // Only a blank line that starts within the first MAX_HEADER_BYTES counts, wherever the
+        // reads happened to end: otherwise one large read would accept a header block that
+        // byte-by-byte reads reject.
+        let window = &buf[..buf.len().min(MAX_HEADER_BYTES + HEADER_END_MAX_LEN)];
+        let (block_len, body_start) = match find_header_end(window) {
+            Some((block_len, body_start)) if block_len <= MAX_HEADER_BYTES => {
+                (block_len, body_start)
+            }
+            None if window.len() < MAX_HEADER_BYTES + HEADER_END_MAX_LEN => return None,
+            _ => {
                 buf.advance(1);
                 self.state = State::LspResync;
                 let detail = format!("no blank line within {MAX_HEADER_BYTES} bytes");
                 return Some(Step::Yield(Frame::Error(FrameError::BadHeader(detail))));
             }
-            return None;
         };
         let parsed = parse_headers(&buf[..block_len]);
         buf.advance(body_start);
@@ -268,8 +278,15 @@ impl MessageCodec {
     }
 
     fn ndjson_line(&mut self, buf: &mut BytesMut, scanned: usize) -> Option<Step> {
+        if scanned == 0 {
+            // Leading whitespace (and blank lines) are no part of a message: dropping them here
+            // keeps them out of the size check, as they are when the whole line is at hand.
+            skip_whitespace(buf);
+        }
         let Some(offset) = memchr::memchr(b'\n', &buf[scanned..]) else {
-            if buf.len() > self.max_message_bytes {
+            // A `\r` just before the `\n` is a line end, not content: allow for one in flight.
+            let pending = buf.len() - usize::from(buf.last() == Some(&b'\r'));
+            if pending > self.max_message_bytes {
                 buf.clear();
                 self.state = State::NdjsonSkipLine;
                 return Some(Step::Yield(Frame::Error(self.too_large_line())));
@@ -283,12 +300,19 @@ impl MessageCodec {
     }
 
     /// A complete line (with or without its `\n`) as a frame; blank lines are skipped.
+    ///
+    /// The size limit applies to the line without leading whitespace and without its line end
+    /// (`\n` or `\r\n`): exactly what [`Self::ndjson_line`] can measure before the line end
+    /// arrives, so the verdict does not depend on how the input was split into reads.
     fn line_frame(&self, line: Bytes) -> Step {
         let trimmed = line.trim_ascii();
         if trimmed.is_empty() {
             return Step::Continue;
         }
-        if trimmed.len() > self.max_message_bytes {
+        let content = line.trim_ascii_start();
+        let content = content.strip_suffix(b"\n").unwrap_or(content);
+        let content = content.strip_suffix(b"\r").unwrap_or(content);
+        if content.len() > self.max_message_bytes {
             return Step::Yield(Frame::Error(self.too_large_line()));
         }
         Step::Yield(Frame::Message(line.slice_ref(trimmed)))
@@ -593,6 +617,39 @@ mod tests {
             .encode("{}".into(), &mut out)
             .expect("encoding never fails");
         assert_eq!(&out[..], b"{}\n");
+    }
+
+    /// Found by the `framing` fuzz target: whitespace before an NDJSON message counted toward
+    /// the size limit while the line was incomplete, so the same stream gave a message or a
+    /// "too large" error depending on where the reads ended. The same held for a `\r` before
+    /// the `\n` of a message exactly at the limit, and for LSP header blocks just over
+    /// `MAX_HEADER_BYTES` that arrived in one read.
+    #[test]
+    fn the_size_verdict_does_not_depend_on_read_boundaries() {
+        let ndjson_cases: [(&[u8], usize, &str); 2] = [
+            (b"{}\n      {}\n", 3, "{}"),
+            (b"{\"a\":1}\r\n{}\r\n", 7, r#"{"a":1}"#),
+        ];
+        for (input, limit, first) in ndjson_cases {
+            let whole = decode_chunked(&mut codec(limit), input, input.len());
+            assert_eq!(whole, vec![message(first), message("{}")]);
+            for chunk in 1..input.len() {
+                let split = decode_chunked(&mut codec(limit), input, chunk);
+                assert_eq!(split, whole, "chunk {chunk} of {input:?}");
+            }
+        }
+
+        let long_header = format!(
+            "Content-Length: 2\r\nX-Pad: {}\r\n\r\n{{}}",
+            "a".repeat(MAX_HEADER_BYTES)
+        );
+        let whole = decode_chunked(&mut codec(1024), long_header.as_bytes(), long_header.len());
+        assert!(
+            matches!(&whole[..], [Frame::Error(FrameError::BadHeader(_))]),
+            "{whole:?}"
+        );
+        let split = decode_chunked(&mut codec(1024), long_header.as_bytes(), 1);
+        assert_eq!(split, whole);
     }
 
     proptest::proptest! {

@@ -390,8 +390,8 @@ fn read_layer_file(
         source,
         file: Some(file.to_path_buf()),
     };
-    let text = match fs::read_to_string(file) {
-        Ok(text) => text,
+    let bytes = match fs::read(file) {
+        Ok(bytes) => bytes,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
             return Err(SettingsError::Read {
@@ -400,6 +400,11 @@ fn read_layer_file(
             });
         }
     };
+    // Bad UTF-8 is a syntax error with a place to look, not an unreadable file.
+    let text = String::from_utf8(bytes).map_err(|error| SettingsError::Syntax {
+        origin: origin(),
+        message: invalid_utf8_message(error.as_bytes(), error.utf8_error().valid_up_to()),
+    })?;
     if text.trim().is_empty() {
         return Ok(Some(Map::new()));
     }
@@ -408,6 +413,19 @@ fn read_layer_file(
         message: format!("invalid JSON: {error}"),
     })?;
     as_object(&value, &origin()).map(|map| Some(map.clone()))
+}
+
+/// "invalid UTF-8 at line L column C", 1-based like serde_json's syntax errors (the column
+/// counts bytes).
+fn invalid_utf8_message(bytes: &[u8], valid_up_to: usize) -> String {
+    let before = &bytes[..valid_up_to];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = valid_up_to - line_start + 1;
+    format!("invalid UTF-8 at line {line} column {column}")
 }
 
 fn as_object<'a>(

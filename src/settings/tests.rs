@@ -645,3 +645,26 @@ fn the_schema_has_descriptions_and_defaults() {
         Settings::default()
     );
 }
+
+/// Found by the `settings` fuzz target: a file with invalid UTF-8 failed as "cannot read the
+/// file: stream did not contain valid UTF-8", with no hint where the bad byte is.
+#[test]
+fn invalid_utf8_is_a_syntax_error_with_its_line_and_column() {
+    let fixture = Fixture::new();
+    fs::create_dir_all(fixture.user_file.parent().expect("user file has a parent"))
+        .expect("create config dir");
+    fs::write(
+        &fixture.user_file,
+        b"{\n  \"log\": {\"level\": \"\xff\"}\n}\n",
+    )
+    .expect("write user file");
+    let error = fixture.load().unwrap_err();
+    assert!(matches!(error, SettingsError::Syntax { .. }), "{error}");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "settings error in {}: invalid UTF-8 at line 2 column 21",
+            fixture.user_file.display()
+        )
+    );
+}
