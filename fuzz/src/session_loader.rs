@@ -43,7 +43,12 @@ pub fn check(data: &[u8]) {
     let _ = session.path_to_leaf();
 
     let mut header = session.header().clone();
-    header.version = Some(CURRENT_SESSION_VERSION);
+    // A rewrite lifts older versions to the current one and leaves newer ones alone.
+    header.version = Some(
+        header
+            .version
+            .map_or(CURRENT_SESSION_VERSION, |v| v.max(CURRENT_SESSION_VERSION)),
+    );
     let entries = session.entries().to_vec();
     let leaf = session.leaf_id().map(str::to_owned);
 

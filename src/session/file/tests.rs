@@ -588,3 +588,31 @@ fn a_rewrite_removes_temp_files_a_crashed_rewrite_left() {
     assert!(unrelated.exists(), "other files are left alone");
     assert_valid_file(s.path());
 }
+
+/// Found by the `session_loader` fuzz target: serde_json's default float parsing may miss the
+/// nearest double by one ulp, so an unknown numeric field such as `4.5e300` was read as
+/// `4.500000000000001e300`, and each rewrite moved it again.
+#[test]
+fn unknown_float_fields_survive_rewrites_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("floats.jsonl");
+    fs::write(
+        &path,
+        concat!(
+            r#"{"type":"session","version":3,"id":"f","timestamp":"t","cwd":"/w"}"#,
+            "\n",
+            r#"{"type":"future_kind","id":"a1","parentId":null,"timestamp":"t","x":4.5e300,"y":0.1}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    for round in 0..2 {
+        let (mut s, _) = Session::open(&path).unwrap();
+        let entry = s.get("a1").unwrap().to_value();
+        assert_eq!(entry["x"].as_f64(), Some(4.5e300), "round {round}");
+        assert_eq!(entry["y"].as_f64(), Some(0.1), "round {round}");
+        s.rewrite().unwrap();
+    }
+    let text = fs::read_to_string(&path).unwrap();
+    assert!(text.contains(r#""x":4.5e+300"#), "{text}");
+}
