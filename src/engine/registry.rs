@@ -733,6 +733,18 @@ impl Engine {
         Ok(entry)
     }
 
+    /// Reads other writers' appends, then builds the environment of an operation on `state`
+    /// with the session's settings and context window.
+    async fn fresh_compact_env(&self, state: &SessionState) -> Result<CompactEnv, EngineError> {
+        self.refresh(state).await?;
+        let settings = self.session_settings(state)?;
+        let window = {
+            let session = state.session.read().await;
+            usage::session_window(&session, &settings)
+        };
+        self.compact_env(state, settings, window)
+    }
+
     /// A manual compaction (reason from `opts`), with the in-progress guard and events.
     pub async fn compact(
         &self,
@@ -746,14 +758,8 @@ impl Engine {
             .ops
             .start(OpKind::Manual, &cancel)
             .ok_or(EngineError::CompactionInProgress)?;
-        self.refresh(&state).await?;
-        let settings = self.session_settings(&state)?;
-        let window = {
-            let session = state.session.read().await;
-            usage::session_window(&session, &settings)
-        };
         let operation_id = new_operation_id("compact");
-        let mut env = self.compact_env(&state, settings, window)?;
+        let mut env = self.fresh_compact_env(&state).await?;
         env.operation_id = operation_id.clone();
         self.emit(EngineEvent::CompactionStarted {
             session_id: state.id.clone(),
@@ -812,13 +818,7 @@ impl Engine {
             .ops
             .start(OpKind::Branch, &cancel)
             .ok_or(EngineError::CompactionInProgress)?;
-        self.refresh(&state).await?;
-        let settings = self.session_settings(&state)?;
-        let window = {
-            let session = state.session.read().await;
-            usage::session_window(&session, &settings)
-        };
-        let env = self.compact_env(&state, settings, window)?;
+        let env = self.fresh_compact_env(&state).await?;
         let outcome = super::navigate_tree(
             &state.session,
             &env,
