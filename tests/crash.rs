@@ -363,7 +363,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
         let messages_after = after
             .entries()
             .iter()
-            .filter(|e| matches!(e.kind, EntryKind::Message(_)));
+            .filter(|e| matches!(e.kind(), EntryKind::Message(_)));
         for e in messages_after {
             let text = text_of(e);
             if let Some(at) = text.find("crash-") {

@@ -150,7 +150,7 @@ fn entries_on_disk(path: &Path) -> Vec<Entry> {
 fn compactions(path: &Path) -> usize {
     entries_on_disk(path)
         .iter()
-        .filter(|e| matches!(e.kind, EntryKind::Compaction(_)))
+        .filter(|e| matches!(e.kind(), EntryKind::Compaction(_)))
         .count()
 }
 
@@ -557,9 +557,9 @@ async fn auto_runs_carry_one_operation_id_and_record_their_reason() {
     );
     let entry = entries_on_disk(&h.path)
         .into_iter()
-        .find(|e| matches!(e.kind, EntryKind::Compaction(_)))
+        .find(|e| matches!(e.kind(), EntryKind::Compaction(_)))
         .unwrap();
-    let EntryKind::Compaction(c) = &entry.kind else {
+    let EntryKind::Compaction(c) = entry.kind() else {
         unreachable!()
     };
     assert_eq!(c.details.as_ref().unwrap()["reason"], "overflow");

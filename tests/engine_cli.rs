@@ -49,7 +49,7 @@ fn compact_appends_an_entry_and_prints_json() {
 
     let (session, _) = Session::open(&path).unwrap();
     assert_eq!(session.leaf_id(), Some(id));
-    let EntryKind::Compaction(c) = &session.get(id).unwrap().kind else {
+    let EntryKind::Compaction(c) = &session.get(id).unwrap().kind() else {
         panic!("not a compaction")
     };
     assert_eq!(

@@ -20,7 +20,7 @@ fn reopen(path: &std::path::Path) -> Session {
 }
 
 fn compaction_of(entry: &Entry) -> &compactd::session::entry::CompactionEntry {
-    match &entry.kind {
+    match entry.kind() {
         EntryKind::Compaction(c) => c,
         other => panic!("not a compaction: {other:?}"),
     }

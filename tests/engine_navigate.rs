@@ -113,7 +113,7 @@ async fn navigation_with_summary_attaches_it_at_the_target() {
     assert_eq!(entry.parent_id.as_deref(), Some(t.ids[7].as_str()));
     assert_eq!(o.leaf_id.as_deref(), Some(entry.id.as_str()));
     assert_eq!(o.from_extension, Some(false));
-    let EntryKind::BranchSummary(b) = &entry.kind else {
+    let EntryKind::BranchSummary(b) = entry.kind() else {
         panic!("not a branch summary")
     };
     let preamble = compactd::summarize::Prompts::embedded().branch_preamble;
@@ -141,7 +141,7 @@ async fn retention_guard_applies_to_branch_summaries() {
     let recording = Recording::new("## Goal\nStorage.");
     let env = env_with(recording.clone(), Arc::new(NoHooks), 20_000);
     let o = nav(&session, &env, &t.ids[7], summarize()).await.unwrap();
-    let EntryKind::BranchSummary(b) = &o.summary_entry.unwrap().kind else {
+    let EntryKind::BranchSummary(b) = o.summary_entry.unwrap().into_kind() else {
         panic!()
     };
     assert!(
@@ -188,7 +188,7 @@ async fn the_root_user_message_target_summarises_into_a_new_root() {
     assert_eq!(o.editor_text.as_deref(), Some("start the project"));
     let entry = o.summary_entry.expect("summary of the whole branch");
     assert_eq!(entry.parent_id, None);
-    let EntryKind::BranchSummary(b) = &entry.kind else {
+    let EntryKind::BranchSummary(b) = entry.kind() else {
         panic!()
     };
     assert_eq!(b.from_id, "root");
@@ -274,7 +274,7 @@ async fn hooks_cancel_or_supply_the_summary() {
     let env = env_with(Recording::new("S"), hooks.clone(), 20_000);
     let o = nav(&session, &env, &t.ids[5], summarize()).await.unwrap();
     assert_eq!(*hooks.seen_tree_entries.lock().unwrap(), Some(2));
-    let EntryKind::BranchSummary(b) = &o.summary_entry.unwrap().kind else {
+    let EntryKind::BranchSummary(b) = o.summary_entry.unwrap().into_kind() else {
         panic!()
     };
     assert_eq!(b.summary, "hook summary");
@@ -301,7 +301,7 @@ async fn a_branch_with_nothing_to_summarise_persists_no_summary() {
         !reopened
             .entries()
             .iter()
-            .any(|e| matches!(e.kind, EntryKind::BranchSummary(_)))
+            .any(|e| matches!(e.kind(), EntryKind::BranchSummary(_)))
     );
 }
 

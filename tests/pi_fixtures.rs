@@ -25,7 +25,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn count(s: &Session, pred: impl Fn(&EntryKind) -> bool) -> usize {
-    s.entries().iter().filter(|e| pred(&e.kind)).count()
+    s.entries().iter().filter(|e| pred(e.kind())).count()
 }
 
 #[test]
@@ -71,7 +71,7 @@ fn before_compaction_context_starts_with_the_latest_summary() {
     let compactions: Vec<_> = s
         .entries()
         .iter()
-        .filter_map(|e| match &e.kind {
+        .filter_map(|e| match e.kind() {
             EntryKind::Compaction(c) => Some(c),
             _ => None,
         })

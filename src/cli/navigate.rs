@@ -79,7 +79,7 @@ fn pretty(o: &NavigateOutcome) -> String {
     );
     if let Some(entry) = &o.summary_entry {
         text.push_str(&format!("branch summary entry {}\n", entry.id));
-        if let compactd::session::EntryKind::BranchSummary(b) = &entry.kind {
+        if let compactd::session::EntryKind::BranchSummary(b) = entry.kind() {
             text.push('\n');
             text.push_str(b.summary.trim_end());
             text.push('\n');

@@ -92,7 +92,7 @@ pub fn prepare_branch_entries(
 ) -> PreparedBranch {
     let mut file_ops = FileOps::default();
     for entry in entries {
-        if let EntryKind::BranchSummary(summary) = &entry.kind {
+        if let EntryKind::BranchSummary(summary) = entry.kind() {
             file_ops.add_branch_summary(summary);
         }
     }
@@ -106,7 +106,7 @@ pub fn prepare_branch_entries(
         let tokens = counter.count_message(&message);
         if token_budget > 0 && total + tokens > token_budget {
             let is_summary = matches!(
-                entry.kind,
+                entry.kind(),
                 EntryKind::Compaction(_) | EntryKind::BranchSummary(_)
             );
             if is_summary && (total as f64) < 0.9 * token_budget as f64 {

@@ -51,7 +51,7 @@ fn role(entry: &Entry) -> Option<&str> {
 
 /// Whether the entry may be the first kept entry, ignoring tool-call pairing.
 fn is_cut_kind(entry: &Entry, mode: CutMode) -> bool {
-    match &entry.kind {
+    match entry.kind() {
         EntryKind::CustomMessage(_) | EntryKind::BranchSummary(_) => true,
         EntryKind::Message(m) => match mode {
             CutMode::Parity => matches!(
@@ -76,7 +76,7 @@ fn is_cut_kind(entry: &Entry, mode: CutMode) -> bool {
 
 /// Whether the entry begins a turn (a user prompt or something standing in for one).
 fn is_turn_start(entry: &Entry, mode: CutMode) -> bool {
-    match &entry.kind {
+    match entry.kind() {
         EntryKind::CustomMessage(_) | EntryKind::BranchSummary(_) => true,
         EntryKind::Message(m) => match mode {
             CutMode::Parity => matches!(m.role(), "user" | "bashExecution"),
@@ -96,9 +96,12 @@ fn is_turn_start(entry: &Entry, mode: CutMode) -> bool {
 /// Whether the entry carries no conversation content (model changes, labels, ...).
 fn is_metadata(entry: &Entry, mode: CutMode) -> bool {
     match mode {
-        CutMode::Parity => !matches!(entry.kind, EntryKind::Message(_) | EntryKind::Compaction(_)),
+        CutMode::Parity => !matches!(
+            entry.kind(),
+            EntryKind::Message(_) | EntryKind::Compaction(_)
+        ),
         CutMode::Fixed => {
-            !matches!(entry.kind, EntryKind::Compaction(_))
+            !matches!(entry.kind(), EntryKind::Compaction(_))
                 && entry.to_agent_message(false).is_none()
         }
     }

@@ -104,7 +104,7 @@ fn last_compaction<'a>(path: &[&'a Entry]) -> Option<(usize, &'a CompactionEntry
     path.iter()
         .enumerate()
         .rev()
-        .find_map(|(i, e)| match &e.kind {
+        .find_map(|(i, e)| match e.kind() {
             EntryKind::Compaction(c) => Some((i, c)),
             _ => None,
         })
@@ -137,7 +137,7 @@ fn window<'a>(path: &[&'a Entry], mode: CutMode) -> Window<'a> {
         .map(|k| k..at)
         .into_iter()
         .flatten()
-        .filter(|&i| !matches!(path[i].kind, EntryKind::Compaction(_)));
+        .filter(|&i| !matches!(path[i].kind(), EntryKind::Compaction(_)));
     Window {
         indices: kept.chain(at + 1..path.len()).collect(),
         previous: Some(previous),
@@ -188,7 +188,7 @@ pub fn prepare_compaction(
     params: &CompactionParams,
     counter: &dyn TokenCounter,
 ) -> Option<CompactionPreparation> {
-    if path.is_empty() || matches!(path.last()?.kind, EntryKind::Compaction(_)) {
+    if path.is_empty() || matches!(path.last()?.kind(), EntryKind::Compaction(_)) {
         return None;
     }
     let window = window(path, params.mode);
@@ -215,7 +215,7 @@ fn boundary_cut<'a>(
 ) -> Result<(Window<'a>, Vec<&'a Entry>, CutPoint), BoundaryError> {
     match path.last() {
         None => return Err(BoundaryError::NothingToCompact),
-        Some(e) if matches!(e.kind, EntryKind::Compaction(_)) => {
+        Some(e) if matches!(e.kind(), EntryKind::Compaction(_)) => {
             return Err(BoundaryError::AlreadyCompacted);
         }
         Some(_) => {}

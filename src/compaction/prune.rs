@@ -121,7 +121,7 @@ pub fn prune_tool_outputs(
 }
 
 fn tool_result_mut(entry: &mut Entry) -> Option<&mut ToolResultMessage> {
-    match &mut entry.kind {
+    match entry.kind_mut() {
         EntryKind::Message(AgentMessage::ToolResult(r)) => Some(r),
         _ => None,
     }

@@ -30,7 +30,7 @@ impl PathBuilder {
         }
         let entry = Entry::from_value(v).expect("test entry parses");
         assert!(
-            !matches!(entry.kind, EntryKind::Unknown { .. }),
+            !matches!(entry.kind(), EntryKind::Unknown { .. }),
             "test entry {kind} has a bad shape"
         );
         self.entries.push(entry);

@@ -19,7 +19,7 @@
 
 use std::io::{self, Write};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::session::entry::{BranchSummaryEntry, CompactionEntry, CustomMessageEntry};
 use crate::session::message::{
@@ -879,13 +879,12 @@ impl<W: Write> Generator<W> {
         if matches!(kind, EntryKind::Message(_)) {
             self.stats.messages += 1;
         }
-        let entry = Entry {
-            id: self.id_string(id),
-            parent_id: self.path.last().map(|n| self.id_string(n.id)),
-            timestamp: iso_timestamp(self.clock_ms),
+        let entry = Entry::new(
+            self.id_string(id),
+            self.path.last().map(|n| self.id_string(n.id)),
+            iso_timestamp(self.clock_ms),
             kind,
-            extra: Map::new(),
-        };
+        );
         self.write_value(&entry.to_value())?;
         self.stats.leaf_id = entry.id;
         let cum_tokens = self.path.last().map_or(0, |n| n.cum_tokens) + tokens;
@@ -1494,13 +1493,13 @@ mod tests {
             let value: Value = serde_json::from_str(line).unwrap();
             let entry = Entry::from_value(value).unwrap();
             assert!(
-                !matches!(entry.kind, EntryKind::Unknown { .. }),
+                !matches!(entry.kind(), EntryKind::Unknown { .. }),
                 "unknown entry: {line:.200}"
             );
             if let Some(p) = &entry.parent_id {
                 assert!(parent_of.contains_key(p), "parent {p} precedes its child");
             }
-            if let EntryKind::Compaction(c) = &entry.kind {
+            if let EntryKind::Compaction(c) = entry.kind() {
                 compactions.push((entry.id.clone(), c.first_kept_entry_id.clone()));
             }
             *types.entry(entry.type_name().to_owned()).or_default() += 1;

@@ -112,7 +112,7 @@ pub fn decide(
     }
     let latest_compaction = path
         .iter()
-        .rposition(|e| matches!(e.kind, EntryKind::Compaction(_)));
+        .rposition(|e| matches!(e.kind(), EntryKind::Compaction(_)));
     let stale = latest_compaction.is_some_and(|at| is_older_than(path, last, msg, at));
 
     if settings.compaction.overflow_recovery && !stale && is_context_overflow(msg, window) {
@@ -549,7 +549,7 @@ fn is_older_than(path: &[Entry], last: &Entry, msg: &AssistantMessage, at: usize
 
 /// Whether `entry` is a compaction written by overflow recovery (its `details.reason`).
 fn is_overflow_recovery(entry: &Entry) -> bool {
-    match &entry.kind {
+    match entry.kind() {
         EntryKind::Compaction(c) => c
             .details
             .as_ref()

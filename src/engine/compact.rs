@@ -204,7 +204,7 @@ async fn prepare(
     let prep = match &opts.first_kept_entry_id {
         Some(id) => prepare_compaction_at(&path, id, &params, counter).map_err(boundary_error)?,
         None => prepare_compaction(&path, &params, counter).ok_or_else(|| {
-            match path.last().map(|e| &e.kind) {
+            match path.last().map(|e| e.kind()) {
                 Some(EntryKind::Compaction(_)) => EngineError::AlreadyCompacted,
                 _ => EngineError::NothingToCompact,
             }

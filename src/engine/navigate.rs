@@ -104,7 +104,7 @@ pub async fn navigate_tree(
         }
         let target = s
             .get(target_id)
-            .filter(|e| !matches!(e.kind, EntryKind::LeafMove))
+            .filter(|e| !matches!(e.kind(), EntryKind::LeafMove))
             .cloned()
             .ok_or_else(|| EngineError::EntryNotFound(target_id.to_owned()))?;
         let collection =
@@ -195,7 +195,7 @@ pub async fn navigate_tree(
 /// message is re-opened for editing (the leaf goes to its parent); anything else becomes the
 /// leaf.
 fn new_leaf_for(target: &Entry) -> (Option<String>, Option<String>) {
-    match &target.kind {
+    match target.kind() {
         EntryKind::Message(AgentMessage::User(u)) => {
             (target.parent_id.clone(), Some(u.content.joined_text("")))
         }

@@ -834,7 +834,7 @@ impl Engine {
                 new_leaf_id: outcome.leaf_id.clone(),
                 old_leaf_id: outcome.old_leaf_id.clone(),
                 summary_entry: outcome.summary_entry.clone().map(Box::new),
-                from_extension: outcome.summary_entry.as_ref().and_then(|e| match &e.kind {
+                from_extension: outcome.summary_entry.as_ref().and_then(|e| match e.kind() {
                     EntryKind::BranchSummary(b) => b.from_extension,
                     _ => None,
                 }),
@@ -904,7 +904,7 @@ fn visible_count(session: &Session) -> usize {
     session
         .entries()
         .iter()
-        .filter(|e| !matches!(e.kind, EntryKind::LeafMove))
+        .filter(|e| !matches!(e.kind(), EntryKind::LeafMove))
         .count()
 }
 

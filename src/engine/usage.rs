@@ -167,7 +167,7 @@ fn count_id(session: &Session, cache: &TokenCache, id: &str, msg: &AgentMessage)
 /// Whether the cache's count of `entry` is the count of the message it adds to the context.
 fn entry_yields(entry: &Entry) -> bool {
     matches!(
-        entry.kind,
+        entry.kind(),
         EntryKind::Message(_)
             | EntryKind::CustomMessage(_)
             | EntryKind::BranchSummary(_)
@@ -192,7 +192,7 @@ fn usage_of(
     let path = session.path_to_leaf();
     let latest_compaction = path
         .iter()
-        .rposition(|e| matches!(e.kind, EntryKind::Compaction(_)));
+        .rposition(|e| matches!(e.kind(), EntryKind::Compaction(_)));
     let last_usage = path.iter().enumerate().rev().find_map(|(i, e)| {
         let a = e.message()?.as_assistant()?;
         let usage = a.usage.as_ref()?;

@@ -102,7 +102,6 @@ pub fn build_session_context_with<'a>(
     leaf: impl Into<ContextLeaf<'a>>,
     options: &ContextOptions,
 ) -> SessionContext {
-    let mut ctx = SessionContext::default();
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(entries.len());
     for (i, e) in entries.iter().enumerate() {
         index.entry(e.id.as_str()).or_insert(i);
@@ -114,42 +113,73 @@ pub fn build_session_context_with<'a>(
         ContextLeaf::Id(id) => index.get(id).copied().or(last),
     };
     let Some(start) = start else {
-        return ctx;
+        return SessionContext::default();
     };
     let path = walk_path(entries, start, |p| index.get(p).copied());
+    context_of_path(&path, options)
+}
 
+/// The context of a root→leaf path (markers excluded), for callers that already hold the
+/// path or an id index ([`crate::session::Session::context`]).
+///
+/// The state (thinking level, models, mode, rules, the last compaction) is read newest first,
+/// so only metadata entries and the newest assistant message with a model are parsed; the
+/// messages before the last compaction's kept region are never touched.
+pub fn context_of_path(path: &[&Entry], options: &ContextOptions) -> SessionContext {
+    let mut ctx = SessionContext::default();
     let mut compaction = None;
-    for (k, e) in path.iter().enumerate() {
-        match &e.kind {
-            EntryKind::ThinkingLevelChange { thinking_level } => {
-                ctx.thinking_level = thinking_level.clone();
+    let mut thinking_level = None;
+    let mut mode = None;
+    let mut rules_newest_first: Vec<&Vec<String>> = Vec::new();
+    for (k, e) in path.iter().enumerate().rev() {
+        match e.type_name() {
+            "thinking_level_change"
+            | "model_change"
+            | "compaction"
+            | "ttsr_injection"
+            | "mode_change" => {}
+            // Only the newest assistant model sets `default`; older messages cannot matter.
+            "message" if !ctx.models.contains_key("default") => {}
+            _ => continue,
+        }
+        match e.kind() {
+            EntryKind::ThinkingLevelChange { thinking_level: t } => {
+                thinking_level.get_or_insert(t);
             }
             EntryKind::ModelChange {
                 model: Some(model),
                 role,
             } => {
                 let role = role.clone().unwrap_or_else(|| "default".into());
-                ctx.models.insert(role, model.clone());
+                ctx.models.entry(role).or_insert_with(|| model.clone());
             }
             EntryKind::Message(AgentMessage::Assistant(a)) => {
                 if let (Some(provider), Some(model)) = (&a.provider, &a.model) {
                     ctx.models
-                        .insert("default".into(), format!("{provider}/{model}"));
+                        .entry("default".into())
+                        .or_insert_with(|| format!("{provider}/{model}"));
                 }
             }
-            EntryKind::Compaction(_) => compaction = Some(k),
-            EntryKind::TtsrInjection { injected_rules } => {
-                for rule in injected_rules {
-                    if !ctx.injected_ttsr_rules.contains(rule) {
-                        ctx.injected_ttsr_rules.push(rule.clone());
-                    }
-                }
+            EntryKind::Compaction(_) => {
+                compaction.get_or_insert(k);
             }
-            EntryKind::ModeChange { mode, data } => {
-                ctx.mode = mode.clone();
-                ctx.mode_data = data.clone();
+            EntryKind::TtsrInjection { injected_rules } => rules_newest_first.push(injected_rules),
+            EntryKind::ModeChange { mode: m, data } => {
+                mode.get_or_insert((m, data));
             }
             _ => {}
+        }
+    }
+    if let Some(t) = thinking_level {
+        ctx.thinking_level = t.clone();
+    }
+    if let Some((m, data)) = mode {
+        ctx.mode = m.clone();
+        ctx.mode_data = data.clone();
+    }
+    for rule in rules_newest_first.into_iter().rev().flatten() {
+        if !ctx.injected_ttsr_rules.contains(rule) {
+            ctx.injected_ttsr_rules.push(rule.clone());
         }
     }
 
@@ -164,7 +194,7 @@ pub fn build_session_context_with<'a>(
         None => path.iter().for_each(|e| emit(&mut ctx, e)),
         Some(k) => {
             let c_entry = path[k];
-            let EntryKind::Compaction(c) = &c_entry.kind else {
+            let EntryKind::Compaction(c) = c_entry.kind() else {
                 unreachable!("compaction index points at a compaction entry")
             };
             ctx.messages
@@ -192,7 +222,7 @@ fn iso_ms(timestamp: &str) -> Option<Value> {
 
 /// The message an entry contributes to the context, if any.
 fn emittable(e: &Entry, blobs: &mut BlobResolver) -> Option<AgentMessage> {
-    match &e.kind {
+    match e.kind() {
         EntryKind::Message(m) => {
             let mut m = m.clone();
             blobs.resolve_message(&mut m);

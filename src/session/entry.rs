@@ -4,6 +4,9 @@
 //! rewrite keeps them. `fromExtension` is written; the upstream name `fromHook` is accepted on
 //! read (it lands in the same field).
 
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -182,28 +185,252 @@ impl EntryKind {
 pub const LEAF_MOVE_TYPE: &str = "compactd_leaf";
 
 /// One line of a session file after the header.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// An entry loaded from a version 3 file starts as its raw line (a span of the file buffer,
+/// shared by all entries read with it) plus the fields every decision needs: `id`, `parentId`,
+/// `timestamp` and the wire type. Its typed [`EntryKind`] and unmodelled fields are parsed on
+/// the first call to [`Entry::kind`] or [`Entry::extra`] and kept, so a long session costs a
+/// header parse per line to open and a full parse only of the entries something reads.
+#[derive(Clone)]
 pub struct Entry {
     pub id: String,
     /// `None` for a root.
     pub parent_id: Option<String>,
     /// ISO-8601.
     pub timestamp: String,
-    pub kind: EntryKind,
+    body: Body,
+}
+
+/// The typed part of an entry.
+#[derive(Clone, Debug, PartialEq)]
+struct Fields {
+    kind: EntryKind,
     /// Fields this version does not model, in their original order.
-    pub extra: Extra,
+    extra: Extra,
+}
+
+#[derive(Clone)]
+enum Body {
+    Parsed(Fields),
+    Raw {
+        line: RawSpan,
+        parsed: OnceLock<Fields>,
+    },
+}
+
+/// A line of a shared file buffer, known to be UTF-8 JSON with a string `type`.
+#[derive(Clone)]
+pub(crate) struct RawSpan {
+    buf: Arc<Vec<u8>>,
+    start: usize,
+    end: usize,
+    type_name: Box<str>,
+}
+
+impl RawSpan {
+    fn text(&self) -> &str {
+        // The loader checked that this span is UTF-8 before it made the span; a failure here
+        // would be a loader bug, so fall back to an empty object rather than panic.
+        std::str::from_utf8(&self.buf[self.start..self.end]).unwrap_or("{}")
+    }
+
+    /// The full parse the eager loader used to do; a line the head parse accepted but
+    /// `serde_json::Value` refuses (a number beyond `f64`, a lone surrogate escape) keeps its
+    /// type and loses its other fields.
+    fn parse(&self) -> Fields {
+        let parsed = serde_json::from_str::<Value>(self.text())
+            .map_err(|e| e.to_string())
+            .and_then(|v| Entry::from_value(v).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(entry) => entry.into_fields(),
+            Err(reason) => {
+                tracing::warn!(%reason, type_name = %self.type_name, "entry body does not parse");
+                Fields {
+                    kind: EntryKind::Unknown {
+                        type_name: self.type_name.to_string(),
+                    },
+                    extra: Extra::new(),
+                }
+            }
+        }
+    }
+}
+
+/// The fields of a line that every decision needs, borrowed from the line; bodies are skipped.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, rename = "type")]
+    type_name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "parentId")]
+    parent_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    timestamp: Option<Cow<'a, str>>,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.parent_id == other.parent_id
+            && self.timestamp == other.timestamp
+            && self.fields() == other.fields()
+    }
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("id", &self.id)
+            .field("parent_id", &self.parent_id)
+            .field("timestamp", &self.timestamp)
+            .field("kind", self.kind())
+            .field("extra", self.extra())
+            .finish()
+    }
 }
 
 impl Entry {
+    /// An entry with no unmodelled fields.
+    pub fn new(
+        id: impl Into<String>,
+        parent_id: Option<String>,
+        timestamp: impl Into<String>,
+        kind: EntryKind,
+    ) -> Entry {
+        Entry::with_extra(id, parent_id, timestamp, kind, Extra::new())
+    }
+
+    /// An entry with unmodelled fields to write after the modelled ones.
+    pub fn with_extra(
+        id: impl Into<String>,
+        parent_id: Option<String>,
+        timestamp: impl Into<String>,
+        kind: EntryKind,
+        extra: Extra,
+    ) -> Entry {
+        Entry {
+            id: id.into(),
+            parent_id,
+            timestamp: timestamp.into(),
+            body: Body::Parsed(Fields { kind, extra }),
+        }
+    }
+
+    /// The line `buf[start..end]` as an entry whose body is parsed on first use. `Err` when
+    /// the line is not UTF-8 JSON with the header fields in their usual shape (a string
+    /// `type`, string-or-absent ids): the caller then parses it eagerly with
+    /// [`Entry::from_value`], which decides exactly as before.
+    pub(crate) fn from_shared_line(
+        buf: &Arc<Vec<u8>>,
+        start: usize,
+        end: usize,
+    ) -> Result<Entry, ()> {
+        let text = std::str::from_utf8(&buf[start..end]).map_err(|_| ())?;
+        let head: Head<'_> = serde_json::from_str(text).map_err(|_| ())?;
+        Ok(Entry {
+            id: head.id.map(Cow::into_owned).unwrap_or_default(),
+            parent_id: head.parent_id.map(Cow::into_owned),
+            timestamp: head.timestamp.map(Cow::into_owned).unwrap_or_default(),
+            body: Body::Raw {
+                line: RawSpan {
+                    buf: Arc::clone(buf),
+                    start,
+                    end,
+                    type_name: head.type_name.into(),
+                },
+                parsed: OnceLock::new(),
+            },
+        })
+    }
+
+    fn fields(&self) -> &Fields {
+        match &self.body {
+            Body::Parsed(f) => f,
+            Body::Raw { line, parsed } => parsed.get_or_init(|| line.parse()),
+        }
+    }
+
+    fn fields_mut(&mut self) -> &mut Fields {
+        if let Body::Raw { line, parsed } = &mut self.body {
+            let fields = parsed.take().unwrap_or_else(|| line.parse());
+            self.body = Body::Parsed(fields);
+        }
+        match &mut self.body {
+            Body::Parsed(f) => f,
+            Body::Raw { .. } => unreachable!("a raw body was just replaced by a parsed one"),
+        }
+    }
+
+    fn into_fields(self) -> Fields {
+        match self.body {
+            Body::Parsed(f) => f,
+            Body::Raw { line, parsed } => parsed.into_inner().unwrap_or_else(|| line.parse()),
+        }
+    }
+
+    /// What the entry is (parsed on first use for a loaded entry).
+    pub fn kind(&self) -> &EntryKind {
+        &self.fields().kind
+    }
+
+    /// Mutable access to the kind; the entry is parsed and no longer tied to its raw line.
+    pub fn kind_mut(&mut self) -> &mut EntryKind {
+        &mut self.fields_mut().kind
+    }
+
+    /// The kind and the unmodelled fields, both mutable.
+    pub fn parts_mut(&mut self) -> (&mut EntryKind, &mut Extra) {
+        let f = self.fields_mut();
+        (&mut f.kind, &mut f.extra)
+    }
+
+    /// The kind, by value.
+    pub fn into_kind(self) -> EntryKind {
+        self.into_fields().kind
+    }
+
+    /// The kind and the unmodelled fields, by value.
+    pub fn into_parts(self) -> (EntryKind, Extra) {
+        let f = self.into_fields();
+        (f.kind, f.extra)
+    }
+
+    /// Fields this version does not model, in their original order.
+    pub fn extra(&self) -> &Extra {
+        &self.fields().extra
+    }
+
+    pub fn extra_mut(&mut self) -> &mut Extra {
+        &mut self.fields_mut().extra
+    }
+
+    /// Whether the typed body has been parsed (always for entries built in memory).
+    pub fn is_parsed(&self) -> bool {
+        match &self.body {
+            Body::Parsed(_) => true,
+            Body::Raw { parsed, .. } => parsed.get().is_some(),
+        }
+    }
+
     pub fn message(&self) -> Option<&AgentMessage> {
-        match &self.kind {
+        match self.kind() {
             EntryKind::Message(m) => Some(m),
             _ => None,
         }
     }
 
+    /// The wire type; known without parsing the body.
     pub fn type_name(&self) -> &str {
-        self.kind.type_name()
+        match &self.body {
+            Body::Raw { line, parsed } if parsed.get().is_none() => &line.type_name,
+            _ => self.kind().type_name(),
+        }
+    }
+
+    /// Whether this is a `compactd_leaf` marker; known without parsing the body.
+    pub fn is_leaf_move(&self) -> bool {
+        self.type_name() == LEAF_MOVE_TYPE
     }
 
     /// The entry as a JSON object: `type`, `id`, `parentId`, `timestamp`, then its fields.
@@ -216,9 +443,9 @@ impl Entry {
             self.parent_id.clone().map_or(Value::Null, Value::from),
         );
         out.insert("timestamp".into(), Value::from(self.timestamp.clone()));
-        let fields = kind_fields(&self.kind);
+        let fields = kind_fields(self.kind());
         out.extend(fields);
-        for (k, v) in &self.extra {
+        for (k, v) in self.extra() {
             out.entry(k.clone()).or_insert_with(|| v.clone());
         }
         Value::Object(out)
@@ -258,25 +485,19 @@ impl Entry {
             map.remove(k);
         }
         match parse_kind(&type_name, &mut map) {
-            Some(kind) => Ok(Entry {
-                id,
-                parent_id,
-                timestamp,
-                kind,
-                extra: map,
-            }),
+            Some(kind) => Ok(Entry::with_extra(id, parent_id, timestamp, kind, map)),
             None => {
                 let mut extra = original;
                 for k in ["type", "id", "parentId", "timestamp"] {
                     extra.remove(k);
                 }
-                Ok(Entry {
+                Ok(Entry::with_extra(
                     id,
                     parent_id,
                     timestamp,
-                    kind: EntryKind::Unknown { type_name },
+                    EntryKind::Unknown { type_name },
                     extra,
-                })
+                ))
             }
         }
     }
@@ -292,7 +513,7 @@ impl Entry {
     pub fn to_agent_message(&self, include_compaction: bool) -> Option<AgentMessage> {
         use super::message::{BranchSummaryMessage, CompactionSummaryMessage, CustomMessage};
         let timestamp = iso_to_epoch_ms(&self.timestamp).map(Value::from);
-        match &self.kind {
+        match self.kind() {
             EntryKind::Message(m) => Some(m.clone()),
             EntryKind::CustomMessage(c) => Some(AgentMessage::Custom(CustomMessage {
                 custom_type: c.custom_type.clone(),
@@ -570,7 +791,7 @@ mod tests {
     fn malformed_known_type_is_kept_as_unknown() {
         let v = json!({"type":"compaction","id":"x","parentId":null,"timestamp":"t","summary":42});
         let e = Entry::from_value(v.clone()).unwrap();
-        assert!(matches!(e.kind, EntryKind::Unknown { .. }));
+        assert!(matches!(e.kind(), EntryKind::Unknown { .. }));
         assert_eq!(e.to_value(), v);
     }
 
@@ -578,7 +799,7 @@ mod tests {
     fn from_hook_is_read_as_from_extension() {
         let v = json!({"type":"compaction","id":"x","parentId":null,"timestamp":"t","summary":"s","firstKeptEntryId":"a","tokensBefore":1,"fromHook":true});
         let e = Entry::from_value(v).unwrap();
-        let EntryKind::Compaction(c) = &e.kind else {
+        let EntryKind::Compaction(c) = e.kind() else {
             panic!("not a compaction")
         };
         assert_eq!(c.from_extension, Some(true));

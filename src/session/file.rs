@@ -11,6 +11,12 @@
 //! with the next append. Opening never writes; a migrated file is rewritten as version 3 by the
 //! first write.
 //!
+//! A version 3 file is read once into one buffer; each line keeps a span of it and only its
+//! `type`, `id`, `parentId` and `timestamp` are parsed at open. The typed body is parsed on
+//! first use ([`Entry::kind`]), so opening costs about a header parse per line and memory
+//! about the file size. Versions 1 and 2, and lines whose header fields have an unusual shape,
+//! are parsed whole at open, as before.
+//!
 //! # The leaf
 //! The reference derives the leaf from the last line of the file, so a navigation that appends
 //! nothing is lost on restart (spec §13 #10). compactd appends a `compactd_leaf` marker after
@@ -42,10 +48,11 @@ use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::context::{SessionContext, build_session_context};
+use super::context::{ContextOptions, SessionContext, context_of_path};
 use super::entry::{BranchSummaryEntry, CURRENT_SESSION_VERSION, Entry, EntryKind, SessionHeader};
 use super::ids;
 use super::message::Extra;
@@ -211,6 +218,8 @@ pub struct Session {
     needs_rewrite: bool,
     disk: DiskState,
     sync: SyncPolicy,
+    /// Lines are kept raw and parsed on first use (a version 3 file).
+    lazy: bool,
 }
 
 /// Holds the sidecar lock; closing the file releases it.
@@ -276,6 +285,7 @@ impl Session {
                 id: file_id(&meta),
             },
             sync: options.sync,
+            lazy: true,
         })
     }
 
@@ -284,7 +294,7 @@ impl Session {
         let path = path.as_ref().to_path_buf();
         let (data, id) = read_whole(&path)?;
         let mut report = LoadReport::default();
-        let session = Session::parse(path, &data, id, &mut report)?;
+        let session = Session::parse(path, Arc::new(data), id, &mut report)?;
         Ok((session, report))
     }
 
@@ -300,7 +310,7 @@ impl Session {
 
     fn parse(
         path: PathBuf,
-        data: &[u8],
+        data: Arc<Vec<u8>>,
         id: Option<FileId>,
         report: &mut LoadReport,
     ) -> Result<Session> {
@@ -312,7 +322,7 @@ impl Session {
         if data.is_empty() {
             return Err(invalid("the file is empty".into()));
         }
-        let header_end = memchr::memchr(b'\n', data);
+        let header_end = memchr::memchr(b'\n', &data);
         let header_bytes = &data[..header_end.unwrap_or(data.len())];
         let header_text = std::str::from_utf8(header_bytes)
             .map_err(|e| invalid(format!("invalid UTF-8: {e}")))?;
@@ -336,10 +346,13 @@ impl Session {
                 id,
             },
             sync: SyncPolicy::default(),
+            lazy: false,
         };
-        let rest = &data[session.disk.consumed as usize..];
+        // Only current-version entries are kept raw: migration rewrites ids and fields.
+        session.lazy = session.header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
         let mut parsed = Vec::new();
-        session.read_lines(rest, TailMode::Open, report, &mut parsed);
+        let from = session.disk.consumed as usize;
+        session.read_lines(&data, from, TailMode::Open, report, &mut parsed);
         if let Some(from) = migrate(&mut session.header, &mut parsed) {
             report.migrated_from = Some(from);
             session.needs_rewrite = true;
@@ -352,15 +365,17 @@ impl Session {
         Ok(session)
     }
 
-    /// Splits `data` (the bytes after `disk.consumed`) into lines and parses them; advances
-    /// `disk`. Returns what the next write must do about an unterminated tail.
+    /// Splits `buf[from..]` (the bytes after `disk.consumed`) into lines and parses them;
+    /// advances `disk`. Returns what the next write must do about an unterminated tail.
     fn read_lines(
         &mut self,
-        data: &[u8],
+        buf: &Arc<Vec<u8>>,
+        from: usize,
         mode: TailMode,
         report: &mut LoadReport,
         out: &mut Vec<(Entry, usize)>,
     ) -> TailRepair {
+        let data = &buf[from..];
         let mut start = 0;
         let mut continues_line = self.disk.missing_newline && !data.is_empty();
         for end in memchr::memchr_iter(b'\n', data) {
@@ -368,7 +383,7 @@ impl Session {
                 self.disk.lines += 1;
             }
             continues_line = false;
-            self.take_line(&data[start..end], report, out);
+            self.take_line(buf, from + start, from + end, report, out);
             start = end + 1;
         }
         if start > 0 {
@@ -387,7 +402,7 @@ impl Session {
             return TailRepair::None;
         }
         let line = self.disk.lines + usize::from(!continues_line);
-        match parse_line(tail) {
+        match self.parse_span(buf, from + start, buf.len()) {
             Ok(entry) => {
                 self.disk.lines = line;
                 self.disk.consumed += tail.len() as u64;
@@ -406,12 +421,20 @@ impl Session {
         }
     }
 
-    fn take_line(&mut self, bytes: &[u8], report: &mut LoadReport, out: &mut Vec<(Entry, usize)>) {
+    fn take_line(
+        &mut self,
+        buf: &Arc<Vec<u8>>,
+        start: usize,
+        end: usize,
+        report: &mut LoadReport,
+        out: &mut Vec<(Entry, usize)>,
+    ) {
+        let bytes = &buf[start..end];
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return;
         }
         let line = self.disk.lines;
-        match parse_line(bytes) {
+        match self.parse_span(buf, start, end) {
             Ok(entry) => out.push((entry, line)),
             Err(reason) => {
                 tracing::warn!(path = %self.path.display(), line, %reason, "skipping malformed line");
@@ -422,6 +445,17 @@ impl Session {
                 });
             }
         }
+    }
+
+    /// `buf[start..end]` as an entry: kept raw with only its header parsed when the file is
+    /// current and the header is ordinary, otherwise parsed whole as before.
+    fn parse_span(&self, buf: &Arc<Vec<u8>>, start: usize, end: usize) -> Result<Entry, String> {
+        if self.lazy
+            && let Ok(entry) = Entry::from_shared_line(buf, start, end)
+        {
+            return Ok(entry);
+        }
+        parse_line(&buf[start..end])
     }
 
     fn push_entry(&mut self, entry: Entry, line: usize, report: &mut LoadReport) {
@@ -484,7 +518,20 @@ impl Session {
 
     /// The LLM context at the current leaf (spec §3.1).
     pub fn context(&self) -> SessionContext {
-        build_session_context(&self.entries, self.leaf.as_deref())
+        if self.leaf.is_none() {
+            return SessionContext::default();
+        }
+        // An unknown leaf falls back to the last entry, as `build_session_context` does.
+        let start = self
+            .leaf
+            .as_deref()
+            .and_then(|l| self.index.get(l).copied())
+            .or(self.entries.len().checked_sub(1));
+        let Some(start) = start else {
+            return SessionContext::default();
+        };
+        let path = tree::walk_path(&self.entries, start, |p| self.index.get(p).copied());
+        context_of_path(&path, &ContextOptions::default())
     }
 
     /// Appends an entry at the leaf and moves the leaf to it.
@@ -510,7 +557,7 @@ impl Session {
             let (kinds, extras): (Vec<EntryKind>, Vec<Extra>) = items.into_iter().unzip();
             let mut chain = s.chain_at(s.leaf.clone(), kinds);
             for (entry, extra) in chain.iter_mut().zip(extras) {
-                entry.extra = extra;
+                *entry.extra_mut() = extra;
             }
             Ok(chain)
         })?;
@@ -525,13 +572,7 @@ impl Session {
             let id = ids::new_entry_id(|c| self.index.contains_key(c) || fresh.contains(c));
             fresh.insert(id.clone());
             let is_marker = matches!(kind, EntryKind::LeafMove);
-            out.push(Entry {
-                id: id.clone(),
-                parent_id: parent.clone(),
-                timestamp: ids::now_iso(),
-                kind,
-                extra: Default::default(),
-            });
+            out.push(Entry::new(id.clone(), parent.clone(), ids::now_iso(), kind));
             if !is_marker {
                 parent = Some(id);
             }
@@ -550,13 +591,12 @@ impl Session {
             if s.file_leaf == target {
                 return Ok(Vec::new());
             }
-            let marker = Entry {
-                id: ids::new_entry_id(|c| s.index.contains_key(c)),
-                parent_id: target.clone(),
-                timestamp: ids::now_iso(),
-                kind: EntryKind::LeafMove,
-                extra: Default::default(),
-            };
+            let marker = Entry::new(
+                ids::new_entry_id(|c| s.index.contains_key(c)),
+                target.clone(),
+                ids::now_iso(),
+                EntryKind::LeafMove,
+            );
             Ok(vec![marker])
         })?;
         self.leaf = target;
@@ -611,7 +651,7 @@ impl Session {
     /// `Ok` when `id` names an entry clients can see (not a marker).
     fn visible(&self, id: &str) -> Result<&Entry> {
         match self.get(id) {
-            Some(e) if !matches!(e.kind, EntryKind::LeafMove) => Ok(e),
+            Some(e) if !e.is_leaf_move() => Ok(e),
             _ => Err(SessionError::EntryNotFound(id.to_owned())),
         }
     }
@@ -769,7 +809,8 @@ impl Session {
         }
         let mut report = LoadReport::default();
         let mut parsed = Vec::new();
-        let repair = self.read_lines(&data, mode, &mut report, &mut parsed);
+        let data = Arc::new(data);
+        let repair = self.read_lines(&data, 0, mode, &mut report, &mut parsed);
         if !parsed.is_empty() {
             for (e, line) in parsed {
                 self.push_entry(e, line, &mut report);
@@ -792,7 +833,7 @@ impl Session {
     fn reload(&mut self) -> Result<()> {
         let (data, id) = read_whole(&self.path)?;
         let mut report = LoadReport::default();
-        let fresh = Session::parse(self.path.clone(), &data, id, &mut report)?;
+        let fresh = Session::parse(self.path.clone(), Arc::new(data), id, &mut report)?;
         let moved_here = self.leaf != self.file_leaf;
         let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
         let sync = self.sync;
@@ -870,9 +911,10 @@ fn parse_line(bytes: &[u8]) -> Result<Entry, String> {
 /// The leaf the file implies: its last entry, or that entry's parent if it is a marker.
 fn file_leaf_of(entries: &[Entry]) -> Option<String> {
     let last = entries.last()?;
-    match last.kind {
-        EntryKind::LeafMove => last.parent_id.clone(),
-        _ => Some(last.id.clone()),
+    if last.is_leaf_move() {
+        last.parent_id.clone()
+    } else {
+        Some(last.id.clone())
     }
 }
 
@@ -965,9 +1007,10 @@ fn migrate(header: &mut SessionHeader, entries: &mut [(Entry, usize)]) -> Option
     }
     for (entry, _) in entries.iter_mut() {
         // Known `hookMessage`s already parse as `custom`; this catches ones kept as unknown.
-        if let EntryKind::Unknown { type_name } = &entry.kind
+        let (kind, extra) = entry.parts_mut();
+        if let EntryKind::Unknown { type_name } = kind
             && type_name == "message"
-            && let Some(Value::Object(msg)) = entry.extra.get_mut("message")
+            && let Some(Value::Object(msg)) = extra.get_mut("message")
             && msg.get("role").and_then(Value::as_str) == Some("hookMessage")
         {
             msg.insert("role".into(), Value::from("custom"));
@@ -998,9 +1041,10 @@ fn migrate_v1_ids(entries: &mut [(Entry, usize)]) {
         }
         // A parsed compaction keeps unknown fields in its own `extra`; one kept as unknown
         // (wrong shape) has them in the entry's.
-        let (extra, kept_id) = match &mut entry.kind {
+        let (kind, entry_extra) = entry.parts_mut();
+        let (extra, kept_id) = match kind {
             EntryKind::Compaction(c) => (&mut c.extra, Some(&mut c.first_kept_entry_id)),
-            _ => (&mut entry.extra, None),
+            _ => (entry_extra, None),
         };
         let Some(index) = extra.get("firstKeptEntryIndex").and_then(Value::as_u64) else {
             continue;

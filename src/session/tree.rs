@@ -40,7 +40,7 @@ pub(crate) fn walk_path(
 }
 
 pub(crate) fn is_marker(entry: &Entry) -> bool {
-    matches!(entry.kind, EntryKind::LeafMove)
+    entry.is_leaf_move()
 }
 
 /// Parent/children index over a slice of entries.
@@ -299,7 +299,7 @@ fn resolve_markers(
 pub fn labels_of(entries: &[Entry]) -> HashMap<&str, &str> {
     let mut labels = HashMap::new();
     for e in entries {
-        if let EntryKind::Label { target_id, label } = &e.kind {
+        if let EntryKind::Label { target_id, label } = e.kind() {
             match label.as_deref().filter(|l| !l.is_empty()) {
                 Some(l) => labels.insert(target_id.as_str(), l),
                 None => labels.remove(target_id.as_str()),
@@ -358,7 +358,7 @@ const PREVIEW_CHARS: usize = 80;
 
 /// A short single-line description of an entry for tree views.
 pub fn preview(entry: &Entry) -> String {
-    let text = match &entry.kind {
+    let text = match entry.kind() {
         EntryKind::Message(m) => message_preview(m),
         EntryKind::ThinkingLevelChange { thinking_level } => format!("thinking: {thinking_level}"),
         EntryKind::ModelChange { model, role } => format!(
@@ -461,16 +461,15 @@ mod tests {
     }
 
     fn custom(id: &str, parent: Option<&str>) -> Entry {
-        Entry {
-            id: id.into(),
-            parent_id: parent.map(Into::into),
-            timestamp: "2026-01-01T00:00:00.000Z".into(),
-            kind: EntryKind::Custom {
+        Entry::new(
+            id,
+            parent.map(Into::into),
+            "2026-01-01T00:00:00.000Z",
+            EntryKind::Custom {
                 custom_type: "t".into(),
                 data: None,
             },
-            extra: Default::default(),
-        }
+        )
     }
 
     fn ids(entries: &[&Entry]) -> Vec<String> {
@@ -548,7 +547,7 @@ mod tests {
     #[test]
     fn markers_are_hidden_and_their_children_hang_from_the_marker_parent() {
         let mut marker = custom("m", Some("1"));
-        marker.kind = EntryKind::LeafMove;
+        *marker.kind_mut() = EntryKind::LeafMove;
         let entries = [
             e("1", None, "t1"),
             e("2", Some("1"), "t2"),
@@ -567,12 +566,13 @@ mod tests {
 
     #[test]
     fn labels_last_wins_and_empty_clears() {
-        let label = |id: &str, target: &str, l: Option<&str>| Entry {
-            kind: EntryKind::Label {
+        let label = |id: &str, target: &str, l: Option<&str>| {
+            let mut e = custom(id, None);
+            *e.kind_mut() = EntryKind::Label {
                 target_id: target.into(),
                 label: l.map(Into::into),
-            },
-            ..custom(id, None)
+            };
+            e
         };
         let entries = [
             e("1", None, "t"),

@@ -108,13 +108,13 @@ fn cache_counts_entries_once_and_sees_pruning() {
     );
     assert_eq!(cache.count_entry(&e), 100);
     // Same id, same pruned state: the cached value is returned even if content changed.
-    if let crate::session::EntryKind::Message(AgentMessage::ToolResult(r)) = &mut e.kind {
+    if let crate::session::EntryKind::Message(AgentMessage::ToolResult(r)) = e.kind_mut() {
         r.content = vec![crate::session::ContentBlock::text("short")];
     }
     assert_eq!(cache.count_entry(&e), 100);
     cache.invalidate("t1");
     assert_eq!(cache.count_entry(&e), 2);
-    if let crate::session::EntryKind::Message(AgentMessage::ToolResult(r)) = &mut e.kind {
+    if let crate::session::EntryKind::Message(AgentMessage::ToolResult(r)) = e.kind_mut() {
         r.content = vec![crate::session::ContentBlock::text(
             "[Output truncated - 100 tokens]",
         )];

@@ -119,14 +119,12 @@ fn parse(mut value: Value) -> Result<NewEntry, String> {
         }
     }
     let entry = Entry::from_value(value).map_err(|e| format!("not a valid entry: {e}"))?;
-    match entry.kind {
+    let (kind, extra) = entry.into_parts();
+    match kind {
         EntryKind::Compaction(_) | EntryKind::BranchSummary(_) | EntryKind::LeafMove => {
             Err("compaction, branch summary and leaf entries are the server's own".to_owned())
         }
-        kind => Ok(NewEntry {
-            kind,
-            extra: entry.extra,
-        }),
+        kind => Ok(NewEntry { kind, extra }),
     }
 }
 

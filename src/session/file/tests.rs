@@ -4,7 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::session::context::ContextLeaf;
+use crate::session::context::{ContextLeaf, build_session_context};
 use crate::session::message::AgentMessage;
 
 fn fixture(dir: &tempfile::TempDir, name: &str) -> PathBuf {
@@ -193,7 +193,7 @@ fn v1_files_migrate_in_memory_and_are_rewritten_on_first_write() {
         let want = i.checked_sub(1).map(|p| entries[p].id.clone());
         assert_eq!(e.parent_id, want, "linear chain");
     }
-    let EntryKind::Compaction(c) = &entries[4].kind else {
+    let EntryKind::Compaction(c) = entries[4].kind() else {
         panic!("compaction parses")
     };
     // Index 2 of the raw array counts the header: the second entry.
@@ -353,7 +353,7 @@ fn branch_with_summary_attaches_at_the_target_and_moves_the_leaf() {
         .unwrap()
         .clone();
     assert_eq!(summary.parent_id.as_deref(), Some(ids[0].as_str()));
-    let EntryKind::BranchSummary(b) = &summary.kind else {
+    let EntryKind::BranchSummary(b) = summary.kind() else {
         panic!()
     };
     assert_eq!(b.from_id, ids[0]);
@@ -366,7 +366,7 @@ fn branch_with_summary_attaches_at_the_target_and_moves_the_leaf() {
         .unwrap()
         .clone();
     assert_eq!(at_root.parent_id, None);
-    assert!(matches!(&at_root.kind, EntryKind::BranchSummary(b) if b.from_id == "root"));
+    assert!(matches!(at_root.kind(), EntryKind::BranchSummary(b) if b.from_id == "root"));
     let (again, _) = Session::open(s.path()).unwrap();
     assert_eq!(again.leaf_id(), Some(at_root.id.as_str()));
 }
@@ -446,7 +446,7 @@ fn replace_entries_rewrites_atomically() {
     let mut s = new_session(&dir);
     s.append_many(vec![user("a"), user("b")]).unwrap();
     s.replace_entries(|entries| {
-        if let EntryKind::Message(AgentMessage::User(u)) = &mut entries[1].kind {
+        if let EntryKind::Message(AgentMessage::User(u)) = entries[1].kind_mut() {
             u.content = crate::session::Content::Text("B".into());
         }
     })
@@ -506,7 +506,7 @@ mod props {
     fn visible_ids(s: &Session) -> Vec<String> {
         s.entries()
             .iter()
-            .filter(|e| !matches!(e.kind, EntryKind::LeafMove))
+            .filter(|e| !matches!(e.kind(), EntryKind::LeafMove))
             .map(|e| e.id.clone())
             .collect()
     }
@@ -530,9 +530,9 @@ mod props {
                     parent.is_some_and(|p| p < i),
                     "parent exists and comes first"
                 );
-                if !matches!(e.kind, EntryKind::LeafMove) {
+                if !matches!(e.kind(), EntryKind::LeafMove) {
                     prop_assert!(!matches!(
-                        s.entries()[parent.unwrap()].kind,
+                        s.entries()[parent.unwrap()].kind(),
                         EntryKind::LeafMove
                     ));
                 }
@@ -615,4 +615,100 @@ fn unknown_float_fields_survive_rewrites_exactly() {
     }
     let text = fs::read_to_string(&path).unwrap();
     assert!(text.contains(r#""x":4.5e+300"#), "{text}");
+}
+
+/// A generated session with compactions, branches, labels, images and model changes.
+fn generated(dir: &tempfile::TempDir, seed: u64, bytes: u64) -> PathBuf {
+    use crate::devtools::{GenerateOptions, generate_session};
+    let path = dir.path().join(format!("gen{seed}.jsonl"));
+    let file = File::create(&path).unwrap();
+    generate_session(
+        io::BufWriter::new(file),
+        &GenerateOptions::for_target(seed, bytes),
+    )
+    .unwrap();
+    path
+}
+
+/// Every line parsed eagerly, the way the loader did before entries were kept raw.
+fn eager_entries(path: &Path) -> Vec<Entry> {
+    let data = fs::read(path).unwrap();
+    data.split(|&b| b == b'\n')
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|l| parse_line(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn lazily_loaded_entries_equal_eagerly_parsed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    for seed in [1, 2] {
+        let path = generated(&dir, seed, 400_000);
+        let eager = eager_entries(&path);
+        let (s, report) = Session::open(&path).unwrap();
+        assert_eq!(report, LoadReport::default());
+        assert!(s.entries().iter().all(|e| !e.is_parsed()));
+        assert_eq!(s.entries().len(), eager.len());
+        // Without parsing: the header fields, the wire type and marker-ness.
+        for (lazy, e) in s.entries().iter().zip(&eager) {
+            assert_eq!(
+                (&lazy.id, &lazy.parent_id, &lazy.timestamp, lazy.type_name()),
+                (&e.id, &e.parent_id, &e.timestamp, e.type_name())
+            );
+            assert_eq!(lazy.is_leaf_move(), matches!(e.kind(), EntryKind::LeafMove));
+        }
+        let leaf = s.leaf_id().map(str::to_owned);
+        let expected = build_session_context(&eager, leaf.as_deref());
+        assert_eq!(s.context(), expected);
+        for (lazy, e) in s.entries().iter().zip(&eager) {
+            assert_eq!(lazy, e);
+            assert_eq!(lazy.to_line(), e.to_line());
+        }
+    }
+}
+
+#[test]
+fn context_parses_only_state_and_the_kept_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = generated(&dir, 3, 3_000_000);
+    let (s, _) = Session::open(&path).unwrap();
+    let ctx = s.context();
+    assert_eq!(
+        ctx.messages
+            .first()
+            .map(|m| matches!(m, AgentMessage::CompactionSummary(_))),
+        Some(true),
+        "the generated session ends after a compaction"
+    );
+    let in_context: HashSet<&str> = ctx.entry_ids.iter().map(String::as_str).collect();
+    let on_path: HashSet<&str> = s.path_to_leaf().iter().map(|e| e.id.as_str()).collect();
+    let mut untouched_messages = 0;
+    for e in s.entries() {
+        if !on_path.contains(e.id.as_str()) {
+            assert!(!e.is_parsed(), "{} is off the path but was parsed", e.id);
+        } else if e.type_name() == "message" && !in_context.contains(e.id.as_str()) {
+            assert!(!e.is_parsed(), "compacted message {} was parsed", e.id);
+            untouched_messages += 1;
+        }
+    }
+    assert!(
+        untouched_messages > 0,
+        "the session has compacted messages on its path"
+    );
+}
+
+#[test]
+fn a_line_with_an_unusual_header_takes_the_eager_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let header = r#"{"type":"session","version":3,"id":"s","timestamp":"","cwd":"/"}"#;
+    // A numeric id is read as "" by the eager parser; the head parse refuses it and defers.
+    let a = r#"{"type":"custom","id":7,"parentId":null,"timestamp":"t","customType":"x"}"#;
+    let b = r#"{"type":"custom","id":"b","parentId":null,"timestamp":"t","type":"label"}"#;
+    fs::write(&path, format!("{header}\n{a}\n{b}\n")).unwrap();
+    let (s, _) = Session::open(&path).unwrap();
+    let eager = eager_entries(&path);
+    assert_eq!(s.entries(), &eager[..]);
+    assert_eq!(s.entries()[0].id, "");
 }
