@@ -32,7 +32,8 @@ pub use prepare::{
     prepare_compaction_at, validate_boundary,
 };
 pub use prune::{
-    PruneConfig, PrunePlan, PrunedOutput, apply_prune, prune_notice, prune_tool_outputs, unprune,
+    PruneConfig, PrunePlan, PrunedOutput, apply_prune, prune_notice, prune_tool_outputs,
+    prune_tool_outputs_counted, unprune,
 };
 pub use serialize::serialize_conversation;
 pub use threshold::{context_tokens_from_usage, should_compact};

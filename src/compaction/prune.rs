@@ -87,14 +87,31 @@ pub fn prune_tool_outputs(
     counter: &dyn TokenCounter,
     config: &PruneConfig,
 ) -> PrunePlan {
+    prune_tool_outputs_counted(
+        context_entries,
+        &|e: &Entry| e.message().map_or(0, |m| counter.count_message(m)),
+        counter,
+        config,
+    )
+}
+
+/// [`prune_tool_outputs`] with the tokens of each tool-result entry from `count` (e.g. a
+/// [`crate::tokens::TokenCache`], so a dry run does not re-tokenise the context). `count` must
+/// agree with `counter.count_message` of the entry's message.
+pub fn prune_tool_outputs_counted(
+    context_entries: &[&Entry],
+    count: &dyn Fn(&Entry) -> u64,
+    counter: &dyn TokenCounter,
+    config: &PruneConfig,
+) -> PrunePlan {
     let mut seen = 0u64;
     let mut candidates = Vec::new();
     let mut saved = 0u64;
     for entry in context_entries.iter().rev() {
-        let Some(msg @ AgentMessage::ToolResult(result)) = entry.message() else {
+        let Some(AgentMessage::ToolResult(result)) = entry.message() else {
             continue;
         };
-        let tokens = counter.count_message(msg);
+        let tokens = count(entry);
         let protected = result.pruned_at.is_some()
             || seen < config.protect_tokens
             || config.protected_tools.contains(&result.tool_name);

@@ -229,7 +229,7 @@ pub(crate) async fn plan(
         let mut session = state.session.write().await;
         refresh_locked(state, &mut session)?;
         let pruned = if settings.compaction.prune_enabled {
-            let outcome = super::prune::prune_live(&mut session, counter.as_ref(), false)?;
+            let outcome = super::prune::prune_live_cached(&mut session, &cache, false)?;
             state.invalidate_counts(&outcome.entry_ids);
             outcome.tokens_saved
         } else {

@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 
 use crate::session::{Entry, Session};
-use crate::tokens::TokenCounter;
+use crate::tokens::{TokenCache, TokenCounter};
 
 use super::EngineError;
-use crate::compaction::{PruneConfig, apply_prune, prune_tool_outputs};
+use crate::compaction::{PruneConfig, apply_prune, prune_tool_outputs_counted};
 
 /// What a prune did (or, for a dry run, would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -28,13 +28,34 @@ pub fn prune_live(
     counter: &dyn TokenCounter,
     dry_run: bool,
 ) -> Result<PruneOutcome, EngineError> {
+    let count = |e: &Entry| e.message().map_or(0, |m| counter.count_message(m));
+    prune_live_with(session, &count, counter, dry_run)
+}
+
+/// [`prune_live`] counting through the session's token cache, so a dry run after a context
+/// call tokenises nothing.
+pub fn prune_live_cached(
+    session: &mut Session,
+    cache: &TokenCache,
+    dry_run: bool,
+) -> Result<PruneOutcome, EngineError> {
+    let count = |e: &Entry| cache.count_entry(e);
+    prune_live_with(session, &count, cache.counter().as_ref(), dry_run)
+}
+
+fn prune_live_with(
+    session: &mut Session,
+    count: &dyn Fn(&Entry) -> u64,
+    counter: &dyn TokenCounter,
+    dry_run: bool,
+) -> Result<PruneOutcome, EngineError> {
     let ctx = session.context();
     let live: Vec<&Entry> = ctx
         .entry_ids
         .iter()
         .filter_map(|id| session.get(id))
         .collect();
-    let plan = prune_tool_outputs(&live, counter, &PruneConfig::default());
+    let plan = prune_tool_outputs_counted(&live, count, counter, &PruneConfig::default());
     let outcome = PruneOutcome {
         pruned_count: plan.pruned_count,
         tokens_saved: plan.tokens_saved,

@@ -797,7 +797,8 @@ impl Engine {
         let counter = self.counter(&settings, None)?;
         let mut session = state.session.write().await;
         refresh_locked(&state, &mut session)?;
-        let outcome = prune::prune_live(&mut session, counter.as_ref(), dry_run)?;
+        let cache = state.cache_for(&counter);
+        let outcome = prune::prune_live_cached(&mut session, &cache, dry_run)?;
         if !dry_run {
             state.invalidate_counts(&outcome.entry_ids);
         }
