@@ -207,6 +207,10 @@ struct Fields {
     kind: EntryKind,
     /// Fields this version does not model, in their original order.
     extra: Extra,
+    /// Set when the body of a loaded line could not be parsed (a number beyond `f64`, a lone
+    /// surrogate escape): `kind` is then [`EntryKind::Unknown`] with no fields, and the line is
+    /// written back exactly as it was read.
+    unparsed: Option<RawSpan>,
 }
 
 #[derive(Clone)]
@@ -227,16 +231,39 @@ pub(crate) struct RawSpan {
     type_name: Box<str>,
 }
 
+impl PartialEq for RawSpan {
+    fn eq(&self, other: &Self) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl std::fmt::Debug for RawSpan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RawSpan").field(&self.text()).finish()
+    }
+}
+
 impl RawSpan {
+    /// Whether `entry`'s header fields are still the ones this line holds, so the line can be
+    /// written back verbatim.
+    fn head_matches(&self, entry: &Entry) -> bool {
+        let Ok(head) = serde_json::from_str::<Head<'_>>(self.text()) else {
+            return false;
+        };
+        head.id.as_deref().unwrap_or_default() == entry.id
+            && head.parent_id.as_deref() == entry.parent_id.as_deref()
+            && head.timestamp.as_deref().unwrap_or_default() == entry.timestamp
+    }
+
     fn text(&self) -> &str {
         // The loader checked that this span is UTF-8 before it made the span; a failure here
         // would be a loader bug, so fall back to an empty object rather than panic.
         std::str::from_utf8(&self.buf[self.start..self.end]).unwrap_or("{}")
     }
 
-    /// The full parse the eager loader used to do; a line the head parse accepted but
-    /// `serde_json::Value` refuses (a number beyond `f64`, a lone surrogate escape) keeps its
-    /// type and loses its other fields.
+    /// The full parse the eager loader used to do. A line the head parse accepted but
+    /// `serde_json::Value` refuses (a number beyond `f64`, a lone surrogate escape) becomes an
+    /// unknown entry that keeps its line, so a rewrite writes it back unchanged.
     fn parse(&self) -> Fields {
         let parsed = serde_json::from_str::<Value>(self.text())
             .map_err(|e| e.to_string())
@@ -250,6 +277,7 @@ impl RawSpan {
                         type_name: self.type_name.to_string(),
                     },
                     extra: Extra::new(),
+                    unparsed: Some(self.clone()),
                 }
             }
         }
@@ -313,7 +341,11 @@ impl Entry {
             id: id.into(),
             parent_id,
             timestamp: timestamp.into(),
-            body: Body::Parsed(Fields { kind, extra }),
+            body: Body::Parsed(Fields {
+                kind,
+                extra,
+                unparsed: None,
+            }),
         }
     }
 
@@ -451,8 +483,21 @@ impl Entry {
         Value::Object(out)
     }
 
-    /// One JSONL line, without the newline.
+    /// One JSONL line, without the newline. A loaded line nothing has modified is written
+    /// back byte for byte (key order, number spelling and escapes as read); so is a line whose
+    /// body could not be parsed, whatever happened to it since.
     pub fn to_line(&self) -> String {
+        if let Body::Raw { line, .. } = &self.body
+            && line.head_matches(self)
+        {
+            return line.text().to_owned();
+        }
+        if let Some(line) = &self.fields().unparsed {
+            if !line.head_matches(self) {
+                tracing::warn!(id = %self.id, "writing an unparsed line with its original header");
+            }
+            return line.text().to_owned();
+        }
         self.to_value().to_string()
     }
 
