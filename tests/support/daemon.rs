@@ -37,6 +37,8 @@ pub struct SpawnOptions {
     pub env: Vec<(String, String)>,
     /// Where stderr goes; inherited when `None`.
     pub stderr: Option<std::fs::File>,
+    /// A program and its arguments to run the daemon under (e.g. `strace -f -o log`).
+    pub wrapper: Vec<String>,
 }
 
 pub struct DaemonProcess {
@@ -72,6 +74,7 @@ impl DaemonProcess {
             settings,
             env,
             stderr,
+            wrapper,
         } = opts;
         let home = tempfile::tempdir().expect("a temp dir");
         let config = home.path().join("config");
@@ -82,7 +85,15 @@ impl DaemonProcess {
         if let Some(settings) = settings {
             std::fs::write(config.join("settings.json"), settings.to_string()).unwrap();
         }
-        let mut command = Command::new(env!("CARGO_BIN_EXE_compactd"));
+        let binary = env!("CARGO_BIN_EXE_compactd");
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(binary);
+                c
+            }
+            None => Command::new(binary),
+        };
         command
             .env("COMPACTD_CONFIG_DIR", &config)
             .env("COMPACTD_DATA_DIR", &data)
