@@ -837,6 +837,10 @@ fn print_table(rows: &[Row], args: &Args) {
          summary streams one SSE delta every {} ms",
         args.window, args.chunk_ms
     );
+    println!(
+        "ratio: how many times the floor (memory and p99 over the floor's, throughput the \
+         floor's over compactd's)"
+    );
     println!();
     println!("| measurement | compactd | floor | ratio | target |");
     println!("|---|---|---|---|---|");
