@@ -380,6 +380,47 @@ async fn appends_by_another_process_are_seen() {
     assert_eq!(ctx.messages.len(), 2);
 }
 
+/// `session/usage` is remembered per session revision: repeated calls agree, and every kind
+/// of change (an append here, another process's append, a settings update) is seen.
+#[tokio::test]
+async fn usage_follows_appends_other_writers_and_settings() {
+    let h = harness(json!({})).await;
+    let usage = json!({"usage": {"input": 1000, "output": 10, "totalTokens": 1010}});
+    append(&h, vec![user("hello"), assistant("hi", usage)]).await;
+    let first = h.engine.usage(&h.id).await.unwrap();
+    assert_eq!(first.context_tokens, Some(1010), "{first:?}");
+    assert_eq!(h.engine.usage(&h.id).await.unwrap(), first);
+
+    append(&h, vec![user(&prose("q", 50))]).await;
+    let second = h.engine.usage(&h.id).await.unwrap();
+    assert!(
+        second.estimated_tokens > first.estimated_tokens,
+        "{second:?}"
+    );
+    assert!(second.context_tokens > first.context_tokens, "{second:?}");
+
+    let (mut other, _) = Session::open(&h.path).unwrap();
+    other.append(user(&prose("o", 50))).unwrap();
+    let third = h.engine.usage(&h.id).await.unwrap();
+    assert!(
+        third.estimated_tokens > second.estimated_tokens,
+        "{third:?}"
+    );
+
+    h.engine
+        .update_settings(|stack| {
+            stack
+                .set_initialize(
+                    &json!({"tokenizer": "chars4", "compaction": {"reserveTokens": 50000}}),
+                )
+                .map_err(|e| EngineError::Settings(e.to_string()))
+        })
+        .unwrap();
+    let fourth = h.engine.usage(&h.id).await.unwrap();
+    assert_ne!(fourth.threshold, third.threshold, "{fourth:?}");
+    assert_eq!(fourth.estimated_tokens, third.estimated_tokens);
+}
+
 // ---- CLI -------------------------------------------------------------------------------
 
 fn bin() -> &'static str {

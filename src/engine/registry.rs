@@ -696,7 +696,12 @@ impl Engine {
         let settings = self.session_settings(&state)?;
         let cache = state.cache_for(&self.counter(&settings, None)?);
         let session = state.session.read().await;
-        Ok(usage::usage_view(&session, &settings, &cache))
+        let tokenizer = cache.counter().name();
+        Ok(
+            state.usage_view(session.revision(), tokenizer, &settings, || {
+                usage::usage_view(&session, &settings, &cache)
+            }),
+        )
     }
 
     /// The whole session tree.

@@ -13,6 +13,7 @@ use crate::settings::{Settings, SettingsStack};
 use crate::tokens::{TokenCache, TokenCounter};
 
 use super::auto::AutoMemory;
+use super::usage::UsageView;
 use super::{EngineError, SharedSession};
 
 /// Which slot a running operation occupies.
@@ -151,6 +152,17 @@ pub struct SessionState {
     pub write_gate: Arc<tokio::sync::Mutex<()>>,
     /// The file's format version when it was opened (before any in-memory migration).
     pub original_version: u64,
+    /// The last usage view computed, so repeated `session/usage` calls on an unchanged
+    /// session cost a comparison instead of a walk of the whole branch.
+    usage_memo: Mutex<Option<UsageMemo>>,
+}
+
+/// What a [`UsageView`] was computed from, and the view.
+struct UsageMemo {
+    revision: u64,
+    tokenizer: String,
+    settings: Settings,
+    view: UsageView,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -177,7 +189,34 @@ impl SessionState {
             auto: Mutex::new(AutoMemory::default()),
             write_gate: Arc::new(tokio::sync::Mutex::new(())),
             original_version: crate::session::CURRENT_SESSION_VERSION,
+            usage_memo: Mutex::new(None),
         }
+    }
+
+    /// The usage view of the session at `revision` with `settings` and `tokenizer`: the one
+    /// computed last when those are unchanged, else `compute()` (remembered for next time).
+    pub fn usage_view(
+        &self,
+        revision: u64,
+        tokenizer: &str,
+        settings: &Settings,
+        compute: impl FnOnce() -> UsageView,
+    ) -> UsageView {
+        if let Some(memo) = lock(&self.usage_memo).as_ref()
+            && memo.revision == revision
+            && memo.tokenizer == tokenizer
+            && memo.settings == *settings
+        {
+            return memo.view.clone();
+        }
+        let view = compute();
+        *lock(&self.usage_memo) = Some(UsageMemo {
+            revision,
+            tokenizer: tokenizer.to_owned(),
+            settings: settings.clone(),
+            view: view.clone(),
+        });
+        view
     }
 
     /// The session's settings stack.

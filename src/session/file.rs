@@ -220,6 +220,15 @@ pub struct Session {
     sync: SyncPolicy,
     /// Lines are kept raw and parsed on first use (a version 3 file).
     lazy: bool,
+    /// See [`Session::revision`].
+    revision: u64,
+}
+
+/// The next value of [`Session::revision`]; shared by every session of the process so a
+/// value is never reused, not even after a reload replaces a session whole.
+fn next_revision() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Holds the sidecar lock; closing the file releases it.
@@ -286,6 +295,7 @@ impl Session {
             },
             sync: options.sync,
             lazy: true,
+            revision: next_revision(),
         })
     }
 
@@ -347,6 +357,7 @@ impl Session {
             },
             sync: SyncPolicy::default(),
             lazy: false,
+            revision: next_revision(),
         };
         // Only current-version entries are kept raw: migration rewrites ids and fields.
         session.lazy = session.header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
@@ -459,6 +470,7 @@ impl Session {
     }
 
     fn push_entry(&mut self, entry: Entry, line: usize, report: &mut LoadReport) {
+        self.revision = next_revision();
         if self.index.contains_key(&entry.id) {
             report.duplicate_ids.push(DuplicateId {
                 id: entry.id.clone(),
@@ -468,6 +480,13 @@ impl Session {
             self.index.insert(entry.id.clone(), self.entries.len());
         }
         self.entries.push(entry);
+    }
+
+    /// Changes whenever the entries or the leaf change (an append, a navigation, a prune, other
+    /// writers' lines read in, a reload) and never takes a value twice in a process, so a view
+    /// computed at one revision stays valid while the revision is the same.
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// The file this session lives in.
@@ -600,6 +619,7 @@ impl Session {
             Ok(vec![marker])
         })?;
         self.leaf = target;
+        self.revision = next_revision();
         Ok(())
     }
 
@@ -669,6 +689,7 @@ impl Session {
         self.sync_from_disk(TailMode::Locked)?;
         let before = (self.entries.clone(), self.leaf.clone());
         f(&mut self.entries);
+        self.revision = next_revision();
         self.rebuild_index();
         if self
             .leaf
@@ -679,6 +700,7 @@ impl Session {
         }
         if let Err(e) = self.write_all_atomically() {
             (self.entries, self.leaf) = before;
+            self.revision = next_revision();
             self.rebuild_index();
             return Err(e);
         }
@@ -729,6 +751,7 @@ impl Session {
             self.commit(new);
             if let Err(e) = self.write_all_atomically() {
                 self.entries.truncate(n);
+                self.revision = next_revision();
                 self.rebuild_index();
                 (self.leaf, self.file_leaf) = leaves;
                 return Err(e);
@@ -842,6 +865,7 @@ impl Session {
         if moved_here && keep_leaf.is_some() {
             self.leaf = keep_leaf;
         }
+        self.revision = next_revision();
         Ok(())
     }
 

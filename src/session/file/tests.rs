@@ -818,3 +818,31 @@ fn untouched_lines_are_rewritten_byte_for_byte() {
         got[3]
     );
 }
+
+#[test]
+fn the_revision_changes_with_every_change_and_only_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    let mut seen = HashSet::new();
+    let mut changed = |s: &Session| assert!(seen.insert(s.revision()), "a new revision");
+    changed(&s);
+    let a = s.append(user("a")).unwrap().id.clone();
+    changed(&s);
+    s.append(user("b")).unwrap();
+    changed(&s);
+    let before = s.revision();
+    let _ = s.context();
+    assert_eq!(s.refresh().unwrap(), 0);
+    assert_eq!(s.revision(), before, "reading changes nothing");
+    s.branch(&a).unwrap();
+    changed(&s);
+    s.replace_entries(|_| {}).unwrap();
+    changed(&s);
+    let (mut other, _) = Session::open(s.path()).unwrap();
+    other.append(user("elsewhere")).unwrap();
+    s.refresh().unwrap();
+    changed(&s);
+    other.rewrite().unwrap();
+    s.refresh().unwrap();
+    changed(&s);
+}
