@@ -28,6 +28,7 @@ use compactd::compaction::{
 };
 use compactd::devtools::generate::GENERATOR_VERSION;
 use compactd::devtools::{GenerateOptions, SizePreset, generate_session};
+use compactd::engine::prune::prune_live_cached;
 use compactd::session::context::{SessionContext, convert_to_llm};
 use compactd::session::entry::CompactionEntry;
 use compactd::session::file::Session;
@@ -289,6 +290,24 @@ const MEASUREMENTS: &[Measurement] = &[
         about: "context entries + prune_tool_outputs, o200k (open not timed)",
         floor: false,
         run: prune_dry,
+    },
+    Measurement {
+        name: "prune-dry-cached",
+        about: "prune dry run as the daemon does it: through the session's o200k TokenCache, warmed by a context call (open and context not timed)",
+        floor: false,
+        run: prune_dry_cached,
+    },
+    Measurement {
+        name: "cli-plan-chars4",
+        about: "whole process: `compactd plan --tokenizer chars4 FILE` (release binary, start-up included)",
+        floor: false,
+        run: cli_plan_chars4,
+    },
+    Measurement {
+        name: "cli-plan-o200k",
+        about: "whole process: `compactd plan --tokenizer o200k FILE` (loads the o200k tables)",
+        floor: false,
+        run: cli_plan_o200k,
     },
     Measurement {
         name: "compact-no-llm",
@@ -718,6 +737,56 @@ fn prune_dry(path: &Path) -> Result<Timed> {
         ),
         op: Some(t),
     })
+}
+
+fn prune_dry_cached(path: &Path) -> Result<Timed> {
+    let mut session = open(path)?;
+    let cache = TokenCache::new(o200k());
+    let ctx = session.context();
+    count_context(&cache, &session, &ctx);
+    let (outcome, t) = timed(|| prune_live_cached(&mut session, &cache, true));
+    let outcome = outcome?;
+    Ok(Timed {
+        note: format!(
+            "{} outputs to prune, {} tokens saved",
+            outcome.pruned_count, outcome.tokens_saved
+        ),
+        op: Some(t),
+    })
+}
+
+/// Runs the release binary's `plan` on `path`, with an empty config dir; the whole process is
+/// timed.
+fn cli_plan(path: &Path, tokenizer: &str) -> Result<Timed> {
+    let config = tempfile::tempdir()?;
+    let out = Command::new(env!("CARGO_BIN_EXE_compactd"))
+        .args(["plan", "--tokenizer", tokenizer])
+        .arg(path)
+        .env("COMPACTD_CONFIG_DIR", config.path())
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "compactd plan failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let first = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    Ok(Timed {
+        note: format!("{first} (peak RSS column: this bench process, not compactd)"),
+        op: None,
+    })
+}
+
+fn cli_plan_chars4(path: &Path) -> Result<Timed> {
+    cli_plan(path, "chars4")
+}
+
+fn cli_plan_o200k(path: &Path) -> Result<Timed> {
+    cli_plan(path, "o200k")
 }
 
 fn compact_without_summarizer(path: &Path) -> Result<Timed> {

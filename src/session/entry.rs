@@ -215,10 +215,10 @@ struct Fields {
 
 #[derive(Clone)]
 enum Body {
-    Parsed(Fields),
+    Parsed(Box<Fields>),
     Raw {
         line: RawSpan,
-        parsed: OnceLock<Fields>,
+        parsed: OnceLock<Box<Fields>>,
     },
 }
 
@@ -341,11 +341,11 @@ impl Entry {
             id: id.into(),
             parent_id,
             timestamp: timestamp.into(),
-            body: Body::Parsed(Fields {
+            body: Body::Parsed(Box::new(Fields {
                 kind,
                 extra,
                 unparsed: None,
-            }),
+            })),
         }
     }
 
@@ -379,13 +379,13 @@ impl Entry {
     fn fields(&self) -> &Fields {
         match &self.body {
             Body::Parsed(f) => f,
-            Body::Raw { line, parsed } => parsed.get_or_init(|| line.parse()),
+            Body::Raw { line, parsed } => parsed.get_or_init(|| Box::new(line.parse())),
         }
     }
 
     fn fields_mut(&mut self) -> &mut Fields {
         if let Body::Raw { line, parsed } = &mut self.body {
-            let fields = parsed.take().unwrap_or_else(|| line.parse());
+            let fields = parsed.take().unwrap_or_else(|| Box::new(line.parse()));
             self.body = Body::Parsed(fields);
         }
         match &mut self.body {
@@ -396,8 +396,8 @@ impl Entry {
 
     fn into_fields(self) -> Fields {
         match self.body {
-            Body::Parsed(f) => f,
-            Body::Raw { line, parsed } => parsed.into_inner().unwrap_or_else(|| line.parse()),
+            Body::Parsed(f) => *f,
+            Body::Raw { line, parsed } => parsed.into_inner().map_or_else(|| line.parse(), |f| *f),
         }
     }
 

@@ -368,6 +368,8 @@ impl Session {
             report.migrated_from = Some(from);
             session.needs_rewrite = true;
         }
+        session.entries.reserve_exact(parsed.len());
+        session.index.reserve(parsed.len());
         for (entry, line) in parsed {
             session.push_entry(entry, line, report);
         }
