@@ -104,7 +104,7 @@ pub async fn navigate_tree(
         }
         let target = s
             .get(target_id)
-            .filter(|e| !matches!(e.kind(), EntryKind::LeafMove))
+            .filter(|e| !e.is_leaf_move())
             .cloned()
             .ok_or_else(|| EngineError::EntryNotFound(target_id.to_owned()))?;
         let collection =

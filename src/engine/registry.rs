@@ -910,7 +910,7 @@ fn visible_count(session: &Session) -> usize {
     session
         .entries()
         .iter()
-        .filter(|e| !matches!(e.kind(), EntryKind::LeafMove))
+        .filter(|e| !e.is_leaf_move())
         .count()
 }
 

@@ -44,7 +44,7 @@
 //! other writers' lines. After ingesting them the leaf follows the file, unless this process
 //! moved its own leaf since it last synced with the file.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -222,6 +222,9 @@ pub struct Session {
     lazy: bool,
     /// See [`Session::revision`].
     revision: u64,
+    /// Entries of a large file parsed ahead on two threads, by line start offset, taken in
+    /// order while the file is read; empty outside [`Session::parse`].
+    preparsed: VecDeque<(usize, Entry)>,
 }
 
 /// The next value of [`Session::revision`]; shared by every session of the process so a
@@ -296,6 +299,7 @@ impl Session {
             sync: options.sync,
             lazy: true,
             revision: next_revision(),
+            preparsed: VecDeque::new(),
         })
     }
 
@@ -358,12 +362,17 @@ impl Session {
             sync: SyncPolicy::default(),
             lazy: false,
             revision: next_revision(),
+            preparsed: VecDeque::new(),
         };
         // Only current-version entries are kept raw: migration rewrites ids and fields.
         session.lazy = session.header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
         let mut parsed = Vec::new();
         let from = session.disk.consumed as usize;
+        if session.lazy && data.len() >= parallel::PARALLEL_MIN_BYTES {
+            session.preparsed = parallel::preparse(&data, from);
+        }
         session.read_lines(&data, from, TailMode::Open, report, &mut parsed);
+        session.preparsed = VecDeque::new();
         if let Some(from) = migrate(&mut session.header, &mut parsed) {
             report.migrated_from = Some(from);
             session.needs_rewrite = true;
@@ -462,7 +471,21 @@ impl Session {
 
     /// `buf[start..end]` as an entry: kept raw with only its header parsed when the file is
     /// current and the header is ordinary, otherwise parsed whole as before.
-    fn parse_span(&self, buf: &Arc<Vec<u8>>, start: usize, end: usize) -> Result<Entry, String> {
+    fn parse_span(
+        &mut self,
+        buf: &Arc<Vec<u8>>,
+        start: usize,
+        end: usize,
+    ) -> Result<Entry, String> {
+        while self.preparsed.front().is_some_and(|(at, _)| *at < start) {
+            self.preparsed.pop_front();
+        }
+        if self.lazy
+            && self.preparsed.front().is_some_and(|(at, _)| *at == start)
+            && let Some((_, entry)) = self.preparsed.pop_front()
+        {
+            return Ok(entry);
+        }
         if self.lazy
             && let Ok(entry) = Entry::from_shared_line(buf, start, end)
         {
@@ -922,7 +945,12 @@ fn read_whole(path: &Path) -> Result<(Vec<u8>, Option<FileId>)> {
         _ => io_err(path)(e),
     })?;
     let meta = file.metadata().map_err(io_err(path))?;
-    let mut data = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    let len = usize::try_from(meta.len()).unwrap_or(0);
+    if len >= parallel::PARALLEL_MIN_BYTES {
+        let data = parallel::read_in_two(&mut file, len).map_err(io_err(path))?;
+        return Ok((data, file_id(&meta)));
+    }
+    let mut data = Vec::with_capacity(len);
     file.read_to_end(&mut data).map_err(io_err(path))?;
     Ok((data, file_id(&meta)))
 }
@@ -1092,6 +1120,8 @@ fn migrate_v1_ids(entries: &mut [(Entry, usize)]) {
         }
     }
 }
+
+mod parallel;
 
 #[cfg(test)]
 mod tests;

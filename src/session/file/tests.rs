@@ -846,3 +846,53 @@ fn the_revision_changes_with_every_change_and_only_then() {
     s.refresh().unwrap();
     changed(&s);
 }
+
+/// Files over `PARALLEL_MIN_BYTES` (64 KiB in unit tests) are read and pre-parsed on two
+/// threads; the loader must see exactly what a sequential read sees, wherever the halves are
+/// cut: malformed lines, unusual headers, blank lines and an unterminated tail included.
+#[test]
+fn a_file_read_on_two_threads_loads_like_a_sequential_one() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad_at in [3usize, 150, 151, 152, 297] {
+        let path = dir.path().join(format!("two-{bad_at}.jsonl"));
+        let mut text =
+            String::from(r#"{"type":"session","version":3,"id":"p","timestamp":"t","cwd":"/w"}"#);
+        text.push('\n');
+        let mut expected = Vec::new();
+        let mut parent = None::<String>;
+        for i in 0..300 {
+            if i == bad_at {
+                text.push_str("{\"type\":\"message\",\"id\":\"broken\n");
+                text.push_str("   \n");
+            }
+            let id = format!("e{i}");
+            // Every 50th line has a numeric id field before its string one: an unusual
+            // header that takes the eager path.
+            let line = json!({"type": "custom", "id": id, "parentId": parent,
+                "timestamp": "t", "customType": "x", "data": "y".repeat(300)});
+            let mut line = line.to_string();
+            if i % 50 == 7 {
+                line = line.replacen("{\"type\"", "{\"n\":1,\"type\"", 1);
+            }
+            text.push_str(&line);
+            if i < 299 {
+                text.push('\n');
+            }
+            expected.push(id.clone());
+            parent = Some(id);
+        }
+        fs::write(&path, &text).unwrap();
+        assert!(text.len() > super::parallel::PARALLEL_MIN_BYTES);
+        let (s, report) = Session::open(&path).unwrap();
+        let ids: Vec<&str> = s.entries().iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, expected, "bad line at {bad_at}");
+        assert_eq!(report.skipped.len(), 1, "{report:?}");
+        assert_eq!(report.skipped[0].line, bad_at + 2);
+        assert_eq!(s.leaf_id(), Some("e299"));
+        for (e, line) in s.entries().iter().zip(text.lines().skip(1).filter(|l| {
+            !l.trim().is_empty() && !l.contains("broken")
+        })) {
+            assert_eq!(e.to_line(), line);
+        }
+    }
+}
