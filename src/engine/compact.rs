@@ -622,5 +622,9 @@ async fn persist(
         from_extension: Some(d.from_extension),
         extra: Default::default(),
     }))?;
-    Ok(entry.id.clone())
+    let id = entry.id.clone();
+    // Planning and summarising parsed the old history; the context from now on starts at the
+    // first kept entry, so give that memory back.
+    s.release_parsed_bodies();
+    Ok(id)
 }

@@ -437,6 +437,14 @@ impl Entry {
         &mut self.fields_mut().extra
     }
 
+    /// Drops the parsed body of an unmodified loaded entry, keeping its line; the next read
+    /// parses it again. Frees what a one-off pass over old history (a compaction) parsed.
+    pub fn forget_parsed(&mut self) {
+        if let Body::Raw { parsed, .. } = &mut self.body {
+            parsed.take();
+        }
+    }
+
     /// Whether the typed body has been parsed (always for entries built in memory).
     pub fn is_parsed(&self) -> bool {
         match &self.body {

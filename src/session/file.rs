@@ -514,6 +514,12 @@ impl Session {
         self.revision
     }
 
+    /// Drops every parsed body that can be parsed again from its line (see
+    /// [`Entry::forget_parsed`]), so memory goes back to the file's size plus what is read next.
+    pub fn release_parsed_bodies(&mut self) {
+        self.entries.iter_mut().for_each(Entry::forget_parsed);
+    }
+
     /// The file this session lives in.
     pub fn path(&self) -> &Path {
         &self.path

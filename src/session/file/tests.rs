@@ -889,10 +889,24 @@ fn a_file_read_on_two_threads_loads_like_a_sequential_one() {
         assert_eq!(report.skipped.len(), 1, "{report:?}");
         assert_eq!(report.skipped[0].line, bad_at + 2);
         assert_eq!(s.leaf_id(), Some("e299"));
-        for (e, line) in s.entries().iter().zip(text.lines().skip(1).filter(|l| {
-            !l.trim().is_empty() && !l.contains("broken")
-        })) {
+        for (e, line) in s.entries().iter().zip(
+            text.lines()
+                .skip(1)
+                .filter(|l| !l.trim().is_empty() && !l.contains("broken")),
+        ) {
             assert_eq!(e.to_line(), line);
         }
     }
+}
+
+#[test]
+fn released_bodies_are_parsed_again_on_demand() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = generated(&dir, 4, 200_000);
+    let (mut s, _) = Session::open(&path).unwrap();
+    let before = s.context();
+    assert!(s.entries().iter().any(Entry::is_parsed));
+    s.release_parsed_bodies();
+    assert!(s.entries().iter().all(|e| !e.is_parsed()));
+    assert_eq!(s.context(), before);
 }
