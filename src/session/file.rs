@@ -225,7 +225,22 @@ pub struct Session {
     /// Entries of a large file parsed ahead on two threads, by line start offset, taken in
     /// order while the file is read; empty outside [`Session::parse`].
     preparsed: VecDeque<(usize, Entry)>,
+    /// The last root→entry path walked, reused and extended by later walks.
+    path_cache: std::sync::Mutex<PathCache>,
 }
+
+/// A root→`end` path as entry indices (markers excluded). Entries are only ever added after
+/// existing ones, and a parent never changes, so the path of an entry stays valid until the
+/// entries are replaced (a prune, a reload), which clears it.
+#[derive(Debug, Default)]
+struct PathCache {
+    end: Option<usize>,
+    indices: Arc<Vec<usize>>,
+}
+
+/// How far above a new end a walk looks for the cached one before walking to the root: an
+/// append adds one or a few entries below the leaf.
+const PATH_EXTENSION_STEPS: usize = 64;
 
 /// The next value of [`Session::revision`]; shared by every session of the process so a
 /// value is never reused, not even after a reload replaces a session whole.
@@ -300,6 +315,7 @@ impl Session {
             lazy: true,
             revision: next_revision(),
             preparsed: VecDeque::new(),
+            path_cache: Default::default(),
         })
     }
 
@@ -363,6 +379,7 @@ impl Session {
             lazy: false,
             revision: next_revision(),
             preparsed: VecDeque::new(),
+            path_cache: Default::default(),
         };
         // Only current-version entries are kept raw: migration rewrites ids and fields.
         session.lazy = session.header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
@@ -556,9 +573,73 @@ impl Session {
     /// The root→`id` path, markers excluded; empty for an unknown id.
     pub fn path_to(&self, id: &str) -> Vec<&Entry> {
         match self.index.get(id) {
-            Some(&i) => tree::walk_path(&self.entries, i, |p| self.index.get(p).copied()),
+            Some(&i) => self.path_from(i),
             None => Vec::new(),
         }
+    }
+
+    /// The root→`entries[end]` path. The last path walked is kept: asking for it again costs a
+    /// copy of its indices, and asking for an entry a few steps below it (after an append)
+    /// walks only those steps.
+    fn path_from(&self, end: usize) -> Vec<&Entry> {
+        let indices = self.path_indices(end);
+        indices.iter().map(|&i| &self.entries[i]).collect()
+    }
+
+    fn path_indices(&self, end: usize) -> Arc<Vec<usize>> {
+        let mut cache = self
+            .path_cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if cache.end == Some(end) {
+            return Arc::clone(&cache.indices);
+        }
+        let lookup = |p: &str| self.index.get(p).copied();
+        let indices = match cache.end.and_then(|old| self.extension(old, end, lookup)) {
+            Some(below) => {
+                let mut path = Vec::with_capacity(cache.indices.len() + below.len());
+                path.extend_from_slice(&cache.indices);
+                path.extend(below.into_iter().rev());
+                path
+            }
+            None => tree::walk_path_indices(&self.entries, end, lookup),
+        };
+        *cache = PathCache {
+            end: Some(end),
+            indices: Arc::new(indices),
+        };
+        Arc::clone(&cache.indices)
+    }
+
+    /// The non-marker entries from `end` up to (not including) `old`, newest first, when `old`
+    /// is at most [`PATH_EXTENSION_STEPS`] above `end`.
+    fn extension(
+        &self,
+        old: usize,
+        end: usize,
+        lookup: impl Fn(&str) -> Option<usize>,
+    ) -> Option<Vec<usize>> {
+        let mut below = Vec::new();
+        let mut current = end;
+        for _ in 0..PATH_EXTENSION_STEPS {
+            if current == old {
+                return Some(below);
+            }
+            let entry = &self.entries[current];
+            if !tree::is_marker(entry) {
+                below.push(current);
+            }
+            current = entry.parent_id.as_deref().and_then(&lookup)?;
+        }
+        None
+    }
+
+    /// Forgets the cached path; for when entries are replaced rather than added.
+    fn clear_path_cache(&mut self) {
+        *self
+            .path_cache
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = PathCache::default();
     }
 
     /// The tree of all entries (markers hidden).
@@ -580,7 +661,7 @@ impl Session {
         let Some(start) = start else {
             return SessionContext::default();
         };
-        let path = tree::walk_path(&self.entries, start, |p| self.index.get(p).copied());
+        let path = self.path_from(start);
         context_of_path(&path, &ContextOptions::default())
     }
 
@@ -739,6 +820,7 @@ impl Session {
     }
 
     fn rebuild_index(&mut self) {
+        self.clear_path_cache();
         self.index.clear();
         for (i, e) in self.entries.iter().enumerate() {
             self.index.entry(e.id.clone()).or_insert(i);

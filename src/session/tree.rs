@@ -22,16 +22,31 @@ pub(crate) fn walk_path(
     start: usize,
     lookup: impl Fn(&str) -> Option<usize>,
 ) -> Vec<&Entry> {
-    let mut seen = HashSet::new();
+    walk_path_indices(entries, start, lookup)
+        .into_iter()
+        .map(|i| &entries[i])
+        .collect()
+}
+
+/// [`walk_path`] as indices into `entries`.
+pub(crate) fn walk_path_indices(
+    entries: &[Entry],
+    start: usize,
+    lookup: impl Fn(&str) -> Option<usize>,
+) -> Vec<usize> {
+    // One bit per entry: cheaper than hashing every index of a long path.
+    let mut seen = vec![0u64; entries.len().div_ceil(64)];
     let mut out = Vec::new();
     let mut current = Some(start);
     while let Some(i) = current {
-        if !seen.insert(i) {
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        if seen[word] & bit != 0 {
             break;
         }
+        seen[word] |= bit;
         let entry = &entries[i];
         if !is_marker(entry) {
-            out.push(entry);
+            out.push(i);
         }
         current = entry.parent_id.as_deref().and_then(&lookup);
     }

@@ -536,6 +536,17 @@ mod props {
 
     fn check(s: &Session) -> Result<(), TestCaseError> {
         let path = s.path_to_leaf();
+        // The cached and extended path is the one a fresh walk finds.
+        let fresh: Vec<&str> = s
+            .leaf_id()
+            .and_then(|l| s.index.get(l))
+            .map(|&i| crate::session::tree::walk_path(&s.entries, i, |p| s.index.get(p).copied()))
+            .unwrap_or_default()
+            .iter()
+            .map(|e| e.id.as_str())
+            .collect();
+        let cached: Vec<&str> = path.iter().map(|e| e.id.as_str()).collect();
+        prop_assert_eq!(cached, fresh);
         match s.leaf_id() {
             None => prop_assert!(path.is_empty()),
             Some(leaf) => {
