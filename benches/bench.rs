@@ -21,6 +21,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "support/sessions.rs"]
+mod sessions;
+
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use compactd::compaction::{
@@ -39,6 +42,7 @@ use compactd::tokens::{Chars4, TokenCache, TokenCounter, counter_by_name};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use sessions::cached_session;
 
 #[derive(Parser)]
 #[command(about = "compactd benchmarks (issue 7)")]
@@ -95,7 +99,7 @@ fn main() -> Result<()> {
                     write_session(&out, preset, seed)?;
                     out
                 }
-                None => cached_session(preset, seed)?,
+                None => cached_session(preset, seed, write_session)?,
             };
             println!("{}", path.display());
             Ok(())
@@ -130,30 +134,6 @@ fn parse_size(s: &str) -> Result<SizePreset> {
 
 // ---------------------------------------------------------------------------------------------
 // Generated sessions
-
-fn cache_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    target.join("bench-sessions")
-}
-
-/// The cached file for a size and seed, generated on first use.
-fn cached_session(preset: SizePreset, seed: u64) -> Result<PathBuf> {
-    let dir = cache_dir();
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(format!(
-        "{}-seed{seed}-g{GENERATOR_VERSION}.jsonl",
-        preset.name()
-    ));
-    if !path.exists() {
-        // Written under a temporary name so an interrupted run never leaves a short file.
-        let tmp = path.with_extension("jsonl.partial");
-        write_session(&tmp, preset, seed)?;
-        std::fs::rename(&tmp, &path)?;
-    }
-    Ok(path)
-}
 
 fn write_session(path: &Path, preset: SizePreset, seed: u64) -> Result<()> {
     let file = std::fs::File::create(path).with_context(|| format!("creating {path:?}"))?;
@@ -869,7 +849,7 @@ fn run(sizes: &str, seed: u64, reps: Option<u32>, only: Option<&str>) -> Result<
         "size", "file", "measurement", "median", "min", "MB/s", "peak RSS", "x heads"
     );
     for preset in presets {
-        let file = cached_session(preset, seed)?;
+        let file = cached_session(preset, seed, write_session)?;
         let reps = reps.unwrap_or_else(|| default_reps(preset));
         let mut heads_ms = None;
         for m in MEASUREMENTS {

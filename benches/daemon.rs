@@ -28,6 +28,8 @@
 
 #[path = "../tests/support/fake_llm.rs"]
 mod fake_llm;
+#[path = "support/sessions.rs"]
+mod sessions;
 
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -36,10 +38,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::Parser;
-use compactd::devtools::generate::GENERATOR_VERSION;
 use compactd::devtools::{GenerateOptions, SizePreset, generate_session};
 use fake_llm::{FakeLlm, openai_sse};
 use serde_json::{Value, json};
+use sessions::cached_session;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Semaphore;
@@ -94,8 +96,8 @@ async fn run(args: &Args, llm: &FakeLlm) -> Result<()> {
     let big_preset = SizePreset::parse(&args.big).context("--big: one of XS, S, M, L")?;
     // Another seed than the big one's: the same seed gives the same session id, and the
     // daemon refuses to open two files with one id.
-    let small = cached_session(SizePreset::S, args.seed + 1)?;
-    let big = cached_session(big_preset, args.seed)?;
+    let small = cached_session(SizePreset::S, args.seed + 1, write_session)?;
+    let big = cached_session(big_preset, args.seed, write_session)?;
     let home = tempfile::tempdir()?;
     let small = scratch_copy(&small, home.path())?;
     let big = scratch_copy(&big, home.path())?;
@@ -233,33 +235,15 @@ async fn cat_memory() -> Result<Memory> {
 // ---------------------------------------------------------------------------------------------
 // Generated sessions (the cache of `benches/bench.rs`, same names)
 
-fn cache_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    target.join("bench-sessions")
-}
-
-/// The cached file for a size and seed, generated on first use.
-fn cached_session(preset: SizePreset, seed: u64) -> Result<PathBuf> {
-    let dir = cache_dir();
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(format!(
-        "{}-seed{seed}-g{GENERATOR_VERSION}.jsonl",
-        preset.name()
-    ));
-    if !path.exists() {
-        // Written under a temporary name so an interrupted run never leaves a short file.
-        let tmp = path.with_extension("jsonl.partial");
-        let file = std::fs::File::create(&tmp).with_context(|| format!("creating {tmp:?}"))?;
-        generate_session(
-            BufWriter::with_capacity(1 << 20, file),
-            &GenerateOptions::for_size(preset, seed),
-        )?;
-        std::fs::rename(&tmp, &path)?;
-        eprintln!("generated {}", path.display());
-    }
-    Ok(path)
+/// Generates a session into `path`.
+fn write_session(path: &Path, preset: SizePreset, seed: u64) -> Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("creating {path:?}"))?;
+    generate_session(
+        BufWriter::with_capacity(1 << 20, file),
+        &GenerateOptions::for_size(preset, seed),
+    )?;
+    eprintln!("generated {}", path.display());
+    Ok(())
 }
 
 /// A copy the daemon may rewrite (compaction appends to it).
