@@ -203,7 +203,15 @@ async fn manual_compaction_with_progress_preview_and_errors() {
     assert_eq!(last["value"], json!({"kind": "end", "message": "done"}));
     assert!(progress.iter().all(|p| p["token"] == "tok-1"));
     d.take_all("session/compactionDelta");
-    d.take_all("session/entriesAppended");
+    // The compaction entry is announced like any other entry.
+    let appended = d.take_all("session/entriesAppended");
+    let announced: Vec<&Value> = appended
+        .iter()
+        .flat_map(|n| n["entries"].as_array().unwrap())
+        .collect();
+    assert_eq!(announced.len(), 1, "{appended:?}");
+    assert_eq!(announced[0]["id"], entry_id);
+    assert_eq!(announced[0]["type"], "compaction");
 
     let path = d.ok("session/usage", json!({"sessionId": session})).await;
     assert_eq!(path["isCompacting"], false);
@@ -248,6 +256,8 @@ async fn navigate_tree_moves_the_leaf_and_reports_it() {
     assert_eq!(result["leafId"], target);
     let navigated = d.expect_notification("session/treeNavigated").await;
     assert_eq!(navigated["newLeafId"], target);
+    // A move without a summary appends only a hidden leaf marker: nothing to announce.
+    assert!(d.take_all("session/entriesAppended").is_empty());
     d.err(
         "session/navigateTree",
         json!({"sessionId": session, "targetId": "missing1"}),
@@ -260,6 +270,34 @@ async fn navigate_tree_moves_the_leaf_and_reports_it() {
     assert_eq!(aborted["aborted"], false);
     let context = d.ok("session/context", json!({"sessionId": session})).await;
     assert_eq!(context["messages"].as_array().unwrap().len(), 2);
+
+    // Back to the second turn, then to the first with a summary of the branch left: the
+    // summary entry is announced before `session/treeNavigated`.
+    let second = d.ok("session/tree", json!({"sessionId": session})).await["nodes"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["id"]
+        .clone();
+    d.ok(
+        "session/navigateTree",
+        json!({"sessionId": session, "targetId": second}),
+    )
+    .await;
+    d.expect_notification("session/treeNavigated").await;
+    let summarized = d
+        .ok(
+            "session/navigateTree",
+            json!({"sessionId": session, "targetId": target, "summarize": true}),
+        )
+        .await;
+    let summary_id = summarized["summaryEntry"]["id"].clone();
+    assert!(summary_id.is_string(), "{summarized} (left {second})");
+    let appended = d.expect_notification("session/entriesAppended").await;
+    assert_eq!(appended["entries"][0]["id"], summary_id);
+    assert_eq!(appended["entries"][0]["type"], "branch_summary");
+    let navigated = d.expect_notification("session/treeNavigated").await;
+    assert_eq!(navigated["summaryEntry"]["id"], summary_id);
     d.finish().await;
 }
 

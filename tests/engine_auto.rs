@@ -180,6 +180,7 @@ async fn threshold_compaction_appends_a_compaction_and_a_continue_prompt() {
             "appended",
             "autoStarted",
             "compactionStarted",
+            "appended",
             "compactionFinished",
             "autoFinished",
             "appended",

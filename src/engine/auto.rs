@@ -347,6 +347,9 @@ impl AutoPlan {
                     super::compact(&state.session, env, opts, guard.token().clone(), observer)
                         .await;
                 drop(guard);
+                if let Some(event) = appended_compaction(&state, &run).await {
+                    events.emit(event);
+                }
                 let (outcome, aborted, error) = finished(&run);
                 events.emit(EngineEvent::CompactionFinished {
                     session_id,
@@ -470,6 +473,20 @@ impl PendingAuto {
         drop(gate);
         out
     }
+}
+
+/// `EntriesAppended` for the entry a compaction wrote (none for a preview or a failure), so
+/// clients learn of it like of any other entry, just before `CompactionFinished`.
+pub(crate) async fn appended_compaction(
+    state: &SessionState,
+    run: &Result<CompactOutcome, EngineError>,
+) -> Option<EngineEvent> {
+    let id = run.as_ref().ok()?.entry_id.as_deref()?;
+    let entry = state.session.read().await.get(id).cloned()?;
+    Some(EngineEvent::EntriesAppended {
+        session_id: state.id.clone(),
+        entries: vec![entry],
+    })
 }
 
 /// The event fields of a finished compaction.

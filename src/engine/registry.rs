@@ -773,6 +773,9 @@ impl Engine {
         });
         let result =
             super::compact(&state.session, &env, opts, guard.token().clone(), observer).await;
+        if let Some(event) = auto::appended_compaction(&state, &result).await {
+            self.emit(event);
+        }
         let (outcome, aborted, error) = auto::finished(&result);
         self.emit(EngineEvent::CompactionFinished {
             session_id: state.id.clone(),
@@ -835,6 +838,12 @@ impl Engine {
         )
         .await?;
         if !outcome.cancelled && !outcome.aborted {
+            if let Some(entry) = &outcome.summary_entry {
+                self.emit(EngineEvent::EntriesAppended {
+                    session_id: state.id.clone(),
+                    entries: vec![entry.clone()],
+                });
+            }
             self.emit(EngineEvent::TreeNavigated {
                 session_id: state.id.clone(),
                 new_leaf_id: outcome.leaf_id.clone(),
