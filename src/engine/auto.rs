@@ -347,7 +347,7 @@ impl AutoPlan {
                     super::compact(&state.session, env, opts, guard.token().clone(), observer)
                         .await;
                 drop(guard);
-                if let Some(event) = appended_compaction(&state, &run).await {
+                if let Some(event) = appended_compaction(state, &run).await {
                     events.emit(event);
                 }
                 let (outcome, aborted, error) = finished(&run);
