@@ -201,3 +201,70 @@ async fn twenty_sessions_survive_a_chaotic_llm() {
     assert!(outcomes.values().sum::<usize>() == SESSIONS);
     d.kill().await;
 }
+
+/// A stream that breaks after some of its text reached the client is retried; the client is
+/// told to discard the text it has (`reset: true`) before the new attempt's text, so a viewer
+/// that concatenates deltas shows the summary actually written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_stream_resets_the_streamed_text() {
+    let server = FakeLlm::start().await;
+    // The first request streams two pieces, slowly enough to be sent on, then the connection
+    // is reset; every later request succeeds.
+    server.push(
+        openai_sse(&["LOST DRAFT ", "MORE LOST ", "NEVER SENT"], "stop")
+            .chunk_delay(Duration::from_millis(120))
+            .first_chunks(3)
+            .ending(StreamEnd::Reset),
+    );
+    server.set_default(openai_sse(&["## Goal\nThe final ", "summary."], "stop"));
+    let settings = json!({
+        "providers": {"fake": {"kind": "openai", "baseUrl": format!("{}/v1", server.url()),
+            "models": {"m": {"contextWindow": 200000, "maxOutputTokens": 8000}}}},
+        "summarizer": {"kind": "openai", "model": "fake/m"},
+        "retry": {"enabled": true, "maxRetries": 2, "baseDelayMs": 5},
+        "tokenizer": "chars4",
+        "compaction": {"enabled": false, "keepRecentTokens": 300},
+    });
+    let mut d = DaemonProcess::spawn_opts(SpawnOptions {
+        settings: Some(settings),
+        ..SpawnOptions::default()
+    })
+    .await;
+    let s = d.start_session().await;
+    d.append(&s, conversation(6, 60)).await;
+    let result = d.ok("session/compact", json!({"sessionId": s})).await;
+    let summary = result["summary"].as_str().unwrap();
+    assert!(summary.contains("The final summary."), "{summary}");
+    assert!(!summary.contains("LOST"), "{summary}");
+    d.expect_notification("session/compactionFinished").await;
+
+    let deltas = d.take_all("session/compactionDelta");
+    let resets: Vec<&Value> = deltas.iter().filter(|d| d["reset"] == true).collect();
+    assert_eq!(resets.len(), 1, "{deltas:#?}");
+    assert_eq!(resets[0]["text"], "");
+    // What a client that appends deltas and clears on a reset shows, per part.
+    let mut shown: HashMap<String, String> = HashMap::new();
+    for delta in &deltas {
+        let text = shown
+            .entry(delta["part"].as_str().unwrap().to_owned())
+            .or_default();
+        if delta["reset"] == true {
+            text.clear();
+        }
+        text.push_str(delta["text"].as_str().unwrap());
+    }
+    let reset_part = resets[0]["part"].as_str().unwrap();
+    assert!(
+        deltas
+            .iter()
+            .take_while(|d| d["reset"] != true)
+            .any(|d| d["part"] == reset_part && d["text"].as_str().unwrap().contains("LOST")),
+        "the broken attempt's text was sent before the reset: {deltas:#?}"
+    );
+    for (part, text) in &shown {
+        assert!(!text.contains("LOST"), "{part}: {text}");
+    }
+    assert_eq!(shown["history"], "## Goal\nThe final summary.");
+    d.drain_buffer();
+    d.finish().await;
+}

@@ -229,6 +229,12 @@ impl OperationObserver for StderrProgress {
         }
     }
 
+    fn restart(&self, _part: SummaryPart) {
+        if let Ok(mut state) = self.state.lock() {
+            state.1 = 0;
+        }
+    }
+
     fn delta(&self, _part: SummaryPart, text: &str) {
         let Ok(mut state) = self.state.lock() else {
             return;

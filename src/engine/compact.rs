@@ -26,7 +26,7 @@ use crate::summarize::prompts::{
 };
 use crate::summarize::{Purpose, SummarizeError, SummaryOutput};
 
-use super::fit::{PromptBuilder, SummaryJob, summarize_fitted};
+use super::fit::{PromptBuilder, SummaryJob, summarize_fitted_streaming};
 use super::retention;
 use super::{
     BeforeCompactRequest, CompactReason, CompactingReply, CompactingRequest, EngineError,
@@ -543,12 +543,14 @@ impl Summaries<'_> {
     ) -> Result<SummaryOutput, SummarizeError> {
         let observer = self.observer;
         let on_delta = move |text: &str| observer.delta(part, text);
-        summarize_fitted(
+        let on_restart = move || observer.restart(part);
+        summarize_fitted_streaming(
             job,
             &self.env.summarizers,
             self.env.counter.as_ref(),
             self.cancel,
             &on_delta,
+            &on_restart,
         )
         .await
     }

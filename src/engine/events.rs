@@ -75,8 +75,11 @@ pub trait OperationObserver: Send + Sync {
     /// A new phase started; `percentage` when the operation can tell.
     fn phase(&self, phase: Phase, message: &str, percentage: Option<u32>);
     /// Streamed summary text. A retried attempt starts its part over (the observer receives
-    /// the new attempt's text from the beginning).
+    /// the new attempt's text from the beginning, after [`OperationObserver::restart`]).
     fn delta(&self, part: SummaryPart, text: &str);
+    /// The text streamed so far for `part` is void: an attempt failed and another (a retry,
+    /// the next summarizer, the next chunk of a long input) starts from the beginning.
+    fn restart(&self, _part: SummaryPart) {}
 }
 
 /// An observer that ignores everything.

@@ -89,11 +89,30 @@ pub async fn summarize_fitted(
     cancel: &CancellationToken,
     on_delta: DeltaSink<'_>,
 ) -> Result<SummaryOutput, SummarizeError> {
+    summarize_fitted_streaming(job, set, counter, cancel, on_delta, &|| {}).await
+}
+
+/// [`summarize_fitted`], calling `on_restart` whenever an attempt begins (a first attempt, a
+/// retry, the next summarizer, the next chunk): whatever was streamed before is then void.
+pub async fn summarize_fitted_streaming(
+    job: &SummaryJob<'_>,
+    set: &SummarizerSet,
+    counter: &dyn TokenCounter,
+    cancel: &CancellationToken,
+    on_delta: DeltaSink<'_>,
+    on_restart: &(dyn Fn() + Send + Sync),
+) -> Result<SummaryOutput, SummarizeError> {
     let mut budget = input_budget(set.min_context_window(), job.max_tokens);
     let mut shrunk = false;
+    let on_attempt = |event: crate::summarize::AttemptEvent| {
+        if matches!(event.outcome, crate::summarize::AttemptOutcome::Started) {
+            on_restart();
+        }
+        log_attempt(event);
+    };
     loop {
         let chunks = plan_chunks(job, budget, counter)?;
-        match run_chunks(job, &chunks, set, cancel, on_delta).await {
+        match run_chunks(job, &chunks, set, cancel, on_delta, &on_attempt).await {
             Err(e) if e.is_overflow() && !shrunk && budget != u64::MAX => {
                 tracing::warn!(error = %e, budget, "summarizer overflowed; retrying with half the budget");
                 budget /= 2;
@@ -110,6 +129,7 @@ async fn run_chunks(
     set: &SummarizerSet,
     cancel: &CancellationToken,
     on_delta: DeltaSink<'_>,
+    on_attempt: &(dyn Fn(crate::summarize::AttemptEvent) + Send + Sync),
 ) -> Result<SummaryOutput, SummarizeError> {
     let mut previous = job.previous_summary.clone();
     let mut last = None;
@@ -134,7 +154,7 @@ async fn run_chunks(
             &set.retry,
             cancel,
             on_delta,
-            &log_attempt,
+            on_attempt,
         )
         .await?;
         previous = Some(output.text.clone());

@@ -75,6 +75,8 @@ struct Op {
     characters: u64,
     percentage: u32,
     pending: Vec<(WirePart, String)>,
+    /// Parts with text already sent since their last restart.
+    sent: Vec<WirePart>,
     last_delta: Option<Instant>,
     /// `session/autoContinue` waits for `session/autoCompactionFinished`.
     auto_continue: Option<AutoContinue>,
@@ -92,6 +94,7 @@ impl Op {
             characters: 0,
             percentage: 0,
             pending: Vec::new(),
+            sent: Vec::new(),
             last_delta: None,
             auto_continue: None,
         }
@@ -302,14 +305,7 @@ impl Hub {
     fn delta(&self, session_id: &str, part: SummaryPart, text: &str) {
         self.with_op(session_id, |hub, op| {
             op.characters += text.chars().count() as u64;
-            let part = match part {
-                SummaryPart::History => Some(WirePart::History),
-                SummaryPart::TurnPrefix => Some(WirePart::TurnPrefix),
-                SummaryPart::Short => Some(WirePart::Short),
-                // The protocol streams compaction text only; a branch summary shows as progress.
-                SummaryPart::Branch => None,
-            };
-            if let Some(part) = part {
+            if let Some(part) = wire_part(part) {
                 match op.pending.iter_mut().find(|(p, _)| *p == part) {
                     Some((_, pending)) => pending.push_str(text),
                     None => op.pending.push((part, text.to_owned())),
@@ -326,6 +322,30 @@ impl Hub {
         });
     }
 
+    /// An attempt starts `part` over: text not sent yet is dropped, and a client that already
+    /// received some is told to discard it (`reset: true`, empty text) before the new text.
+    fn restart(&self, session_id: &str, part: SummaryPart) {
+        let Some(part) = wire_part(part) else {
+            return;
+        };
+        self.with_op(session_id, |hub, op| {
+            op.pending.retain(|(p, _)| *p != part);
+            if let Some(at) = op.sent.iter().position(|p| *p == part) {
+                op.sent.remove(at);
+                hub.notify(
+                    SessionCompactionDelta::NAME,
+                    CompactionDelta {
+                        session_id: session_id.to_owned(),
+                        operation_id: op.operation_id.clone().unwrap_or_default(),
+                        part,
+                        text: String::new(),
+                        reset: true,
+                    },
+                );
+            }
+        });
+    }
+
     fn flush_deltas(&self, session_id: &str, op: &mut Op) {
         if op.pending.is_empty() {
             return;
@@ -333,6 +353,9 @@ impl Hub {
         op.last_delta = Some(Instant::now());
         let operation_id = op.operation_id.clone().unwrap_or_default();
         for (part, text) in op.pending.drain(..) {
+            if !op.sent.contains(&part) {
+                op.sent.push(part);
+            }
             self.notify(
                 SessionCompactionDelta::NAME,
                 CompactionDelta {
@@ -617,5 +640,20 @@ impl OperationObserver for OpObserver {
 
     fn delta(&self, part: SummaryPart, text: &str) {
         self.hub.delta(&self.session_id, part, text);
+    }
+
+    fn restart(&self, part: SummaryPart) {
+        self.hub.restart(&self.session_id, part);
+    }
+}
+
+/// The wire name of a streamed part; `None` for a branch summary, which the protocol shows as
+/// progress only.
+fn wire_part(part: SummaryPart) -> Option<WirePart> {
+    match part {
+        SummaryPart::History => Some(WirePart::History),
+        SummaryPart::TurnPrefix => Some(WirePart::TurnPrefix),
+        SummaryPart::Short => Some(WirePart::Short),
+        SummaryPart::Branch => None,
     }
 }
