@@ -341,3 +341,99 @@ async fn prune_and_settings_update() {
     assert_eq!(got["settings"]["compaction"]["reserveTokens"], 9000);
     d.finish().await;
 }
+
+/// `session/fork` over the wire: a branch with its labels, and a whole copy; both are opened
+/// and usable, the source is unchanged, and bad requests get typed errors.
+#[tokio::test]
+async fn fork_makes_a_branch_or_a_copy_and_opens_it() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    let first = d
+        .append(&session, json!([user("one"), assistant("ok", 10)]))
+        .await;
+    let kept = first["appended"][1].as_str().unwrap().to_owned();
+    d.ok(
+        "session/setLabel",
+        json!({"sessionId": session, "targetId": kept, "label": "good"}),
+    )
+    .await;
+    d.take_all("session/entriesAppended");
+    d.append(&session, json!([user("two"), assistant("more", 10)]))
+        .await;
+    let source_path = d.ok("session/list", json!({})).await["sessions"][0]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let source_before = std::fs::read(&source_path).unwrap();
+
+    let target = d.project().join("branch.jsonl");
+    let branch = d
+        .ok(
+            "session/fork",
+            json!({"sessionId": session, "entryId": kept, "path": target, "title": "the good part"}),
+        )
+        .await;
+    let branch_id = branch["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(branch_id, session);
+    assert_eq!(branch["path"], target.to_string_lossy().as_ref());
+    let entries = file_entries(&target);
+    let types: Vec<&str> = entries
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["message", "message", "label"], "{entries:#?}");
+    let header: Value = serde_json::from_str(
+        std::fs::read_to_string(&target)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["parentSession"], source_path.as_str());
+    assert_eq!(header["title"], "the good part");
+    let context = d
+        .ok("session/context", json!({"sessionId": branch_id}))
+        .await;
+    assert_eq!(context["messages"].as_array().unwrap().len(), 2);
+    // The branch is a session like any other.
+    d.append(&branch_id, json!([user("three")])).await;
+
+    let copy = d.ok("session/fork", json!({"sessionId": session})).await;
+    let copy_path = copy["path"].as_str().unwrap().to_owned();
+    let source_entries = file_entries(std::path::Path::new(&source_path));
+    assert_eq!(source_entries.len(), 5);
+    assert_eq!(
+        file_entries(std::path::Path::new(&copy_path)),
+        source_entries
+    );
+    assert_eq!(
+        copy["leafId"],
+        d.ok("session/tree", json!({"sessionId": session})).await["leafId"]
+    );
+    assert_eq!(
+        std::fs::read(&source_path).unwrap(),
+        source_before,
+        "the source is only read"
+    );
+
+    d.err(
+        "session/fork",
+        json!({"sessionId": session, "entryId": "missing1"}),
+        "entryNotFound",
+    )
+    .await;
+    d.err(
+        "session/fork",
+        json!({"sessionId": session, "path": target}),
+        "sessionFileInvalid",
+    )
+    .await;
+    d.err(
+        "session/fork",
+        json!({"sessionId": session, "path": d.project().join("x.txt")}),
+        "pathOutsideAllowed",
+    )
+    .await;
+    d.finish().await;
+}

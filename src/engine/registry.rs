@@ -445,6 +445,47 @@ impl Engine {
         self.register(session, Vec::new(), CURRENT_SESSION_VERSION)
     }
 
+    /// A new session made from `session_id`, and opened: with `entry_id`, its root→entry branch
+    /// (the reference's `createBranchedSession`; `parentSession` is the source's path);
+    /// without, a copy of every entry (`fork`; `parentSession` is the source's id). It goes to
+    /// `path` (a new `.jsonl` file) or the sessions directory; its title is `title`, else the
+    /// source's. The source is only read.
+    pub async fn fork(
+        &self,
+        session_id: &str,
+        entry_id: Option<&str>,
+        path: Option<PathBuf>,
+        title: Option<String>,
+    ) -> Result<SessionInfo, EngineError> {
+        let state = self.state(session_id)?;
+        self.refresh(&state).await?;
+        let (path, id) = match path {
+            Some(p) => {
+                check_session_path(&p)?;
+                (p, crate::session::ids::new_session_id())
+            }
+            None => listing::new_session_path(&self.sessions_dir()?, &state.cwd),
+        };
+        let settings = self.session_settings(&state)?;
+        let source = state.session.read().await;
+        let options = CreateOptions {
+            id: Some(id),
+            title: title.or_else(|| source.header().title.clone()),
+            parent_session: Some(match entry_id {
+                Some(_) => state.path.to_string_lossy().into_owned(),
+                None => state.id.clone(),
+            }),
+            sync: sync_policy(&settings),
+        };
+        let made = match entry_id {
+            Some(entry) => source.create_branched(entry, &path, options),
+            None => source.fork_to(&path, options),
+        };
+        drop(source);
+        let session = made.map_err(entry_error)?;
+        self.register(session, Vec::new(), CURRENT_SESSION_VERSION)
+    }
+
     /// Opens a session by `.jsonl` path or by id (an open session, or a file in the sessions
     /// directory). Opening never writes to the file.
     pub async fn open(&self, path_or_id: &str) -> Result<SessionInfo, EngineError> {

@@ -135,6 +135,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router<Arc<Daemon>> {
         .on::<Shutdown>(lifecycle::shutdown)
         .on::<SessionCreate>(session_open::create)
         .on::<SessionOpen>(session_open::open)
+        .on::<SessionFork>(session_open::fork)
         .on::<SessionList>(session_open::list)
         .on::<SessionClose>(session_open::close)
         .on::<SessionAppend>(session_append::append)

@@ -56,10 +56,10 @@ pub use progress::{ProgressParams, ProgressPhase, WorkDoneProgress, WorkDoneProg
 pub use schema::{TypeSpec, protocol_bundle, protocol_schemas, schema_file_text, write_schemas};
 pub use session::{
     AppendEntry, NextAction, PruneSummary, SessionAppendParams, SessionAppendResult,
-    SessionContextParams, SessionContextResult, SessionCreateParams, SessionInfo, SessionListItem,
-    SessionListParams, SessionListResult, SessionLocator, SessionOpenParams, SessionRef,
-    SessionTreeParams, SessionTreeResult, SessionUsageResult, SetLabelParams, SetLabelResult,
-    TreeNode,
+    SessionContextParams, SessionContextResult, SessionCreateParams, SessionForkParams,
+    SessionInfo, SessionListItem, SessionListParams, SessionListResult, SessionLocator,
+    SessionOpenParams, SessionRef, SessionTreeParams, SessionTreeResult, SessionUsageResult,
+    SetLabelParams, SetLabelResult, TreeNode,
 };
 pub use settings::{
     SettingValue, SettingsGetParams, SettingsGetResult, SettingsTarget, SettingsUpdateParams,
@@ -278,6 +278,8 @@ protocol_table! {
         SessionCreate = "session/create", GlobalSerial, SessionCreateParams => SessionInfo;
         /// Opens a stored session by path or id (migrating v1/v2 files in memory).
         SessionOpen = "session/open", GlobalSerial, SessionOpenParams => SessionInfo;
+        /// A new session from a branch of an open one, or from a copy of all of it; opened.
+        SessionFork = "session/fork", SessionSerial, SessionForkParams => SessionInfo;
         /// Lists stored sessions, newest first.
         SessionList = "session/list", Parallel, SessionListParams => SessionListResult;
         /// Closes a session after its queued requests; aborts nothing.

@@ -1209,6 +1209,7 @@ fn migrate_v1_ids(entries: &mut [(Entry, usize)]) {
     }
 }
 
+mod fork;
 mod parallel;
 
 #[cfg(test)]

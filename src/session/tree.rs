@@ -313,7 +313,8 @@ fn resolve_markers(
 /// empty label clears.
 pub fn labels_of(entries: &[Entry]) -> HashMap<&str, &str> {
     let mut labels = HashMap::new();
-    for e in entries {
+    // The wire type first: only label entries are parsed.
+    for e in entries.iter().filter(|e| e.type_name() == "label") {
         if let EntryKind::Label { target_id, label } = e.kind() {
             match label.as_deref().filter(|l| !l.is_empty()) {
                 Some(l) => labels.insert(target_id.as_str(), l),

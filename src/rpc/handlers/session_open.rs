@@ -1,4 +1,4 @@
-//! `session/create`, `session/open`, `session/list` and `session/close`.
+//! `session/create`, `session/open`, `session/fork`, `session/list` and `session/close`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -6,8 +6,8 @@ use std::sync::Arc;
 use super::invalid;
 use crate::rpc::daemon::{Daemon, convert, engine_error};
 use crate::rpc::protocol::{
-    Empty, SessionCreateParams, SessionInfo, SessionListItem, SessionListParams, SessionListResult,
-    SessionLocator, SessionOpenParams, SessionRef,
+    Empty, SessionCreateParams, SessionForkParams, SessionInfo, SessionListItem, SessionListParams,
+    SessionListResult, SessionLocator, SessionOpenParams, SessionRef,
 };
 use crate::rpc::{RequestCtx, RpcError};
 
@@ -24,6 +24,24 @@ pub async fn create(
     let info = daemon
         .engine
         .create(&cwd, params.path.map(PathBuf::from), params.title)
+        .await
+        .map_err(engine_error)?;
+    Ok(convert::session_info(info))
+}
+
+pub async fn fork(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SessionForkParams,
+) -> Result<SessionInfo, RpcError> {
+    let info = daemon
+        .engine
+        .fork(
+            &params.session_id,
+            params.entry_id.as_deref(),
+            params.path.map(PathBuf::from),
+            params.title,
+        )
         .await
         .map_err(engine_error)?;
     Ok(convert::session_info(info))

@@ -1,4 +1,4 @@
-//! Session requests: create, open, list, close, append, context, tree, usage, setLabel.
+//! Session requests: create, open, fork, list, close, append, context, tree, usage, setLabel.
 
 use std::collections::BTreeMap;
 
@@ -376,6 +376,25 @@ pub struct SessionUsageResult {
     pub is_summarizing_branch: bool,
     /// `compaction.enabled`.
     pub auto_compaction_enabled: bool,
+}
+
+/// Params of `session/fork`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionForkParams {
+    /// The session to copy; it is only read.
+    pub session_id: SessionId,
+    /// Keep only the root→entry branch, with the labels on it (the reference's
+    /// `createBranchedSession`). Absent: copy every entry (`fork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_id: Option<EntryId>,
+    /// Where to write the new session file: a `.jsonl` path that does not exist yet. Default:
+    /// the data directory, by the source's cwd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The new header's title. Default: the source's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 /// Params of `session/setLabel`.

@@ -921,3 +921,94 @@ fn released_bodies_are_parsed_again_on_demand() {
     assert!(s.entries().iter().all(|e| !e.is_parsed()));
     assert_eq!(s.context(), before);
 }
+
+#[test]
+fn a_branched_session_holds_the_path_with_labels_moved_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    let a = s.append(user("a")).unwrap().id.clone();
+    let b = s.append(user("b")).unwrap().id.clone();
+    s.set_label(&b, Some("checkpoint")).unwrap();
+    let c = s.append(user("c")).unwrap().id.clone();
+    s.branch(&b).unwrap();
+    let d = s.append(user("d")).unwrap().id.clone();
+
+    let options = CreateOptions {
+        parent_session: Some(s.path().to_string_lossy().into_owned()),
+        ..CreateOptions::default()
+    };
+    let path = dir.path().join("branched.jsonl");
+    let branched = s.create_branched(&c, &path, options).unwrap();
+    let kinds: Vec<(&str, &str)> = branched
+        .entries()
+        .iter()
+        .map(|e| (e.id.as_str(), e.type_name()))
+        .collect();
+    assert_eq!(kinds.len(), 4, "{kinds:?}");
+    assert_eq!(
+        &kinds[..3],
+        &[
+            (a.as_str(), "message"),
+            (b.as_str(), "message"),
+            (c.as_str(), "message")
+        ]
+    );
+    assert_eq!(kinds[3].1, "label");
+    // The label entry that sat between b and c is gone; c now hangs from b.
+    assert_eq!(
+        branched.get(&c).unwrap().parent_id.as_deref(),
+        Some(b.as_str())
+    );
+    assert_eq!(
+        branched.tree().labels().get(b.as_str()),
+        Some(&"checkpoint")
+    );
+    assert_eq!(
+        branched.header().parent_session,
+        Some(s.path().to_string_lossy().into_owned())
+    );
+    assert_ne!(branched.header().id, s.header().id);
+    // Same conversation as the source at c.
+    s.branch(&c).unwrap();
+    assert_eq!(branched.context().messages, s.context().messages);
+    // Reopened from disk: a clean, valid file.
+    assert_valid_file(&path);
+    let (again, _) = Session::open(&path).unwrap();
+    assert_eq!(again.leaf_id(), branched.leaf_id());
+    // The source is untouched, d included.
+    assert!(s.get(&d).is_some());
+
+    let err = s
+        .create_branched("nope", dir.path().join("x.jsonl"), CreateOptions::default())
+        .unwrap_err();
+    assert!(matches!(err, SessionError::EntryNotFound(_)), "{err}");
+    assert!(!dir.path().join("x.jsonl").exists());
+    let exists = s
+        .create_branched(&c, &path, CreateOptions::default())
+        .unwrap_err();
+    assert!(exists.to_string().contains("exists"), "{exists}");
+}
+
+#[test]
+fn a_fork_copies_every_entry_and_the_leaf() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    let a = s.append(user("a")).unwrap().id.clone();
+    s.append(user("b")).unwrap();
+    s.branch(&a).unwrap();
+    let options = CreateOptions {
+        parent_session: Some(s.header().id.clone()),
+        title: Some("copy".into()),
+        ..CreateOptions::default()
+    };
+    let path = dir.path().join("fork.jsonl");
+    let forked = s.fork_to(&path, options).unwrap();
+    assert_eq!(forked.entries(), s.entries());
+    assert_eq!(forked.leaf_id(), Some(a.as_str()));
+    assert_eq!(
+        forked.header().parent_session.as_deref(),
+        Some(s.header().id.as_str())
+    );
+    assert_eq!(forked.header().title.as_deref(), Some("copy"));
+    assert_valid_file(&path);
+}

@@ -1,0 +1,85 @@
+//! New session files made from an existing one (spec §1.3): a branch of it
+//! (`createBranchedSession`) or a whole copy (`fork`). The source is only read; the new file is
+//! written whole, through the same atomic rewrite as every other full write.
+
+use std::path::Path;
+
+use super::{CreateOptions, Entry, Result, Session};
+use crate::session::tree;
+
+impl Session {
+    /// A new session at `path` holding the root→`leaf` path of this one, as the reference's
+    /// `createBranchedSession`: `compactd_leaf` markers and label entries are left out (each
+    /// entry's `parentId` then names the entry before it on the path), and a label entry for
+    /// every labelled entry of the path is appended at the end. Fails with `EntryNotFound` for
+    /// an unknown or hidden `leaf`.
+    pub fn create_branched(
+        &self,
+        leaf: &str,
+        path: impl AsRef<Path>,
+        options: CreateOptions,
+    ) -> Result<Session> {
+        self.visible(leaf)?;
+        let labels = tree::labels_of(&self.entries);
+        let mut kept: Vec<Entry> = Vec::new();
+        for entry in self.path_to(leaf) {
+            if entry.type_name() == "label" {
+                continue;
+            }
+            let mut entry = entry.clone();
+            entry.parent_id = kept.last().map(|e| e.id.clone());
+            kept.push(entry);
+        }
+        let to_label: Vec<(String, String)> = kept
+            .iter()
+            .filter_map(|e| {
+                labels
+                    .get(e.id.as_str())
+                    .map(|l| (e.id.clone(), l.to_string()))
+            })
+            .collect();
+        let mut branched = self.new_with(path, options, kept)?;
+        for (target, label) in to_label {
+            branched.set_label(&target, Some(&label))?;
+        }
+        Ok(branched)
+    }
+
+    /// A new session at `path` with a copy of every entry of this one, as the reference's
+    /// `fork`: same entries and ids, same leaf, a new header.
+    pub fn fork_to(&self, path: impl AsRef<Path>, options: CreateOptions) -> Result<Session> {
+        let mut forked = self.new_with(path, options, self.entries.clone())?;
+        if forked.leaf != self.leaf {
+            // Navigated here without an append since: keep the position.
+            forked.move_leaf(self.leaf.as_deref())?;
+        }
+        Ok(forked)
+    }
+
+    /// Creates the file (header only), rewrites it with `entries`, and opens it again so the
+    /// leaf is what the file implies. A failure after the file was created removes it again,
+    /// so nothing half-made is left behind.
+    fn new_with(
+        &self,
+        path: impl AsRef<Path>,
+        options: CreateOptions,
+        entries: Vec<Entry>,
+    ) -> Result<Session> {
+        let path = path.as_ref();
+        let sync = options.sync;
+        let mut session = Session::create(path, &self.header.cwd, options)?;
+        let written = session
+            .replace_entries(|all| *all = entries)
+            .and_then(|()| Session::open(path));
+        match written {
+            Ok((mut session, _)) => {
+                session.set_sync_policy(sync);
+                Ok(session)
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(path);
+                Err(e)
+            }
+        }
+    }
+}
