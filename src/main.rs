@@ -53,6 +53,8 @@ enum Command {
     Plan(cli::plan::PlanArgs),
     /// Prune old tool outputs in the live context (originals stay recoverable in the file).
     Prune(cli::prune::PruneArgs),
+    /// Write a new session from a branch of this one (`--at ID`) or from a copy of all of it.
+    Fork(cli::fork::ForkArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
         Some(Command::Tree(args)) => cli::tree::run(args),
         Some(Command::Plan(args)) => cli::plan::run(args),
         Some(Command::Prune(args)) => cli::prune::run(args),
+        Some(Command::Fork(args)) => cli::fork::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -104,3 +104,82 @@ fn preview_and_navigate_from_the_command_line() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("Entry nope not found"));
 }
+
+#[test]
+fn fork_writes_a_branch_or_a_copy_and_leaves_the_source_alone() {
+    let (dir, path) = demo_copy();
+    let p = path.to_str().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let (source, _) = Session::open(&path).unwrap();
+    let path_ids: Vec<String> = source
+        .path_to_leaf()
+        .iter()
+        .filter(|e| e.type_name() != "label")
+        .map(|e| e.id.clone())
+        .collect();
+    let at = &path_ids[path_ids.len() / 2];
+
+    let branch = dir.path().join("branch.jsonl");
+    let out = compactd(
+        &[
+            "fork",
+            p,
+            branch.to_str().unwrap(),
+            "--at",
+            at,
+            "--title",
+            "half",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("branch.jsonl"));
+    let (b, report) = Session::open(&branch).unwrap();
+    assert!(report.skipped.is_empty());
+    let ids: Vec<&str> = b
+        .entries()
+        .iter()
+        .filter(|e| e.type_name() != "label")
+        .map(|e| e.id.as_str())
+        .collect();
+    let expected: Vec<&str> = path_ids[..=path_ids.len() / 2]
+        .iter()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(ids, expected);
+    assert_eq!(b.header().title.as_deref(), Some("half"));
+    assert_eq!(b.header().parent_session.as_deref(), Some(p));
+
+    let copy = dir.path().join("copy.jsonl");
+    let out = compactd(&["fork", p, copy.to_str().unwrap()], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (c, _) = Session::open(&copy).unwrap();
+    assert_eq!(c.entries(), source.entries());
+    assert_eq!(c.leaf_id(), source.leaf_id());
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the source is only read"
+    );
+
+    // An existing target and an unknown entry are refused; nothing is written.
+    let again = compactd(&["fork", p, copy.to_str().unwrap()], dir.path());
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists"));
+    let missing = dir.path().join("missing.jsonl");
+    let bad = compactd(
+        &["fork", p, missing.to_str().unwrap(), "--at", "nope"],
+        dir.path(),
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("Entry nope not found"));
+    assert!(!missing.exists());
+}

@@ -1,10 +1,12 @@
 //! The one-shot commands of the `compactd` binary. Read commands (`context`, `tree`, `plan`)
 //! open the session file read-only and never modify it; `prune` rewrites it atomically;
-//! `compact` and `navigate` append to it (nothing when cancelled or previewed).
+//! `compact` and `navigate` append to it (nothing when cancelled or previewed); `fork` writes
+//! a new file and only reads the source.
 
 pub mod common;
 pub mod compact;
 pub mod context;
+pub mod fork;
 pub mod navigate;
 pub mod plan;
 pub mod prune;
