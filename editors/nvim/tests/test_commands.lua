@@ -179,6 +179,32 @@ return {
     end,
   },
   {
+    ':CompactdFork makes a session of the branch up to a picked entry and switches to it',
+    function()
+      local source = compactd.state.session
+      local picked
+      H.choosers = {
+        function(items)
+          H.eq('(the whole session)', items[1].text, 'first choice')
+          picked = items[3]
+          return picked
+        end,
+      }
+      local err, info = H.run('CompactdFork', 'fork')
+      H.eq(nil, err, 'error')
+      H.truthy(info.sessionId ~= source.sessionId, 'a new session')
+      H.eq(info.sessionId, compactd.state.session.sessionId, 'current session')
+      local entries = H.entries(info.path)
+      local last = #entries
+      while entries[last].type == 'label' do
+        last = last - 1 -- labels of the branch are re-appended after it
+      end
+      H.eq(picked.node.id, entries[last].id, 'the branch ends at the picked entry')
+      H.truthy(#entries < source.entryCount, 'fewer entries than the source')
+      compactd.state.session = source
+    end,
+  },
+  {
     ':CompactdAbort with nothing running says so',
     function()
       local err, result = H.run('CompactdAbort', 'abort')

@@ -457,6 +457,45 @@ function M.tree(cb)
   end)
 end
 
+--- Picks an entry of the tree (or the whole session) and makes a new session of the branch
+--- up to it (`session/fork`); the new session becomes the current one. The old one is unchanged.
+--- @param cb fun(err: table?, session: table?)?
+function M.fork(cb)
+  if not with_session('fork', cb) then
+    return
+  end
+  local sid = M.state.session.sessionId
+  M.request('session/tree', { sessionId = sid }, function(err, tree)
+    if err then
+      return finish('fork', err, nil, cb)
+    end
+    local items = M.tree_items(tree)
+    table.insert(items, 1, { text = '(the whole session)' })
+    vim.ui.select(items, {
+      prompt = 'Fork the branch up to',
+      kind = 'compactd.tree',
+      format_item = function(item)
+        return item.text
+      end,
+    }, function(item)
+      if not item then
+        return finish('fork', nil, nil, cb)
+      end
+      local params = { sessionId = sid }
+      if item.node then
+        params.entryId = item.node.id
+      end
+      M.request('session/fork', params, function(fork_err, info)
+        if not fork_err then
+          M.state.session = info
+          notify(('forked into %s (%d entries)'):format(info.sessionId, info.entryCount))
+        end
+        finish('fork', fork_err, info, cb)
+      end)
+    end)
+  end)
+end
+
 --- Configures the plugin; starts the daemon unless `autostart = false`.
 --- @param opts compactd.Options?
 function M.setup(opts)
