@@ -447,6 +447,21 @@ class Controller implements vscode.Disposable {
     return result;
   }
 
+  /**
+   * `compactd.forkHere [item | {targetId?}]`: a new session of the branch up to the entry (the
+   * selected one; a copy of the whole session when there is none), shown in the view instead of
+   * the current one, which is not changed.
+   */
+  async forkCommand(arg?: Item | { targetId?: string }): Promise<SessionInfo> {
+    const session = this.requireSession();
+    const item = arg && 'kind' in arg ? arg : arg ? undefined : this.view.selection[0];
+    const targetId = arg && 'targetId' in arg ? arg.targetId : item?.node.id;
+    const forked = await this.request<SessionInfo>('session/fork', { sessionId: session.sessionId, entryId: targetId });
+    const opened = await this.open({ path: forked.path });
+    void vscode.window.showInformationMessage(`Forked into ${path.basename(forked.path)} (${forked.entryCount} entries).`);
+    return opened;
+  }
+
   /** `compactd.abortCompaction`: stops a running compaction, else a running branch summary. */
   async abortCommand(): Promise<{ aborted: boolean }> {
     const { sessionId } = this.requireSession();
@@ -503,6 +518,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<TestAp
     vscode.commands.registerCommand('compactd.openSession', command(controller, (a?: { path?: string; sessionId?: string }) => controller.openSessionCommand(a))),
     vscode.commands.registerCommand('compactd.compact', command(controller, (a?: { instructions?: string; preview?: boolean }) => controller.compactCommand(a))),
     vscode.commands.registerCommand('compactd.navigateHere', command(controller, (a?: Item | { targetId: string; summarize?: string; instructions?: string }) => controller.navigateCommand(a))),
+    vscode.commands.registerCommand('compactd.forkHere', command(controller, (a?: Item | { targetId?: string }) => controller.forkCommand(a))),
     vscode.commands.registerCommand('compactd.abortCompaction', command(controller, () => controller.abortCommand())),
     vscode.commands.registerCommand('compactd.refresh', command(controller, () => controller.refresh())),
     vscode.commands.registerCommand('compactd.restartServer', command(controller, () => controller.restart())),

@@ -137,6 +137,23 @@ test('Navigate Here with instructions passes them on', async () => {
   assert.equal(result.summaryEntry?.type, 'branch_summary');
 });
 
+test('Fork Here shows a new session of the branch up to the entry; the source is unchanged', async () => {
+  const before = fs.readFileSync(s.file, 'utf8');
+  const target = lines(s.file).find((e) => e.id === s.branchUserId);
+  const forked = await cmd('compactd.forkHere', { targetId: target.id });
+  try {
+    assert.notEqual(forked.path, s.file);
+    const entries = lines(forked.path).slice(1).filter((e) => e.type !== 'label');
+    assert.equal(entries[entries.length - 1].id, target.id, 'the branch ends at the entry');
+    const shown = api.treeItems().filter((i) => i.kind === 'entry').map((i) => i.id);
+    assert.ok(shown.includes(target.id), 'the view shows the fork');
+    assert.ok(shown.every((id) => entries.some((e) => e.id === id)), 'and nothing of the source beyond it');
+    assert.equal(fs.readFileSync(s.file, 'utf8'), before, 'the source is unchanged');
+  } finally {
+    await cmd('compactd.openSession', { path: s.file });
+  }
+});
+
 test('Abort Compaction with nothing running aborts nothing', async () => {
   const result = await cmd('compactd.abortCompaction');
   assert.deepEqual(result, { aborted: false });
