@@ -284,6 +284,68 @@ impl RawSpan {
     }
 }
 
+/// `line` (a JSON object) with its `id`, `parentId` and `timestamp` members set to the given
+/// values, in place or, when missing, after `type`; every other member is copied as written,
+/// so values `serde_json::Value` cannot hold (`1e400`, a lone surrogate) survive. `None` when
+/// the line is not an object with string keys.
+fn reheaded(line: &str, id: &str, parent_id: Option<&str>, timestamp: &str) -> Option<String> {
+    use serde_json::value::RawValue;
+
+    struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+    impl<'de> Deserialize<'de> for Members<'de> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Members<'de>;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Members<'de>, A::Error> {
+                    let mut out = Vec::new();
+                    while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                        out.push((key, map.next_value::<&'de RawValue>()?));
+                    }
+                    Ok(Members(out))
+                }
+            }
+            d.deserialize_map(Visit)
+        }
+    }
+
+    let Members(members) = serde_json::from_str(line).ok()?;
+    let head = [
+        ("id", Value::from(id)),
+        ("parentId", parent_id.map_or(Value::Null, Value::from)),
+        ("timestamp", Value::from(timestamp)),
+    ];
+    let mut parts: Vec<String> = Vec::with_capacity(members.len() + 3);
+    let mut placed = [false; 3];
+    for (key, value) in &members {
+        let slot = head.iter().position(|(k, _)| *k == key.as_ref());
+        let value = match slot {
+            Some(i) if placed[i] => continue,
+            Some(i) => {
+                placed[i] = true;
+                head[i].1.to_string()
+            }
+            None => value.get().to_owned(),
+        };
+        parts.push(format!("{}:{value}", Value::from(key.as_ref())));
+        if key == "type" {
+            for (i, (k, v)) in head.iter().enumerate() {
+                if !members.iter().any(|(m, _)| m == k) {
+                    placed[i] = true;
+                    parts.push(format!("{}:{v}", Value::from(*k)));
+                }
+            }
+        }
+    }
+    Some(format!("{{{}}}", parts.join(",")))
+}
+
 /// The fields of a line that every decision needs, borrowed from the line; bodies are skipped.
 #[derive(Deserialize)]
 struct Head<'a> {
@@ -435,6 +497,32 @@ impl Entry {
 
     pub fn extra_mut(&mut self) -> &mut Extra {
         &mut self.fields_mut().extra
+    }
+
+    /// For an entry whose body could not be parsed: rewrites its kept line so its `id`,
+    /// `parentId` and `timestamp` are the entry's current ones (after a migration gave it new
+    /// ids), every other member kept as written. Does nothing for other entries.
+    pub(crate) fn rehead_unparsed(&mut self) {
+        let (id, parent_id, timestamp) = (
+            self.id.clone(),
+            self.parent_id.clone(),
+            self.timestamp.clone(),
+        );
+        let fields = self.fields_mut();
+        let Some(line) = &fields.unparsed else {
+            return;
+        };
+        let Some(text) = reheaded(line.text(), &id, parent_id.as_deref(), &timestamp) else {
+            return;
+        };
+        let bytes = Arc::new(text.into_bytes());
+        let end = bytes.len();
+        fields.unparsed = Some(RawSpan {
+            buf: bytes,
+            start: 0,
+            end,
+            type_name: line.type_name.clone(),
+        });
     }
 
     /// Drops the parsed body of an unmodified loaded entry, keeping its line; the next read

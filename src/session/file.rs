@@ -508,7 +508,13 @@ impl Session {
         {
             return Ok(entry);
         }
-        parse_line(&buf[start..end])
+        parse_line(&buf[start..end]).or_else(|reason| {
+            // A whole object whose body `serde_json::Value` refuses (`1e400`, a lone surrogate)
+            // is an entry, as when it is loaded lazily: unknown, its line kept as written.
+            let entry = Entry::from_shared_line(buf, start, end).map_err(|()| reason)?;
+            let _ = entry.kind();
+            Ok(entry)
+        })
     }
 
     fn push_entry(&mut self, entry: Entry, line: usize, report: &mut LoadReport) {
@@ -1206,6 +1212,10 @@ fn migrate_v1_ids(entries: &mut [(Entry, usize)]) {
                 extra.insert("firstKeptEntryId".into(), Value::from(kept.clone()));
             }
         }
+    }
+    // A line kept as written (its body does not parse) takes its new ids into its text.
+    for (entry, _) in entries.iter_mut() {
+        entry.rehead_unparsed();
     }
 }
 

@@ -1012,3 +1012,60 @@ fn a_fork_copies_every_entry_and_the_leaf() {
     assert_eq!(forked.header().title.as_deref(), Some("copy"));
     assert_valid_file(&path);
 }
+
+/// Found by the `session_loader` fuzz target: a line whose body `serde_json::Value` refuses was
+/// skipped by the eager loader of v1/v2 files but became an unknown entry once the migration's
+/// rewrite made the file v3 (loaded lazily), so a reload saw different entries. Both loaders
+/// now keep such a line as an unknown entry; a v1 migration writes its new ids into the line
+/// and keeps every other member as written.
+#[test]
+fn an_unparsable_body_is_the_same_entry_before_and_after_a_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    for (version, header, odd) in [
+        (
+            1,
+            r#"{"type":"session","id":"v1","timestamp":"t","cwd":"/w"}"#,
+            r#"{"type":"model_change","timestamp":"2025-01-01T00:00:03.000Z","x":1e400,"s":"\ud800"}"#,
+        ),
+        (
+            2,
+            r#"{"type":"session","version":2,"id":"v2","timestamp":"t","cwd":"/w"}"#,
+            r#"{"type":"model_change","id":"m1","parentId":"u1","timestamp":"2025-01-01T00:00:03.000Z","x":1e400}"#,
+        ),
+    ] {
+        let path = dir.path().join(format!("odd-v{version}.jsonl"));
+        let user = if version == 1 {
+            r#"{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}"#
+        } else {
+            r#"{"type":"message","id":"u1","parentId":null,"timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}"#
+        };
+        fs::write(&path, format!("{header}\n{user}\n{odd}\n")).unwrap();
+        let (mut s, report) = Session::open(&path).unwrap();
+        assert_eq!(report.skipped, [], "v{version}: {report:?}");
+        assert_eq!(report.migrated_from, Some(version));
+        assert_eq!(s.entries().len(), 2);
+        let odd_entry = &s.entries()[1];
+        assert!(matches!(odd_entry.kind(), EntryKind::Unknown { .. }));
+        assert_eq!(
+            odd_entry.parent_id.as_deref(),
+            Some(s.entries()[0].id.as_str())
+        );
+        let before = s.entries().to_vec();
+        s.rewrite().unwrap();
+        let (again, report) = Session::open(&path).unwrap();
+        assert_eq!(report.skipped, []);
+        assert_eq!(again.entries(), &before[..], "v{version}");
+        let text = fs::read_to_string(&path).unwrap();
+        let line = text.lines().nth(2).unwrap();
+        assert!(line.contains("1e400"), "{line}");
+        assert!(
+            line.contains(&format!(r#""id":"{}""#, before[1].id)),
+            "{line}"
+        );
+        if version == 1 {
+            assert!(line.contains(r#""s":"\ud800""#), "{line}");
+        } else {
+            assert_eq!(line, odd, "v2 keeps its ids: the line is written as it was");
+        }
+    }
+}
