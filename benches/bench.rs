@@ -47,8 +47,9 @@ use sessions::cached_session;
 #[derive(Parser)]
 #[command(about = "compactd benchmarks (issue 7)")]
 struct Cli {
+    /// Without a command: `run` with its defaults (S and M), so plain `cargo bench` measures.
     #[command(subcommand)]
-    command: Cmd,
+    command: Option<Cmd>,
 }
 
 #[derive(Subcommand)]
@@ -91,7 +92,13 @@ fn main() -> Result<()> {
     // `cargo bench` appends `--bench`; it means nothing here.
     let args = std::env::args().filter(|a| a != "--bench");
     let cli = Cli::parse_from(args);
-    match cli.command {
+    let command = cli.command.unwrap_or(Cmd::Run {
+        sizes: "S,M".into(),
+        seed: 1,
+        reps: None,
+        only: None,
+    });
+    match command {
         Cmd::Generate { size, seed, out } => {
             let preset = parse_size(&size)?;
             let path = match out {
