@@ -67,16 +67,8 @@ fn warn_report(path: &Path, report: &LoadReport) {
 /// layer is skipped with a warning. Applies `storage.sync` to the session's appends.
 pub fn settings_for(session: &mut Session) -> Settings {
     let settings = settings_of(session);
-    session.set_sync_policy(sync_policy(&settings));
+    session.set_sync_policy(compactd::engine::registry::sync_policy(&settings));
     settings
-}
-
-/// The store's sync policy for `storage.sync`.
-pub fn sync_policy(settings: &Settings) -> compactd::session::SyncPolicy {
-    match settings.storage.sync {
-        compactd::settings::StorageSync::Fsync => compactd::session::SyncPolicy::Fsync,
-        compactd::settings::StorageSync::Os => compactd::session::SyncPolicy::Os,
-    }
 }
 
 /// The effective settings for a session, for commands that only read it.

@@ -930,7 +930,7 @@ pub(crate) fn refresh_locked(
 }
 
 /// The store's sync policy for `storage.sync`.
-fn sync_policy(settings: &Settings) -> SyncPolicy {
+pub fn sync_policy(settings: &Settings) -> SyncPolicy {
     match settings.storage.sync {
         StorageSync::Fsync => SyncPolicy::Fsync,
         StorageSync::Os => SyncPolicy::Os,
