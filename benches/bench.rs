@@ -21,8 +21,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "support/sessions.rs"]
-mod sessions;
+#[path = "support/mod.rs"]
+mod support;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -42,7 +42,7 @@ use compactd::tokens::{Chars4, TokenCache, TokenCounter, counter_by_name};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use sessions::cached_session;
+use support::{cached_session, cpu_model, utc_now};
 
 #[derive(Parser)]
 #[command(about = "compactd benchmarks (issue 7)")]
@@ -847,7 +847,7 @@ fn run(sizes: &str, seed: u64, reps: Option<u32>, only: Option<&str>) -> Result<
     let exe = std::env::current_exe()?;
     println!(
         "compactd bench, {}; {} cores ({}); generator v{GENERATOR_VERSION}, seed {seed}",
-        chrono_free_now(),
+        utc_now(),
         std::thread::available_parallelism().map_or(0, usize::from),
         cpu_model()
     );
@@ -917,25 +917,4 @@ fn mb(bytes: u64) -> String {
     } else {
         format!("{:.0} KB", bytes as f64 / 1e3)
     }
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
-/// UTC date and time of the run, without a date crate.
-fn chrono_free_now() -> String {
-    Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default()
 }

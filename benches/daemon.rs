@@ -28,8 +28,8 @@
 
 #[path = "../tests/support/fake_llm.rs"]
 mod fake_llm;
-#[path = "support/sessions.rs"]
-mod sessions;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -41,7 +41,7 @@ use clap::Parser;
 use compactd::devtools::{GenerateOptions, SizePreset, generate_session};
 use fake_llm::{FakeLlm, openai_sse};
 use serde_json::{Value, json};
-use sessions::cached_session;
+use support::{cached_session, cpu_model, utc_now};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Semaphore;
@@ -834,25 +834,4 @@ fn print_table(rows: &[Row], args: &Args) {
             row.name, row.value, row.floor, row.ratio, row.verdict
         );
     }
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
-/// UTC date and time of the run, without a date crate.
-fn utc_now() -> String {
-    std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default()
 }

@@ -1,5 +1,6 @@
-//! The cache of generated sessions shared by the benchmarks: one file per size, seed and
-//! generator version under `target/bench-sessions/`, written on first use.
+//! What the benchmarks share: the cache of generated sessions (one file per size, seed and
+//! generator version under `target/bench-sessions/`, written on first use) and a description
+//! of the machine for the header of their tables.
 
 use std::path::{Path, PathBuf};
 
@@ -34,4 +35,26 @@ pub fn cached_session(
         std::fs::rename(&tmp, &path)?;
     }
     Ok(path)
+}
+
+/// The CPU's model name, from `/proc/cpuinfo`.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// UTC date and time of the run, without a date crate.
+pub fn utc_now() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
 }
