@@ -65,11 +65,9 @@ fn rss_kib(pid: u32) -> u64 {
         .expect("a VmRSS line")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn twenty_sessions_survive_a_chaotic_llm() {
-    let seed = seed();
-    let server = FakeLlm::start().await;
-    server.set_generator(move |n| chaos(seed, n));
+/// The daemon with the fake server as its only summarizer (two retries, 5 ms apart), chars/4
+/// counting and no automatic compaction.
+async fn daemon_against(server: &FakeLlm) -> DaemonProcess {
     let settings = json!({
         "providers": {"fake": {"kind": "openai", "baseUrl": format!("{}/v1", server.url()),
             "models": {"m": {"contextWindow": 200000, "maxOutputTokens": 8000}}}},
@@ -78,11 +76,19 @@ async fn twenty_sessions_survive_a_chaotic_llm() {
         "tokenizer": "chars4",
         "compaction": {"enabled": false, "keepRecentTokens": 300},
     });
-    let mut d = DaemonProcess::spawn_opts(SpawnOptions {
+    DaemonProcess::spawn_opts(SpawnOptions {
         settings: Some(settings),
         ..SpawnOptions::default()
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_sessions_survive_a_chaotic_llm() {
+    let seed = seed();
+    let server = FakeLlm::start().await;
+    server.set_generator(move |n| chaos(seed, n));
+    let mut d = daemon_against(&server).await;
     d.initialize(json!({}), json!({})).await;
     let bystander = d.create_session().await;
     let mut sessions = Vec::new();
@@ -217,19 +223,7 @@ async fn a_retried_stream_resets_the_streamed_text() {
             .ending(StreamEnd::Reset),
     );
     server.set_default(openai_sse(&["## Goal\nThe final ", "summary."], "stop"));
-    let settings = json!({
-        "providers": {"fake": {"kind": "openai", "baseUrl": format!("{}/v1", server.url()),
-            "models": {"m": {"contextWindow": 200000, "maxOutputTokens": 8000}}}},
-        "summarizer": {"kind": "openai", "model": "fake/m"},
-        "retry": {"enabled": true, "maxRetries": 2, "baseDelayMs": 5},
-        "tokenizer": "chars4",
-        "compaction": {"enabled": false, "keepRecentTokens": 300},
-    });
-    let mut d = DaemonProcess::spawn_opts(SpawnOptions {
-        settings: Some(settings),
-        ..SpawnOptions::default()
-    })
-    .await;
+    let mut d = daemon_against(&server).await;
     let s = d.start_session().await;
     d.append(&s, conversation(6, 60)).await;
     let result = d.ok("session/compact", json!({"sessionId": s})).await;
