@@ -389,70 +389,82 @@ end
 
 local SUMMARY_CHOICES = { 'No summary', 'Summarize', 'Summarize with instructions' }
 
---- Picks an entry of the tree, then whether to summarise the branch being left, and navigates.
-function M.tree(cb)
-  if not with_session('tree', cb) then
-    return
-  end
-  local sid = M.state.session.sessionId
-  M.request('session/tree', { sessionId = sid }, function(err, tree)
+--- Fetches the current session's tree and lets the user pick a row with `vim.ui.select`
+--- (`first`, if given, is offered before the entries); `on_pick(item)` gets the row. A failed
+--- request or a cancelled pick ends `command` through `finish`.
+local function pick_entry(command, prompt, first, cb, on_pick)
+  M.request('session/tree', { sessionId = M.state.session.sessionId }, function(err, tree)
     if err then
-      return finish('tree', err, nil, cb)
+      return finish(command, err, nil, cb)
     end
     local items = M.tree_items(tree)
+    if first then
+      table.insert(items, 1, first)
+    end
     vim.ui.select(items, {
-      prompt = 'Navigate to entry',
+      prompt = prompt,
       kind = 'compactd.tree',
       format_item = function(item)
         return item.text
       end,
     }, function(item)
       if not item then
+        return finish(command, nil, nil, cb)
+      end
+      on_pick(item)
+    end)
+  end)
+end
+
+--- Picks an entry of the tree, then whether to summarise the branch being left, and navigates.
+function M.tree(cb)
+  if not with_session('tree', cb) then
+    return
+  end
+  local sid = M.state.session.sessionId
+  pick_entry('tree', 'Navigate to entry', nil, cb, function(item)
+    vim.ui.select(SUMMARY_CHOICES, {
+      prompt = 'Summarize the branch you leave?',
+      kind = 'compactd.summary',
+    }, function(choice)
+      if not choice then
         return finish('tree', nil, nil, cb)
       end
-      vim.ui.select(SUMMARY_CHOICES, {
-        prompt = 'Summarize the branch you leave?',
-        kind = 'compactd.summary',
-      }, function(choice)
-        if not choice then
-          return finish('tree', nil, nil, cb)
+      local function navigate(instructions)
+        local params = {
+          sessionId = sid,
+          targetId = item.node.id,
+          summarize = choice ~= SUMMARY_CHOICES[1],
+        }
+        if instructions and instructions ~= '' then
+          params.customInstructions = instructions
         end
-        local function navigate(instructions)
-          local params = {
-            sessionId = sid,
-            targetId = item.node.id,
-            summarize = choice ~= SUMMARY_CHOICES[1],
-          }
-          if instructions and instructions ~= '' then
-            params.customInstructions = instructions
+        tracked_request('tree', 'session/navigateTree', params, function(nav_err, result)
+          if not nav_err and (result.cancelled or result.aborted) then
+            notify('navigation cancelled; the leaf is ' .. tostring(result.leafId))
+          elseif not nav_err then
+            M.state.session.leafId = result.leafId
+            if result.editorText and result.editorText ~= vim.NIL then
+              -- The reference puts a user message back in the editor; here: the register.
+              vim.fn.setreg('"', result.editorText)
+              notify('moved to ' .. result.leafId .. '; the message text is in the " register')
+            else
+              notify('moved to ' .. tostring(result.leafId))
+            end
           end
-          tracked_request('tree', 'session/navigateTree', params, function(nav_err, result)
-            if not nav_err and (result.cancelled or result.aborted) then
-              notify('navigation cancelled; the leaf is ' .. tostring(result.leafId))
-            elseif not nav_err then
-              M.state.session.leafId = result.leafId
-              if result.editorText and result.editorText ~= vim.NIL then
-                -- The reference puts a user message back in the editor; here: the register.
-                vim.fn.setreg('"', result.editorText)
-                notify('moved to ' .. result.leafId .. '; the message text is in the " register')
-              else
-                notify('moved to ' .. tostring(result.leafId))
-              end
-            end
-            finish('tree', nav_err, result, cb)
-          end)
-        end
-        if choice == SUMMARY_CHOICES[3] then
-          vim.ui.input({ prompt = 'Summary instructions: ' }, function(text)
-            if text == nil then
-              return finish('tree', nil, nil, cb)
-            end
-            navigate(text)
-          end)
-        else
-          navigate(nil)
-        end
-      end)
+          finish('tree', nav_err, result, cb)
+        end)
+      end
+      if choice == SUMMARY_CHOICES[3] then
+        vim.ui.input({ prompt = 'Summary instructions: ' }, function(text)
+          if text == nil then
+            return finish('tree', nil, nil, cb)
+          end
+          navigate(text)
+        end)
+      else
+        navigate(nil)
+      end
     end)
   end)
 end
@@ -465,33 +477,17 @@ function M.fork(cb)
     return
   end
   local sid = M.state.session.sessionId
-  M.request('session/tree', { sessionId = sid }, function(err, tree)
-    if err then
-      return finish('fork', err, nil, cb)
+  pick_entry('fork', 'Fork the branch up to', { text = '(the whole session)' }, cb, function(item)
+    local params = { sessionId = sid }
+    if item.node then
+      params.entryId = item.node.id
     end
-    local items = M.tree_items(tree)
-    table.insert(items, 1, { text = '(the whole session)' })
-    vim.ui.select(items, {
-      prompt = 'Fork the branch up to',
-      kind = 'compactd.tree',
-      format_item = function(item)
-        return item.text
-      end,
-    }, function(item)
-      if not item then
-        return finish('fork', nil, nil, cb)
+    M.request('session/fork', params, function(err, info)
+      if not err then
+        M.state.session = info
+        notify(('forked into %s (%d entries)'):format(info.sessionId, info.entryCount))
       end
-      local params = { sessionId = sid }
-      if item.node then
-        params.entryId = item.node.id
-      end
-      M.request('session/fork', params, function(fork_err, info)
-        if not fork_err then
-          M.state.session = info
-          notify(('forked into %s (%d entries)'):format(info.sessionId, info.entryCount))
-        end
-        finish('fork', fork_err, info, cb)
-      end)
+      finish('fork', err, info, cb)
     end)
   end)
 end
