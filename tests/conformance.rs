@@ -8,17 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
-    if let Some(dir) = std::env::var_os("COMPACTD_PI_FIXTURES") {
-        return PathBuf::from(dir);
-    }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [
-        manifest.join("../shared/fixtures/pi-sessions"),
-        manifest.join("../../shared/fixtures/pi-sessions"),
-    ]
-    .into_iter()
-    .find(|p| p.join("before-compaction.jsonl").is_file())
-    .unwrap_or_else(|| panic!("reference fixtures not found near {}", manifest.display()))
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi-sessions")
 }
 
 fn cli_json(args: &[&str]) -> Value {

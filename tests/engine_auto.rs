@@ -444,21 +444,7 @@ fn demo() -> PathBuf {
 }
 
 fn fixtures() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        manifest.join("../shared/fixtures/pi-sessions"),
-        manifest.join("../../shared/fixtures/pi-sessions"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.join("before-compaction.jsonl").is_file())
-        .cloned()
-        .unwrap_or_else(|| {
-            panic!(
-                "reference fixtures not found: expected ../shared/fixtures/pi-sessions next to the repository ({})",
-                manifest.display()
-            )
-        })
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi-sessions")
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! The reference's real session fixtures (spec §10.2), read from the shared folder next to the
-//! repository (they are not copied in): both are version 1 and must migrate in memory.
+//! The reference's real session fixtures (`tests/fixtures/pi-sessions/`, MIT, see the note
+//! there): both are version 1 and must migrate in memory.
 
 use std::path::PathBuf;
 
@@ -7,21 +7,11 @@ use compactd::session::entry::EntryKind;
 use compactd::session::{AgentMessage, Session};
 
 fn fixture(name: &str) -> PathBuf {
-    // `COMPACTD_PI_FIXTURES` points elsewhere, e.g. from a git worktree deeper in the tree.
-    let dir = std::env::var_os("COMPACTD_PI_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/pi-sessions")
-        });
-    if !dir.is_dir() {
-        eprintln!(
-            "the reference fixtures were not found at {} (expected ../shared/fixtures/pi-sessions \
-             next to the repository, or $COMPACTD_PI_FIXTURES)",
-            dir.display()
-        );
-        panic!("missing fixture folder {}", dir.display());
-    }
-    dir.join(name)
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/pi-sessions")
+        .join(name);
+    assert!(path.is_file(), "missing fixture {}", path.display());
+    path
 }
 
 fn count(s: &Session, pred: impl Fn(&EntryKind) -> bool) -> usize {

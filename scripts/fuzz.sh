@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target briefly on nightly, starting from the committed seeds and the
 # saved regressions (fuzz/seeds/<target>/, fuzz/regressions/<target>/).
-# Usage: scripts/test.d/fuzz.sh [target...]   (default: every target)
+# Usage: scripts/fuzz.sh [target...]   (default: every target)
 # FUZZ_SECONDS (default 30) sets the time per target. A missing nightly toolchain is an error:
-# this suite is part of CI and must not pass by not running.
+# this is a fuzz campaign, separate from the test command (scripts/test.sh replays the saved
+# inputs on stable through tests/fuzz_regressions.rs).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 
 seconds="${FUZZ_SECONDS:-30}"
 
