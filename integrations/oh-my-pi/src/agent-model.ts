@@ -49,10 +49,17 @@ async function loadPiAi(): Promise<PiAi> {
 export class AgentModel {
   #ctx: ExtensionContext | undefined;
   #piAi: Promise<PiAi> | undefined;
+  #answered = new Set<string>();
 
   /** The context of the hook that is running: its model and credentials answer. */
   use(ctx: ExtensionContext): void {
     this.#ctx = ctx;
+    this.#answered.clear();
+  }
+
+  /** The models (`provider/id`) that answered since `use`. */
+  answered(): string[] {
+    return [...this.#answered];
   }
 
   /** Whether the agent's provider code can be reached; the reason when not. */
@@ -83,6 +90,7 @@ export class AgentModel {
     if (reply.stopReason === "error" || reply.stopReason === "aborted") {
       throw new Error(`${model.provider}/${model.id}: ${reply.errorMessage ?? reply.stopReason}`);
     }
+    this.#answered.add(`${model.provider}/${model.id}`);
     const text = reply.content
       .filter(part => part.type === "text" && part.text)
       .map(part => part.text)

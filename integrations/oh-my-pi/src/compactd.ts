@@ -117,7 +117,7 @@ export class Compactd {
         },
         this.options.timeoutMs,
       );
-      return { compaction: toCompaction(result) };
+      return { compaction: toCompaction(result, this.#model.answered()) };
     } catch (error) {
       if (event.signal.aborted) return { cancel: true };
       if (error instanceof RequestTimeout) onAbort();
@@ -162,7 +162,10 @@ export class Compactd {
       if (result.cancelled || !result.summary) {
         return event.signal.aborted || result.aborted ? { cancel: true } : undefined;
       }
-      const details = { ...(result.summary.details ?? {}), compactd: compactdDetails(result.summary.summarizer) };
+      const details = {
+        ...(result.summary.details ?? {}),
+        compactd: compactdDetails(result.summary.summarizer, this.#model.answered()),
+      };
       return { summary: { summary: result.summary.summary, details } };
     } catch (error) {
       if (event.signal.aborted) return { cancel: true };
@@ -292,23 +295,26 @@ export class Compactd {
 
 /** The agent's `CompactionResult` from compactd's. `details` keeps compactd's file lists and
  * `retainedFacts`, and says under `compactd` which summarizer wrote the summary. */
-function toCompaction(result: CompactResult): CompactionResult {
+function toCompaction(result: CompactResult, models: string[]): CompactionResult {
+  // compactd ran this as a request of its client; why the agent compacted is the agent's to say.
   const { reason: _trigger, ...details } = result.details;
-  const summarizer = result.summarizer ?? (typeof details.summarizer === "string" ? details.summarizer : undefined);
   const compaction: CompactionResult = {
     summary: result.summary,
     firstKeptEntryId: result.firstKeptEntryId,
     tokensBefore: result.tokensBefore,
-    details: { ...details, compactd: compactdDetails(summarizer, result.tokensAfter) },
+    details: { ...details, compactd: compactdDetails(result.summarizer, models, result.tokensAfter) },
   };
   if (result.shortSummary) compaction.shortSummary = result.shortSummary;
   if (result.preserveData) compaction.preserveData = result.preserveData;
   return compaction;
 }
 
-function compactdDetails(summarizer: string | undefined, tokensAfter?: number): Record<string, unknown> {
-  const details: Record<string, unknown> = { client: "oh-my-pi" };
-  if (summarizer) details.summarizer = summarizer;
+/** `details.compactd`: which compactd summarizer wrote the summary (`client` when the agent's
+ * model answered compactd's prompts, then `models` names it; `extractive` for compactd's
+ * offline one, …) and compactd's estimate of the context after. */
+function compactdDetails(summarizer: string | undefined, models: string[], tokensAfter?: number): Record<string, unknown> {
+  const details: Record<string, unknown> = { summarizer: summarizer ?? "unknown" };
+  if (summarizer === "client" && models.length > 0) details.models = models;
   if (tokensAfter !== undefined) details.tokensAfter = tokensAfter;
   return details;
 }

@@ -195,6 +195,21 @@ export class Agent {
     await this.waitIdle(timeoutMs);
   }
 
+  /** Runs an extension command (`/name args`); it ends with a notification matching `done`. */
+  async runCommand(text: string, done: (message: string) => boolean, timeoutMs = 60_000): Promise<void> {
+    const since = this.events.length;
+    await this.ok({ type: "prompt", message: text }, timeoutMs);
+    await this.waitForEvent(e => e.type === "extension_ui_request" && e.method === "notify" && done(String(e.message)), timeoutMs, since);
+    await this.waitIdle(timeoutMs);
+  }
+
+  /** The notifications extensions showed (`ctx.ui.notify`), in order. */
+  notices(): { message: string; notifyType?: string }[] {
+    return this.events
+      .filter(e => e.type === "extension_ui_request" && e.method === "notify")
+      .map(e => ({ message: String(e.message), notifyType: e.notifyType as string | undefined }));
+  }
+
   diagnostics(): string {
     const tail = this.events.slice(-15).map(e => JSON.stringify(e).slice(0, 400));
     return `--- last agent events ---\n${tail.join("\n")}\n--- agent stderr ---\n${this.stderr.slice(-30).join("\n")}`;

@@ -11,8 +11,10 @@
  *   the file paths, so compactd's retention guard has facts to put back;
  * - the agent's own summaries (its fallback path): a summary marked `AGENT-OWN-SUMMARY`.
  *
- * `hold()` makes compactd's summary requests hang until released, so a test can kill compactd
- * in the middle of a compaction.
+ * A user message containing `BIG` gets an answer whose usage says `bigPromptTokens`, so a test
+ * can push the agent over its compaction threshold on the turn it chooses. `hold()` makes
+ * compactd's summary requests hang until released, so a test can kill compactd in the middle
+ * of a compaction.
  */
 
 export interface ChatRequest {
@@ -39,6 +41,10 @@ export const MODEL_SUMMARY_MARK = "FAKE-MODEL-SUMMARY";
 
 export class FakeLlm {
   readonly received: Received[] = [];
+  /** `usage.prompt_tokens` reported for a turn whose last user message contains `BIG`. */
+  bigPromptTokens = 0;
+  /** Held requests whose client went away before they were released. */
+  abandoned = 0;
   #server: ReturnType<typeof Bun.serve> | undefined;
   #held = false;
   #waiters: (() => void)[] = [];
@@ -75,6 +81,11 @@ export class FakeLlm {
     return new Promise(resolve => this.#onHeld.push(resolve));
   }
 
+  /** compactd summary requests being held right now. */
+  get heldNow(): number {
+    return this.#heldCount;
+  }
+
   count(kind: RequestKind): number {
     return this.received.filter(r => r.kind === kind).length;
   }
@@ -93,12 +104,26 @@ export class FakeLlm {
     if (kind === "compactd-summary" && this.#held) {
       this.#heldCount++;
       for (const notify of this.#onHeld.splice(0)) notify();
-      await new Promise<void>(resolve => this.#waiters.push(resolve));
+      await new Promise<void>(resolve => {
+        this.#waiters.push(resolve);
+        req.signal.addEventListener("abort", () => resolve(), { once: true });
+      });
       this.#heldCount--;
+      if (req.signal.aborted) this.abandoned++;
     }
     const reply = answer(kind, body);
-    return body.stream === false ? jsonResponse(reply, body) : sseResponse(reply, body);
+    const tokens = usage(body, reply);
+    if (kind === "turn" && this.bigPromptTokens > 0 && lastUserText(body).includes("BIG")) {
+      tokens.prompt_tokens = this.bigPromptTokens;
+      tokens.total_tokens = tokens.prompt_tokens + tokens.completion_tokens;
+    }
+    return body.stream === false ? jsonResponse(reply, body, tokens) : sseResponse(reply, body, tokens);
   }
+}
+
+function lastUserText(body: ChatRequest): string {
+  const users = body.messages.filter(m => m.role === "user");
+  return users.length ? textOf(users[users.length - 1].content) : "";
 }
 
 function systemText(body: ChatRequest): string {
@@ -155,7 +180,7 @@ function answer(kind: RequestKind, body: ChatRequest): Reply {
     return { text: `I read it: ${result.length} characters, starting "${result.slice(0, 40)}".` };
   }
   const prompt = last ? textOf(last.content) : "";
-  const read = /^read (\S+)/.exec(prompt.trim());
+  const read = /read (\S+)/.exec(prompt.trim());
   if (read) {
     toolCallSeq++;
     return {
@@ -166,14 +191,16 @@ function answer(kind: RequestKind, body: ChatRequest): Reply {
   return { text: `Noted: ${prompt.slice(0, 60)}` };
 }
 
-function usage(body: ChatRequest, reply: Reply) {
+type Usage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+
+function usage(body: ChatRequest, reply: Reply): Usage {
   const promptChars = JSON.stringify(body.messages).length + JSON.stringify(body.tools ?? []).length;
   const prompt_tokens = Math.ceil(promptChars / 4);
   const completion_tokens = Math.max(1, Math.ceil((reply.text.length + (reply.toolCall?.arguments.length ?? 0)) / 4));
   return { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens };
 }
 
-function jsonResponse(reply: Reply, body: ChatRequest): Response {
+function jsonResponse(reply: Reply, body: ChatRequest, tokens: Usage): Response {
   const message: Record<string, unknown> = { role: "assistant", content: reply.text };
   if (reply.toolCall) {
     message.tool_calls = [
@@ -186,11 +213,11 @@ function jsonResponse(reply: Reply, body: ChatRequest): Response {
     created: Math.floor(Date.now() / 1000),
     model: body.model ?? "fake",
     choices: [{ index: 0, message, finish_reason: reply.toolCall ? "tool_calls" : "stop" }],
-    usage: usage(body, reply),
+    usage: tokens,
   });
 }
 
-function sseResponse(reply: Reply, body: ChatRequest): Response {
+function sseResponse(reply: Reply, body: ChatRequest, tokens: Usage): Response {
   const base = { id: "chatcmpl-fake", object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000), model: body.model ?? "fake" };
   const chunks: unknown[] = [];
   chunks.push({ ...base, choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] });
@@ -221,7 +248,7 @@ function sseResponse(reply: Reply, body: ChatRequest): Response {
     });
   }
   chunks.push({ ...base, choices: [{ index: 0, delta: {}, finish_reason: reply.toolCall ? "tool_calls" : "stop" }] });
-  chunks.push({ ...base, choices: [], usage: usage(body, reply) });
+  chunks.push({ ...base, choices: [], usage: tokens });
   const text = `${chunks.map(c => `data: ${JSON.stringify(c)}\n\n`).join("")}data: [DONE]\n\n`;
   return new Response(text, { headers: { "content-type": "text/event-stream" } });
 }
