@@ -90,23 +90,22 @@ test("an abort of the hook's signal cancels compactd's summarizer request", asyn
 }, 120_000);
 
 test("a compaction that outlives timeoutMs falls back to the agent, with one notice", async () => {
-  const t = setup(4_000);
-  await t.compactd.warmUp(t.ctx);
+  const t = setup(120_000);
+  // A first compaction warms compactd up (tokenizer, daemon) and shows who summarised.
+  const answered = await t.compactd.compact(t.event, t.ctx);
+  expect(answered?.compaction?.details).toMatchObject({ compactd: { summarizer: "fake/fake-model" } });
+  t.compactd.options.timeoutMs = 3_000;
   llm.hold();
-  const abandonedBefore = llm.abandoned;
   const first = t.compactd.compact(t.event, t.ctx);
-  await llm.whenHeld();
+  const held = await Promise.race([llm.whenHeld().then(() => true), first.then(() => false)]);
+  expect(held).toBe(true);
   expect(await first).toBeUndefined();
   // On the timeout the extension aborts compactd's run, which drops its model requests.
   await abandonedAll();
-  expect(llm.abandoned).toBeGreaterThan(abandonedBefore);
   expect(await t.compactd.compact(t.event, t.ctx)).toBeUndefined();
   expect(t.notices.length).toBe(1);
-  expect(t.notices[0]).toContain("no answer in 4000 ms");
+  expect(t.notices[0]).toContain("no answer in 3000 ms");
   llm.release();
-  // Released, the same hook answers with compactd's compaction.
-  const answered = await t.compactd.compact(t.event, t.ctx);
-  expect(answered?.compaction?.details).toMatchObject({ compactd: { summarizer: "fake/fake-model" } });
   expect(fs.readFileSync(t.file)).toEqual(t.before);
   t.compactd.stop();
 }, 120_000);
