@@ -1,8 +1,10 @@
-use std::path::Path;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+use super::load::parse_line;
 use super::*;
 use crate::session::context::{ContextLeaf, build_session_context};
 use crate::session::message::AgentMessage;
@@ -665,7 +667,7 @@ fn unknown_float_fields_survive_rewrites_exactly() {
 
 /// A generated session with compactions, branches, labels, images and model changes.
 fn generated(dir: &tempfile::TempDir, seed: u64, bytes: u64) -> PathBuf {
-    use crate::devtools::{GenerateOptions, generate_session};
+    use devtools::{GenerateOptions, generate_session};
     let path = dir.path().join(format!("gen{seed}.jsonl"));
     let file = File::create(&path).unwrap();
     generate_session(
