@@ -63,8 +63,11 @@ use super::ids;
 use super::message::Extra;
 use super::tree::{self, Tree};
 
+use backend::Backend;
 use disk::DiskState;
 use load::TailMode;
+
+pub use backend::postgres_path;
 
 /// Whether appends are fsynced. Rewrites are always fsynced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,6 +113,10 @@ pub enum SessionError {
         #[source]
         source: io::Error,
     },
+    /// The session database failed (unreachable, restarting, timed out); the message names it
+    /// without its password. Nothing was written.
+    #[error("{0}")]
+    Storage(String),
 }
 
 pub type Result<T, E = SessionError> = std::result::Result<T, E>;
@@ -174,6 +181,8 @@ pub struct Session {
     preparsed: VecDeque<(usize, Entry)>,
     /// The last root→entry path walked, reused and extended by later walks.
     path_cache: std::sync::Mutex<PathCache>,
+    /// Where the lines live (see `backend.rs`).
+    backend: Backend,
 }
 
 /// A root→`end` path as entry indices (markers excluded). Entries are only ever added after
@@ -480,6 +489,9 @@ impl Session {
     /// Lets `f` change the entries (e.g. pruning), then rewrites the file atomically. The leaf
     /// stays if its entry survives, otherwise it falls back to what the file implies.
     pub fn replace_entries(&mut self, f: impl FnOnce(&mut Vec<Entry>)) -> Result<()> {
+        if self.is_remote() {
+            return self.remote_replace(f);
+        }
         let _lock = self.lock()?;
         self.sync_from_disk(TailMode::Locked)?;
         let before = (self.entries.clone(), self.leaf.clone());
@@ -521,6 +533,7 @@ fn file_leaf_of(entries: &[Entry]) -> Option<String> {
     }
 }
 
+mod backend;
 mod disk;
 mod fork;
 mod load;

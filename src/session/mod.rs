@@ -1,5 +1,5 @@
-//! What is on disk and in memory: entries, messages, the JSONL file, the tree, and context
-//! rebuilding.
+//! What is on disk and in memory: entries, messages, the storage backends (JSONL files, the
+//! default; PostgreSQL for fleets, `postgres/`), the tree, and context rebuilding.
 
 pub mod context;
 pub mod entry;
@@ -7,10 +7,11 @@ pub mod file;
 pub mod ids;
 pub mod listing;
 pub mod message;
+pub mod postgres;
 pub mod tree;
 
 pub use context::{SessionContext, build_session_context, convert_to_llm};
 pub use entry::{CURRENT_SESSION_VERSION, Entry, EntryKind, SessionHeader};
-pub use file::{CreateOptions, LoadReport, Session, SessionError, SyncPolicy};
+pub use file::{CreateOptions, LoadReport, Session, SessionError, SyncPolicy, postgres_path};
 pub use message::{AgentMessage, Content, ContentBlock, Usage};
 pub use tree::{Tree, TreeNode};

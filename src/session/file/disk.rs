@@ -118,6 +118,7 @@ impl Session {
             revision: next_revision(),
             preparsed: VecDeque::new(),
             path_cache: Default::default(),
+            backend: Default::default(),
         })
     }
 
@@ -133,6 +134,9 @@ impl Session {
     /// Reads what other processes appended (or reloads after their rewrite) without writing.
     /// Returns how many entries arrived.
     pub fn refresh(&mut self) -> Result<usize> {
+        if self.is_remote() {
+            return self.remote_refresh();
+        }
         let before = self.entries.len();
         let reloaded = self.sync_from_disk(TailMode::Wait)?.1;
         Ok(if reloaded {
@@ -161,6 +165,9 @@ impl Session {
         &mut self,
         build: impl FnOnce(&Self) -> Result<Vec<Entry>>,
     ) -> Result<()> {
+        if self.is_remote() {
+            return self.remote_write(build);
+        }
         let _lock = self.lock()?;
         let (repair, _) = self.sync_from_disk(TailMode::Locked)?;
         let new = build(self)?;

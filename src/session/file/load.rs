@@ -77,6 +77,7 @@ impl Session {
             revision: next_revision(),
             preparsed: VecDeque::new(),
             path_cache: Default::default(),
+            backend: Default::default(),
         };
         // Only current-version entries are kept raw: migration rewrites ids and fields.
         session.lazy = session.header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;

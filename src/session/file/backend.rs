@@ -1,0 +1,350 @@
+//! The storage seam: where a session's lines live. The in-memory session (entries, index,
+//! leaf, paths, context) is the same for every backend; a backend only provides what the
+//! session's operations need of storage:
+//!
+//! | operation | file (`disk.rs`) | PostgreSQL (`session::postgres`) |
+//! |---|---|---|
+//! | create, open | a new file with its header; read the file | a session row; its rows as one file |
+//! | read others' changes | new bytes, or the whole file after a rename | new rows, or all after a rewrite; skipped when the listener saw nothing |
+//! | append a batch, under the writers' lock | one `write` under the sidecar `flock` | rows in one transaction holding the session row `FOR UPDATE` |
+//! | rewrite (migration, prune) | temp file, fsync, rename | replace the rows in one transaction |
+//!
+//! Both hold the same lines, so the loader in `load.rs` turns either into entries, and
+//! `compactd export` of an imported file gives back its bytes. The engine sees neither: it
+//! calls [`Session`]'s methods, which dispatch here.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::load::TailMode;
+use super::{
+    CreateOptions, LoadReport, Result, Session, SessionError, file_leaf_of, next_revision,
+};
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
+use crate::session::ids;
+use crate::session::postgres::{Changes, Finish, Head, Interest, PgStore, StoreError, StoredLine, WriteMeta};
+
+/// Where a session's lines live.
+#[derive(Debug, Default)]
+pub(crate) enum Backend {
+    /// A JSONL file (`Session::path`), shared with other processes by the sidecar lock.
+    #[default]
+    File,
+    /// Rows in a PostgreSQL database shared by a fleet of daemons.
+    Postgres(Box<Remote>),
+}
+
+/// A session stored in PostgreSQL: the store, the head of the rows this process has read,
+/// and its interest in other daemons' notifications.
+#[derive(Debug)]
+pub(crate) struct Remote {
+    store: Arc<PgStore>,
+    head: Head,
+    interest: Interest,
+}
+
+/// The name a stored session goes by where a file has its path.
+pub fn postgres_path(id: &str) -> PathBuf {
+    PathBuf::from(format!("postgres:{id}"))
+}
+
+fn store_error(id: &str) -> impl FnOnce(StoreError) -> SessionError + '_ {
+    move |e| {
+        if e.not_found {
+            SessionError::NotFound {
+                path: postgres_path(id),
+            }
+        } else {
+            SessionError::Storage(e.to_string())
+        }
+    }
+}
+
+impl Session {
+    /// Creates a session in `store` with its header (version 3) and no entries.
+    pub fn create_in(
+        store: &Arc<PgStore>,
+        cwd: &str,
+        options: CreateOptions,
+    ) -> Result<Session> {
+        let header = SessionHeader {
+            version: Some(CURRENT_SESSION_VERSION),
+            id: options.id.unwrap_or_else(ids::new_session_id),
+            title: options.title,
+            timestamp: ids::now_iso(),
+            cwd: cwd.to_owned(),
+            parent_session: options.parent_session,
+            extra: Default::default(),
+        };
+        let id = header.id.clone();
+        let line = header.to_value().to_string().into_bytes();
+        let mut interest = store.interest(&id);
+        let epoch = interest.epoch_now();
+        let head = store.create(line.clone(), &header).map_err(|e| {
+            if e.message.ends_with("already exists") {
+                SessionError::AlreadyExists {
+                    path: postgres_path(&id),
+                }
+            } else {
+                store_error(&id)(e)
+            }
+        })?;
+        interest.mark_seen(head.version as u64, epoch);
+        let mut file = line;
+        file.push(b'\n');
+        let mut session = Session::parse(
+            postgres_path(&id),
+            Arc::new(file),
+            None,
+            &mut LoadReport::default(),
+        )?;
+        session.backend = Backend::Postgres(Box::new(Remote {
+            store: Arc::clone(store),
+            head,
+            interest,
+        }));
+        Ok(session)
+    }
+
+    /// Opens session `id` from `store` (one snapshot of its rows), without writing.
+    pub fn open_in(store: &Arc<PgStore>, id: &str) -> Result<(Session, LoadReport)> {
+        let mut interest = store.interest(id);
+        let epoch = interest.epoch_now();
+        let (file, head) = store.load(id).map_err(store_error(id))?;
+        interest.mark_seen(head.version as u64, epoch);
+        let mut report = LoadReport::default();
+        let mut session = Session::parse(postgres_path(id), Arc::new(file), None, &mut report)?;
+        session.backend = Backend::Postgres(Box::new(Remote {
+            store: Arc::clone(store),
+            head,
+            interest,
+        }));
+        Ok((session, report))
+    }
+
+    /// The database this session is stored in, if it is.
+    pub fn store(&self) -> Option<&Arc<PgStore>> {
+        match &self.backend {
+            Backend::Postgres(remote) => Some(&remote.store),
+            Backend::File => None,
+        }
+    }
+
+    pub(super) fn is_remote(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
+    fn remote(&self) -> &Remote {
+        match &self.backend {
+            Backend::Postgres(remote) => remote,
+            // Callers dispatch on `is_remote` first.
+            Backend::File => unreachable!("a file session has no database"),
+        }
+    }
+
+    fn remote_mut(&mut self) -> &mut Remote {
+        match &mut self.backend {
+            Backend::Postgres(remote) => remote,
+            Backend::File => unreachable!("a file session has no database"),
+        }
+    }
+
+    /// [`Session::refresh`] for a stored session: asks the database only when a notification
+    /// (or a listener outage) says something may have changed.
+    pub(super) fn remote_refresh(&mut self) -> Result<usize> {
+        let remote = self.remote();
+        if !remote.interest.may_have_changed() {
+            return Ok(0);
+        }
+        let epoch = remote.interest.epoch_now();
+        let id = self.header.id.clone();
+        let changes = remote
+            .store
+            .changes(&id, remote.head)
+            .map_err(store_error(&id))?;
+        let arrived = self.ingest(changes)?;
+        let version = self.remote().head.version as u64;
+        self.remote_mut().interest.mark_seen(version, epoch);
+        Ok(arrived)
+    }
+
+    /// Takes in what other writers did; returns how many entries that made arrive.
+    fn ingest(&mut self, changes: Changes) -> Result<usize> {
+        match changes {
+            Changes::Nothing => Ok(0),
+            Changes::Appended { lines, head } => {
+                let before = self.entries.len();
+                let mut report = LoadReport::default();
+                let mut parsed = Vec::new();
+                self.read_lines(&Arc::new(lines), 0, TailMode::Locked, &mut report, &mut parsed);
+                if !parsed.is_empty() {
+                    for (e, line) in parsed {
+                        self.push_entry(e, line, &mut report);
+                    }
+                    self.follow_file();
+                }
+                self.remote_mut().head = head;
+                Ok(self.entries.len() - before)
+            }
+            Changes::Rewritten { file, head } => {
+                let mut report = LoadReport::default();
+                let fresh = Session::parse(self.path.clone(), Arc::new(file), None, &mut report)?;
+                let moved_here = self.leaf != self.file_leaf;
+                let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
+                let backend = std::mem::take(&mut self.backend);
+                let sync = self.sync;
+                *self = fresh;
+                self.backend = backend;
+                self.sync = sync;
+                if moved_here && keep_leaf.is_some() {
+                    self.leaf = keep_leaf;
+                }
+                self.revision = next_revision();
+                self.remote_mut().head = head;
+                Ok(self.entries.len())
+            }
+        }
+    }
+
+    /// [`Session::locked_write`] for a stored session: lock the row, take in others' lines,
+    /// build, then append (or rewrite, when one is due) and commit in one transaction.
+    pub(super) fn remote_write(
+        &mut self,
+        build: impl FnOnce(&Self) -> Result<Vec<Entry>>,
+    ) -> Result<()> {
+        let id = self.header.id.clone();
+        let store = Arc::clone(&self.remote().store);
+        let epoch = self.remote().interest.epoch_now();
+        let mut locked = store.lock(&id, self.remote().head).map_err(store_error(&id))?;
+        let changes = std::mem::replace(&mut locked.changes, Changes::Nothing);
+        self.ingest(changes)?;
+        let new = build(self)?;
+        if !self.needs_rewrite && new.is_empty() {
+            return Ok(());
+        }
+        let head = if self.needs_rewrite {
+            let (header, lines) = self.all_lines(&new);
+            let meta = self.meta_after(&new);
+            locked
+                .finish(Finish::Rewrite {
+                    header,
+                    lines,
+                    meta,
+                })
+                .map_err(store_error(&id))?
+        } else {
+            let lines = new.iter().map(stored_line).collect();
+            let meta = self.meta_after(&new);
+            locked
+                .finish(Finish::Append { lines, meta })
+                .map_err(store_error(&id))?
+        };
+        if self.needs_rewrite {
+            self.needs_rewrite = false;
+            if self.header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
+                self.header.version = Some(CURRENT_SESSION_VERSION);
+            }
+        }
+        self.commit(new);
+        self.file_leaf = file_leaf_of(&self.entries);
+        let remote = self.remote_mut();
+        remote.head = head;
+        remote.interest.mark_seen(head.version as u64, epoch);
+        Ok(())
+    }
+
+    /// [`Session::replace_entries`] for a stored session: one transaction replaces the rows.
+    pub(super) fn remote_replace(&mut self, f: impl FnOnce(&mut Vec<Entry>)) -> Result<()> {
+        let id = self.header.id.clone();
+        let store = Arc::clone(&self.remote().store);
+        let epoch = self.remote().interest.epoch_now();
+        let mut locked = store.lock(&id, self.remote().head).map_err(store_error(&id))?;
+        let changes = std::mem::replace(&mut locked.changes, Changes::Nothing);
+        self.ingest(changes)?;
+        let before = (self.entries.clone(), self.leaf.clone());
+        f(&mut self.entries);
+        self.revision = next_revision();
+        self.rebuild_index();
+        if self
+            .leaf
+            .as_ref()
+            .is_some_and(|l| !self.index.contains_key(l))
+        {
+            self.leaf = file_leaf_of(&self.entries);
+        }
+        let (header, lines) = self.all_lines(&[]);
+        let meta = self.meta_after(&[]);
+        match locked.finish(Finish::Rewrite {
+            header,
+            lines,
+            meta,
+        }) {
+            Ok(head) => {
+                self.needs_rewrite = false;
+                self.file_leaf = file_leaf_of(&self.entries);
+                let remote = self.remote_mut();
+                remote.head = head;
+                remote.interest.mark_seen(head.version as u64, epoch);
+                Ok(())
+            }
+            Err(e) => {
+                (self.entries, self.leaf) = before;
+                self.revision = next_revision();
+                self.rebuild_index();
+                Err(store_error(&id)(e))
+            }
+        }
+    }
+
+    /// The header line and every line (entries, then `extra`, with the kept malformed lines
+    /// in place), as a rewrite stores them.
+    fn all_lines(&self, extra: &[Entry]) -> (Vec<u8>, Vec<StoredLine>) {
+        let mut header = self.header.clone();
+        if header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
+            header.version = Some(CURRENT_SESSION_VERSION);
+        }
+        let mut out = Vec::with_capacity(self.entries.len() + extra.len() + self.raw_lines.len());
+        let mut raw = self.raw_lines.iter().peekable();
+        let raw_line = |bytes: &[u8]| StoredLine {
+            entry_id: None,
+            parent_id: None,
+            type_name: None,
+            bytes: bytes.to_vec(),
+        };
+        for (i, e) in self.entries.iter().chain(extra).enumerate() {
+            while let Some(r) = raw.next_if(|r| r.before_entry <= i) {
+                out.push(raw_line(&r.bytes));
+            }
+            out.push(stored_line(e));
+        }
+        out.extend(raw.map(|r| raw_line(&r.bytes)));
+        (header.to_value().to_string().into_bytes(), out)
+    }
+
+    /// The session-level fields once `new` is appended.
+    fn meta_after(&self, new: &[Entry]) -> WriteMeta {
+        let all = || self.entries.iter().chain(new);
+        let last = all().last();
+        let leaf_id = last.and_then(|e| {
+            if e.is_leaf_move() {
+                e.parent_id.clone()
+            } else {
+                Some(e.id.clone())
+            }
+        });
+        WriteMeta {
+            leaf_id,
+            entry_count: all().filter(|e| !e.is_leaf_move()).count() as i64,
+        }
+    }
+}
+
+/// An entry as a row: its exact line and the fields the database indexes.
+fn stored_line(e: &Entry) -> StoredLine {
+    StoredLine {
+        entry_id: Some(e.id.clone()),
+        parent_id: e.parent_id.clone(),
+        type_name: Some(e.type_name().to_owned()),
+        bytes: e.to_line().into_bytes(),
+    }
+}

@@ -1,0 +1,83 @@
+//! Connection strings without their secrets, for logs, errors and `settings/get`.
+
+/// `url` with its password replaced by `***`: the `user:password@` part of a
+/// `postgres://`/`postgresql://` URL, and `password=…` in a `key=value` string or a URL query.
+pub fn redact_url(url: &str) -> String {
+    let mut out = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, tail) = match rest.find(['/', '?']) {
+                Some(i) => rest.split_at(i),
+                None => (rest, ""),
+            };
+            let authority = match authority.rsplit_once('@') {
+                Some((userinfo, host)) => match userinfo.split_once(':') {
+                    Some((user, _)) => format!("{user}:***@{host}"),
+                    None => authority.to_owned(),
+                },
+                None => authority.to_owned(),
+            };
+            format!("{scheme}://{authority}{tail}")
+        }
+        None => url.to_owned(),
+    };
+    // `password=secret` in a key=value string or a query; quoted values may hold spaces.
+    let mut searched = 0;
+    while let Some(found) = out[searched..].find("password=") {
+        let start = searched + found + "password=".len();
+        let rest = &out[start..];
+        let end = if let Some(quoted) = rest.strip_prefix('\'') {
+            let mut escaped = false;
+            let close = quoted.char_indices().find(|&(_, c)| {
+                let hit = c == '\'' && !escaped;
+                escaped = c == '\\' && !escaped;
+                hit
+            });
+            start + close.map_or(rest.len(), |(i, _)| i + 2)
+        } else {
+            start + rest.find([' ', '&']).unwrap_or(rest.len())
+        };
+        out.replace_range(start..end, "***");
+        searched = start + 3;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_hidden_in_every_form() {
+        assert_eq!(
+            redact_url("postgres://bob:s3cret@db.example:5432/app"),
+            "postgres://bob:***@db.example:5432/app"
+        );
+        assert_eq!(
+            redact_url("postgresql://bob:p%40ss@[::1]/app?sslmode=disable"),
+            "postgresql://bob:***@[::1]/app?sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("postgres://bob@localhost/app?password=hunter2&x=1"),
+            "postgres://bob@localhost/app?password=***&x=1"
+        );
+        assert_eq!(
+            redact_url("host=/tmp user=bob password='a b\\' c' dbname=app"),
+            "host=/tmp user=bob password=*** dbname=app"
+        );
+        assert_eq!(
+            redact_url("host=/tmp password=plain dbname=app"),
+            "host=/tmp password=*** dbname=app"
+        );
+        assert_eq!(
+            redact_url("postgres:///app?host=/run/pg"),
+            "postgres:///app?host=/run/pg"
+        );
+        for url in [
+            "postgres://bob:s3cret@db.example:5432/app",
+            "host=/tmp user=bob password='a b\\' c' dbname=app",
+        ] {
+            let shown = redact_url(url);
+            assert!(!shown.contains("s3cret") && !shown.contains("a b"), "{shown}");
+        }
+    }
+}
