@@ -23,13 +23,13 @@ use crate::settings::Settings;
 
 use std::sync::Arc;
 
+use super::overflow::is_context_overflow;
 use super::registry::{AppendAction, Engine, refresh_locked};
 use super::state::{OpGuard, OpKind, SessionState};
 use super::{
     CompactEnv, CompactOptions, CompactOutcome, CompactReason, EngineError, EngineEvent, EventSink,
     OperationError, OperationObserver,
 };
-use crate::compaction::is_context_overflow;
 use crate::tokens::TokenCache;
 
 /// The prompt appended after a successful threshold compaction when `autoContinue` is on.

@@ -13,6 +13,7 @@ pub mod events;
 pub mod fit;
 pub mod hooks;
 pub mod navigate;
+pub mod overflow;
 pub mod prune;
 pub mod registry;
 pub mod retention;
