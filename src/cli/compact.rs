@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use compactd::engine::{
-    CompactEnv, CompactOptions, CompactOutcome, NoHooks, OperationObserver, Phase, SharedSession,
-    SummaryPart, compact, summarizers_from_settings,
+    CompactEnv, CompactOptions, CompactOutcome, NoHooks, OperationObserver, Phase, Purpose,
+    SharedSession, compact, summarizers_from_settings,
 };
 use compactd::session::Session;
 use compactd::settings::{DEFAULT_CONTEXT_WINDOW, Settings, SummarizerKind};
@@ -229,13 +229,13 @@ impl OperationObserver for StderrProgress {
         }
     }
 
-    fn restart(&self, _part: SummaryPart) {
+    fn restart(&self, _part: Purpose) {
         if let Ok(mut state) = self.state.lock() {
             state.1 = 0;
         }
     }
 
-    fn delta(&self, _part: SummaryPart, text: &str) {
+    fn delta(&self, _part: Purpose, text: &str) {
         let Ok(mut state) = self.state.lock() else {
             return;
         };

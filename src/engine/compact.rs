@@ -30,8 +30,7 @@ use super::fit::{PromptBuilder, SummaryJob, summarize_fitted_streaming};
 use super::retention;
 use super::{
     BeforeCompactRequest, CompactReason, CompactingReply, CompactingRequest, EngineError,
-    EngineHooks, OperationObserver, Phase, Prompts, SharedSession, SummarizerSet, SummaryPart,
-    TokenCounter,
+    EngineHooks, OperationObserver, Phase, Prompts, SharedSession, SummarizerSet, TokenCounter,
 };
 
 /// The history text when there is nothing to summarise and no previous summary (spec §4.9).
@@ -453,7 +452,7 @@ impl Summaries<'_> {
             &build,
             history_max_tokens(self.reserve()),
         );
-        self.run(&job, SummaryPart::History)
+        self.run(&job)
             .await
             .map_err(|e| failed("Summarization failed", e))
     }
@@ -478,7 +477,7 @@ impl Summaries<'_> {
             &build,
             turn_prefix_max_tokens(self.reserve()),
         );
-        self.run(&job, SummaryPart::TurnPrefix)
+        self.run(&job)
             .await
             .map_err(|e| failed("Turn prefix summarization failed", e))
     }
@@ -499,7 +498,7 @@ impl Summaries<'_> {
         );
         job.reasoning = false;
         job.tail_only = true;
-        match self.run(&job, SummaryPart::Short).await {
+        match self.run(&job).await {
             Ok(output) => Ok(Some(output.text.trim().to_owned()).filter(|s| !s.is_empty())),
             Err(SummarizeError::Cancelled) => Err(EngineError::compaction_cancelled()),
             Err(e) => {
@@ -536,12 +535,8 @@ impl Summaries<'_> {
         }
     }
 
-    async fn run(
-        &self,
-        job: &SummaryJob<'_>,
-        part: SummaryPart,
-    ) -> Result<SummaryOutput, SummarizeError> {
-        let observer = self.observer;
+    async fn run(&self, job: &SummaryJob<'_>) -> Result<SummaryOutput, SummarizeError> {
+        let (observer, part) = (self.observer, job.purpose);
         let on_delta = move |text: &str| observer.delta(part, text);
         let on_restart = move || observer.restart(part);
         summarize_fitted_streaming(

@@ -27,7 +27,6 @@ pub use compact::{CompactEnv, CompactOptions, CompactOutcome, compact};
 pub use error::EngineError;
 pub use events::{
     CompactReason, EngineEvent, EventSink, NoopObserver, OperationError, OperationObserver, Phase,
-    SummaryPart,
 };
 pub use hooks::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
@@ -35,7 +34,7 @@ pub use hooks::{
 };
 // The lower layers' types the engine's API is made of, re-exported for the engine's callers.
 pub use crate::session::{Session, SessionError};
-pub use crate::summarize::{Prompts, RetryPolicy, Summarizer};
+pub use crate::summarize::{Prompts, Purpose, RetryPolicy, Summarizer};
 pub use crate::tokens::TokenCounter;
 pub use auto::{AutoPlan, PendingAuto};
 pub use navigate::{NavigateOptions, NavigateOutcome, navigate_tree};
