@@ -6,6 +6,11 @@ use crate::session::Entry;
 use super::{CompactOutcome, EngineError};
 use crate::summarize::Purpose;
 
+/// A fresh operation id with `prefix` (`compact-…`, `auto-…`), as its events carry it.
+pub(crate) fn new_operation_id(prefix: &str) -> String {
+    format!("{prefix}-{}", crate::session::ids::new_session_id())
+}
+
 /// Why a compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CompactReason {
