@@ -80,6 +80,7 @@ pub(crate) async fn append(
     source: &EnvSource,
     events: &Arc<dyn EventSink>,
 ) -> Result<AppendOutcome, EngineError> {
+    state.check_writable()?;
     let gate = Arc::clone(&state.write_gate).lock_owned().await;
     if cancel.is_cancelled() {
         return Err(EngineError::Cancelled("request cancelled".into()));

@@ -45,7 +45,7 @@ pub use crate::session::{Session, SessionError};
 pub use crate::summarize::{Prompts, Purpose, RetryPolicy, Summarizer};
 pub use crate::tokens::TokenCounter;
 pub use auto::{AppendAction, AutoPlan, AutoResult, PendingAuto};
-pub use navigate::{NavigateOptions, NavigateOutcome, navigate_tree};
+pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
 pub use registry::Engine;
 pub use sessions::{SessionInfo, SessionSummary};
 pub use state::sync_policy;

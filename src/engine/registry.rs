@@ -173,7 +173,17 @@ impl Engine {
     pub async fn open(&self, path_or_id: &str) -> Result<SessionInfo, EngineError> {
         let base = self.settings();
         self.sessions
-            .open(&base, &|| self.sessions_dir(), path_or_id)
+            .open(&base, &|| self.sessions_dir(), path_or_id, false)
+            .await
+    }
+
+    /// [`Engine::open`] for a file another program owns (an agent that appends to it): the
+    /// session is never written, reads and previews see the owner's appends, and every write
+    /// fails with [`EngineError::ReadOnly`].
+    pub async fn open_read_only(&self, path_or_id: &str) -> Result<SessionInfo, EngineError> {
+        let base = self.settings();
+        self.sessions
+            .open(&base, &|| self.sessions_dir(), path_or_id, true)
             .await
     }
 
@@ -287,6 +297,7 @@ impl Engine {
         expected_leaf: Option<Option<String>>,
     ) -> Result<Entry, EngineError> {
         let state = self.state(session_id)?;
+        state.check_writable()?;
         let _gate = state.write_gate.lock().await;
         let entry = {
             let mut session = state.session.write().await;
@@ -325,6 +336,9 @@ impl Engine {
         observer: &dyn OperationObserver,
     ) -> Result<CompactOutcome, EngineError> {
         let state = self.state(session_id)?;
+        if !opts.preview {
+            state.check_writable()?;
+        }
         let guard = state
             .ops
             .start(OpKind::Manual, &cancel)
@@ -347,6 +361,9 @@ impl Engine {
         dry_run: bool,
     ) -> Result<PruneOutcome, EngineError> {
         let state = self.state(session_id)?;
+        if !dry_run {
+            state.check_writable()?;
+        }
         let _gate = state.write_gate.lock().await;
         let settings = state.effective_settings()?;
         let counter = token_counter(&settings, None)?;
@@ -370,11 +387,15 @@ impl Engine {
         observer: &dyn OperationObserver,
     ) -> Result<NavigateOutcome, EngineError> {
         let state = self.state(session_id)?;
+        if !opts.preview {
+            state.check_writable()?;
+        }
         let guard = state
             .ops
             .start(OpKind::Branch, &cancel)
             .ok_or(EngineError::CompactionInProgress)?;
         let env = self.fresh_env(&state).await?;
+        let preview = opts.preview;
         let outcome = super::navigate_tree(
             &state.session,
             &env,
@@ -384,7 +405,7 @@ impl Engine {
             observer,
         )
         .await?;
-        if !outcome.cancelled && !outcome.aborted {
+        if !outcome.cancelled && !outcome.aborted && !preview {
             if let Some(entry) = &outcome.summary_entry {
                 self.events.emit(EngineEvent::EntriesAppended {
                     session_id: state.id.clone(),

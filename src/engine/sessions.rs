@@ -32,6 +32,8 @@ pub struct SessionInfo {
     pub version: u64,
     /// What loading found (skipped lines, torn tail, migration), one line each.
     pub warnings: Vec<String>,
+    /// Opened read-only (see [`SessionTable::open`]).
+    pub read_only: bool,
 }
 
 /// A session file found by [`SessionTable::list`].
@@ -114,7 +116,7 @@ impl SessionTable {
             ..Default::default()
         };
         let session = Session::create(&path, &cwd_text, options)?;
-        self.register(base, session, Vec::new(), CURRENT_SESSION_VERSION)
+        self.register(base, session, Vec::new(), CURRENT_SESSION_VERSION, false)
     }
 
     /// A new session made from the open `source`, and opened: with `entry_id`, its
@@ -156,16 +158,19 @@ impl SessionTable {
         };
         drop(session);
         let made = made.map_err(EngineError::from_lookup)?;
-        self.register(base, made, Vec::new(), CURRENT_SESSION_VERSION)
+        self.register(base, made, Vec::new(), CURRENT_SESSION_VERSION, false)
     }
 
     /// Opens a session by `.jsonl` path or by id (an open session, or a file in the sessions
-    /// directory). Opening never writes to the file.
+    /// directory). Opening never writes to the file. `read_only` is for a file another program
+    /// owns (an agent that appends to it): the session is never written, reads and previews
+    /// see the owner's appends, and every write fails with [`EngineError::ReadOnly`].
     pub(crate) async fn open(
         &self,
         base: &SettingsStack,
         dir: SessionsDir<'_>,
         path_or_id: &str,
+        read_only: bool,
     ) -> Result<SessionInfo, EngineError> {
         let path = if path_or_id.ends_with(".jsonl") {
             let p = PathBuf::from(path_or_id);
@@ -173,6 +178,7 @@ impl SessionTable {
             p
         } else if is_plain_id(path_or_id) {
             if let Ok(state) = self.get(path_or_id) {
+                check_open_mode(&state, read_only)?;
                 state.refresh().await?;
                 let version = state.original_version;
                 return Ok(info_of_state(&state, Vec::new(), version));
@@ -185,7 +191,7 @@ impl SessionTable {
         };
         let (session, report) = Session::open(&path)?;
         let version = report.migrated_from.unwrap_or(CURRENT_SESSION_VERSION);
-        self.register(base, session, load_warnings(&report), version)
+        self.register(base, session, load_warnings(&report), version, read_only)
     }
 
     /// The sessions in `dir` (only those of `cwd` when given), most recently modified first.
@@ -227,13 +233,14 @@ impl SessionTable {
     }
 
     /// Registers a loaded session with `base` and its project layer (or returns the one
-    /// already open with that id and path).
+    /// already open with that id and path, when it was opened the same way, read-only or not).
     fn register(
         &self,
         base: &SettingsStack,
         session: Session,
         warnings: Vec<String>,
         version: u64,
+        read_only: bool,
     ) -> Result<SessionInfo, EngineError> {
         let id = session.header().id.clone();
         let cwd = session.header().cwd.clone();
@@ -243,6 +250,7 @@ impl SessionTable {
             if same_file(&existing.path, &path) {
                 let existing = Arc::clone(existing);
                 drop(sessions);
+                check_open_mode(&existing, read_only)?;
                 return Ok(info_of_state(&existing, warnings, version));
             }
             return Err(EngineError::InvalidParams(format!(
@@ -267,10 +275,12 @@ impl SessionTable {
             entry_count: visible_count(&session),
             warnings,
             version,
+            read_only,
         };
         let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
         let mut state = SessionState::new(id.clone(), path, cwd, shared, stack);
         state.original_version = version;
+        state.read_only = read_only;
         sessions.insert(id, Arc::new(state));
         Ok(info)
     }
@@ -296,7 +306,25 @@ fn info_of_state(state: &SessionState, warnings: Vec<String>, version: u64) -> S
         entry_count,
         warnings,
         version,
+        read_only: state.read_only,
     }
+}
+
+/// An open session is reused only in the mode it was opened in: a read-only open must not
+/// hand out a writable session, nor the reverse.
+fn check_open_mode(state: &SessionState, read_only: bool) -> Result<(), EngineError> {
+    if state.read_only == read_only {
+        return Ok(());
+    }
+    let mode = if state.read_only {
+        "read-only"
+    } else {
+        "for writing"
+    };
+    Err(EngineError::InvalidParams(format!(
+        "session {} is already open {mode}",
+        state.id
+    )))
 }
 
 /// The file of session `id` in `dir`.
@@ -412,16 +440,21 @@ mod tests {
             .create(&base, &no_dir, dir.path(), Some(path.clone()), None)
             .unwrap();
         let again = table
-            .open(&base, &no_dir, path.to_str().unwrap())
+            .open(&base, &no_dir, path.to_str().unwrap(), false)
             .await
             .unwrap();
+        let error = table
+            .open(&base, &no_dir, path.to_str().unwrap(), true)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), "invalidParams", "not reused in another mode");
         assert_eq!(again.id, made.id);
         assert_eq!(table.all().len(), 1);
         // A copy of the file under another name carries the same id: refused while open.
         let copy = dir.path().join("b.jsonl");
         std::fs::copy(&path, &copy).unwrap();
         let error = table
-            .open(&base, &no_dir, copy.to_str().unwrap())
+            .open(&base, &no_dir, copy.to_str().unwrap(), false)
             .await
             .unwrap_err();
         assert_eq!(error.kind(), "invalidParams");
