@@ -7,8 +7,6 @@
 //! append the entry. A preview stops before the append. Cancellation at any point writes
 //! nothing: the token is checked once more right before the append.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +18,6 @@ use crate::compaction::{
 use crate::session::context::compaction_summary_text;
 use crate::session::entry::CompactionEntry;
 use crate::session::{AgentMessage, Entry, EntryKind, convert_to_llm};
-use crate::settings::Settings;
 use crate::summarize::prompts::{
     HistoryPrompt, history_max_tokens, short_summary_max_tokens, turn_prefix_max_tokens,
 };
@@ -29,9 +26,8 @@ use crate::summarize::{Purpose, SummarizeError, SummaryOutput};
 use super::fit::{PromptBuilder, SummaryJob, summarize_fitted_streaming};
 use super::retention;
 use super::{
-    BeforeCompactRequest, CompactReason, CompactingReply, CompactingRequest, EngineError,
-    EngineHooks, OperationObserver, Phase, Prompts, SharedSession, SummarizerSet, SummaryPart,
-    TokenCounter,
+    BeforeCompactRequest, CompactEnv, CompactReason, CompactingReply, CompactingRequest,
+    EngineError, OperationObserver, Phase, SharedSession, TokenCounter,
 };
 
 /// The history text when there is nothing to summarise and no previous summary (spec §4.9).
@@ -90,23 +86,6 @@ pub struct CompactOutcome {
     pub preview: bool,
     /// Which summarizer wrote the history summary (`extractive`, `openai/gpt-4o`, `hook`, …).
     pub summarizer: String,
-}
-
-/// Everything a compaction needs besides the session; built by the registry from settings.
-#[derive(Clone)]
-pub struct CompactEnv {
-    pub settings: Settings,
-    pub counter: Arc<dyn TokenCounter>,
-    pub summarizers: SummarizerSet,
-    pub hooks: Arc<dyn EngineHooks>,
-    pub prompts: Arc<Prompts>,
-    /// The session model's context window (for budgets such as the branch summary's).
-    pub context_window: u64,
-    /// The session id, for hook requests and the client summarizer.
-    pub session_id: String,
-    /// The operation id of this run (what its events carry), for hook requests; may be empty
-    /// when nothing reports events (CLI, tests).
-    pub operation_id: String,
 }
 
 /// What was prepared under the read lock.
@@ -469,7 +448,7 @@ impl Summaries<'_> {
             &build,
             history_max_tokens(self.reserve()),
         );
-        self.run(&job, SummaryPart::History)
+        self.run(&job)
             .await
             .map_err(|e| failed("Summarization failed", e))
     }
@@ -494,7 +473,7 @@ impl Summaries<'_> {
             &build,
             turn_prefix_max_tokens(self.reserve()),
         );
-        self.run(&job, SummaryPart::TurnPrefix)
+        self.run(&job)
             .await
             .map_err(|e| failed("Turn prefix summarization failed", e))
     }
@@ -515,7 +494,7 @@ impl Summaries<'_> {
         );
         job.reasoning = false;
         job.tail_only = true;
-        match self.run(&job, SummaryPart::Short).await {
+        match self.run(&job).await {
             Ok(output) => Ok(Some(output.text.trim().to_owned()).filter(|s| !s.is_empty())),
             Err(SummarizeError::Cancelled) => Err(EngineError::compaction_cancelled()),
             Err(e) => {
@@ -552,12 +531,8 @@ impl Summaries<'_> {
         }
     }
 
-    async fn run(
-        &self,
-        job: &SummaryJob<'_>,
-        part: SummaryPart,
-    ) -> Result<SummaryOutput, SummarizeError> {
-        let observer = self.observer;
+    async fn run(&self, job: &SummaryJob<'_>) -> Result<SummaryOutput, SummarizeError> {
+        let (observer, part) = (self.observer, job.purpose);
         let on_delta = move |text: &str| observer.delta(part, text);
         let on_restart = move || observer.restart(part);
         summarize_fitted_streaming(
