@@ -74,6 +74,7 @@ impl DaemonProcess {
             stderr,
             wrapper,
         } = opts;
+        let (settings, env) = on_test_backend(settings, env);
         let home = tempfile::tempdir().expect("a temp dir");
         let config = home.path().join("config");
         let data = home.path().join("data");
@@ -432,6 +433,36 @@ impl DaemonProcess {
             .expect("wait")
             .code()
     }
+}
+
+/// With `COMPACTD_TEST_BACKEND=postgres`, every daemon stores its sessions in a fresh
+/// database of the shared test server (`storage.backend`, `DATABASE_URL`), so a suite written
+/// for files runs unchanged on PostgreSQL.
+fn on_test_backend(
+    settings: Option<Value>,
+    mut env: Vec<(String, String)>,
+) -> (Option<Value>, Vec<(String, String)>) {
+    match std::env::var("COMPACTD_TEST_BACKEND").as_deref() {
+        Ok("postgres") => {}
+        Ok("file") | Err(_) => return (settings, env),
+        Ok(other) => panic!("COMPACTD_TEST_BACKEND={other}: expected file or postgres"),
+    }
+    let mut settings = settings.unwrap_or_else(|| json!({}));
+    settings
+        .as_object_mut()
+        .expect("settings are an object")
+        .entry("storage")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .expect("storage is an object")
+        .insert("backend".into(), json!("postgres"));
+    if !env.iter().any(|(k, _)| k == "DATABASE_URL") {
+        env.push((
+            "DATABASE_URL".into(),
+            crate::postgres::shared().create_database(),
+        ));
+    }
+    (Some(settings), env)
 }
 
 fn is_response(message: &Value, id: i64) -> bool {

@@ -16,5 +16,6 @@ pub mod engine;
 pub mod fake_llm;
 pub mod fixtures;
 pub mod generate;
+pub mod postgres;
 
 pub use generate::{GenerateOptions, GenerateStats, SizePreset, generate_session};

@@ -81,6 +81,7 @@ impl EngineError {
             EngineError::SummarizationFailed(_) => "summarizationFailed",
             EngineError::LeafMoved { .. } => "leafMoved",
             EngineError::InvalidParams(_) => "invalidParams",
+            EngineError::SessionFile(SessionError::Storage(_)) => "storageUnavailable",
             EngineError::SessionFile(_) => "sessionFileInvalid",
             EngineError::CannotGetUnderThreshold { .. } => "cannotGetUnderThreshold",
             EngineError::Settings(_) => "settingsInvalid",

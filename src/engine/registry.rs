@@ -11,15 +11,16 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio_util::sync::CancellationToken;
 
 use crate::session::listing;
+use crate::session::postgres::{PgOptions, PgStore};
 use crate::session::{Entry, EntryKind};
-use crate::settings::{Settings, SettingsStack};
+use crate::settings::{Settings, SettingsStack, StorageBackend};
 
 use super::append::{self, AppendOptions, AppendOutcome, NewEntry};
 use super::env::{ClientSummarizerFactory, EnvSource, PromptSource, token_counter};
 use super::events::new_operation_id;
 use super::prune::{self, PruneOutcome};
 use super::run::run_compaction;
-use super::sessions::{SessionInfo, SessionSummary, SessionTable, session_stack};
+use super::sessions::{Home, SessionInfo, SessionSummary, SessionTable, session_stack};
 use super::state::{OpKind, SessionState, check_leaf};
 use super::usage::{self, ContextView, TreeView, UsageView};
 use super::{
@@ -35,6 +36,8 @@ pub struct Engine {
     sessions: SessionTable,
     /// Where new sessions go and ids are looked up; `None`: from settings or the platform.
     sessions_dir: Option<PathBuf>,
+    /// The session database (`storage.backend = "postgres"`), connected at first use.
+    store: std::sync::Mutex<Option<Arc<PgStore>>>,
 }
 
 fn read_lock<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
@@ -57,6 +60,7 @@ impl Engine {
             env: EnvSource::standalone(),
             sessions: SessionTable::default(),
             sessions_dir: None,
+            store: Default::default(),
         }
     }
 
@@ -125,6 +129,30 @@ impl Engine {
         })
     }
 
+    /// Where new sessions go and plain ids are found: the sessions directory, or the database
+    /// of `storage.backend = "postgres"` (connected, and migrated, at first use).
+    pub(crate) fn home(&self) -> Result<Home, EngineError> {
+        let settings = read_lock(&self.settings)
+            .effective()
+            .map_err(|e| EngineError::Settings(e.to_string()))?;
+        match settings.storage.backend {
+            StorageBackend::File => Ok(Home::Dir(self.sessions_dir()?)),
+            StorageBackend::Postgres => Ok(Home::Store(self.store(&settings)?)),
+        }
+    }
+
+    /// The session database, connecting on first use; a failed connection is retried by the
+    /// next call.
+    pub fn store(&self, settings: &Settings) -> Result<Arc<PgStore>, EngineError> {
+        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(store) = &*store {
+            return Ok(Arc::clone(store));
+        }
+        let connected = connect_store(settings)?;
+        *store = Some(Arc::clone(&connected));
+        Ok(connected)
+    }
+
     /// The open session `id`.
     pub(crate) fn state(&self, id: &str) -> Result<Arc<SessionState>, EngineError> {
         self.sessions.get(id)
@@ -145,7 +173,7 @@ impl Engine {
     ) -> Result<SessionInfo, EngineError> {
         let base = self.settings();
         self.sessions
-            .create(&base, &|| self.sessions_dir(), cwd, path, title)
+            .create(&base, &|| self.home(), cwd, path, title)
     }
 
     /// A new session made from `session_id`, and opened: with `entry_id`, its root→entry branch
@@ -162,7 +190,7 @@ impl Engine {
     ) -> Result<SessionInfo, EngineError> {
         let source = self.state(session_id)?;
         let base = self.settings();
-        let dir = || self.sessions_dir();
+        let dir = || self.home();
         self.sessions
             .fork(&base, &dir, &source, entry_id, path, title)
             .await
@@ -173,7 +201,7 @@ impl Engine {
     pub async fn open(&self, path_or_id: &str) -> Result<SessionInfo, EngineError> {
         let base = self.settings();
         self.sessions
-            .open(&base, &|| self.sessions_dir(), path_or_id, false)
+            .open(&base, &|| self.home(), path_or_id, false)
             .await
     }
 
@@ -183,14 +211,14 @@ impl Engine {
     pub async fn open_read_only(&self, path_or_id: &str) -> Result<SessionInfo, EngineError> {
         let base = self.settings();
         self.sessions
-            .open(&base, &|| self.sessions_dir(), path_or_id, true)
+            .open(&base, &|| self.home(), path_or_id, true)
             .await
     }
 
     /// The sessions in the sessions directory (only those of `cwd` when given), most recently
     /// modified first.
     pub async fn list(&self, cwd: Option<&Path>) -> Result<Vec<SessionSummary>, EngineError> {
-        self.sessions.list(&self.sessions_dir()?, cwd)
+        self.sessions.list(self.home()?, cwd)
     }
 
     /// Forgets session `id` (running operations keep their own handle and finish).
@@ -431,4 +459,22 @@ impl Engine {
         self.state(session_id)
             .is_ok_and(|state| state.ops.abort_branch())
     }
+}
+
+/// Connects to the database the settings name (`storage.postgres`).
+pub fn connect_store(settings: &Settings) -> Result<Arc<PgStore>, EngineError> {
+    let pg = &settings.storage.postgres;
+    let url = pg.resolved_url().ok_or_else(|| {
+        EngineError::Settings(format!(
+            "storage.backend is \"postgres\" but neither storage.postgres.url nor ${} is set",
+            pg.url_env
+        ))
+    })?;
+    let options = PgOptions {
+        url,
+        pool_size: pg.pool_size,
+        timeout: std::time::Duration::from_millis(pg.timeout_ms.max(1)),
+    };
+    PgStore::connect(&options)
+        .map_err(|e| crate::session::SessionError::Storage(e.to_string()).into())
 }

@@ -11,7 +11,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::session::entry::CURRENT_SESSION_VERSION;
 use crate::session::listing;
-use crate::session::{CreateOptions, LoadReport, Session, SessionError};
+use crate::session::postgres::PgStore;
+use crate::session::{
+    CreateOptions, Destination, LoadReport, Session, SessionError, postgres_path,
+};
 use crate::settings::SettingsStack;
 
 use super::state::{SessionState, sync_policy};
@@ -51,8 +54,16 @@ pub struct SessionSummary {
     pub entry_count: usize,
 }
 
-/// The sessions directory, computed only when an operation needs it.
-pub(crate) type SessionsDir<'a> = &'a (dyn Fn() -> Result<PathBuf, EngineError> + Sync);
+/// Where new sessions go and plain session ids are found (`storage.backend`).
+pub(crate) enum Home {
+    /// Session files in this directory.
+    Dir(PathBuf),
+    /// Sessions in this database.
+    Store(Arc<PgStore>),
+}
+
+/// The sessions' home, computed (or connected to) only when an operation needs it.
+pub(crate) type SessionsHome<'a> = &'a (dyn Fn() -> Result<Home, EngineError> + Sync);
 
 /// The open sessions by id.
 #[derive(Default)]
@@ -87,12 +98,12 @@ impl SessionTable {
         }
     }
 
-    /// Creates a session for `cwd`: at `path` (a new `.jsonl` file) or in the sessions
-    /// directory under the default naming scheme.
+    /// Creates a session for `cwd`: at `path` (a new `.jsonl` file), or at home: in the
+    /// sessions directory under the default naming scheme, or in the database.
     pub(crate) fn create(
         &self,
         base: &SettingsStack,
-        dir: SessionsDir<'_>,
+        home: SessionsHome<'_>,
         cwd: &Path,
         path: Option<PathBuf>,
         title: Option<String>,
@@ -103,7 +114,23 @@ impl SessionTable {
                 check_session_path(&p)?;
                 (p, crate::session::ids::new_session_id())
             }
-            None => listing::new_session_path(&dir()?, &cwd_text),
+            None => match home()? {
+                Home::Dir(dir) => listing::new_session_path(&dir, &cwd_text),
+                Home::Store(store) => {
+                    let options = CreateOptions {
+                        title,
+                        ..Default::default()
+                    };
+                    let session = Session::create_in(&store, &cwd_text, options)?;
+                    return self.register(
+                        base,
+                        session,
+                        Vec::new(),
+                        CURRENT_SESSION_VERSION,
+                        false,
+                    );
+                }
+            },
         };
         let sync = base
             .effective()
@@ -127,19 +154,31 @@ impl SessionTable {
     pub(crate) async fn fork(
         &self,
         base: &SettingsStack,
-        dir: SessionsDir<'_>,
+        home: SessionsHome<'_>,
         source: &SessionState,
         entry_id: Option<&str>,
         path: Option<PathBuf>,
         title: Option<String>,
     ) -> Result<SessionInfo, EngineError> {
         source.refresh().await?;
+        let mut store = None;
         let (path, id) = match path {
             Some(p) => {
                 check_session_path(&p)?;
                 (p, crate::session::ids::new_session_id())
             }
-            None => listing::new_session_path(&dir()?, &source.cwd),
+            None => match home()? {
+                Home::Dir(dir) => listing::new_session_path(&dir, &source.cwd),
+                Home::Store(s) => {
+                    let id = crate::session::ids::new_session_id();
+                    store = Some(s);
+                    (postgres_path(&id), id)
+                }
+            },
+        };
+        let destination = match &store {
+            Some(store) => Destination::Store(store),
+            None => Destination::File(&path),
         };
         let settings = source.effective_settings()?;
         let session = source.session.read().await;
@@ -153,8 +192,8 @@ impl SessionTable {
             sync: sync_policy(&settings),
         };
         let made = match entry_id {
-            Some(entry) => session.create_branched(entry, &path, options),
-            None => session.fork_to(&path, options),
+            Some(entry) => session.create_branched_to(entry, destination, options),
+            None => session.fork_into(destination, options),
         };
         drop(session);
         let made = made.map_err(EngineError::from_lookup)?;
@@ -168,7 +207,7 @@ impl SessionTable {
     pub(crate) async fn open(
         &self,
         base: &SettingsStack,
-        dir: SessionsDir<'_>,
+        home: SessionsHome<'_>,
         path_or_id: &str,
         read_only: bool,
     ) -> Result<SessionInfo, EngineError> {
@@ -183,7 +222,26 @@ impl SessionTable {
                 let version = state.original_version;
                 return Ok(info_of_state(&state, Vec::new(), version));
             }
-            find_by_id(&dir()?, path_or_id)?
+            match home()? {
+                Home::Dir(dir) => find_by_id(&dir, path_or_id)?,
+                Home::Store(store) => {
+                    let (session, report) =
+                        Session::open_in(&store, path_or_id).map_err(|e| match e {
+                            SessionError::NotFound { .. } => {
+                                EngineError::SessionNotFound(path_or_id.to_owned())
+                            }
+                            other => other.into(),
+                        })?;
+                    let version = report.migrated_from.unwrap_or(CURRENT_SESSION_VERSION);
+                    return self.register(
+                        base,
+                        session,
+                        load_warnings(&report),
+                        version,
+                        read_only,
+                    );
+                }
+            }
         } else {
             return Err(EngineError::PathOutsideAllowed(format!(
                 "{path_or_id:?} is neither a .jsonl path nor a plain session id"
@@ -194,10 +252,11 @@ impl SessionTable {
         self.register(base, session, load_warnings(&report), version, read_only)
     }
 
-    /// The sessions in `dir` (only those of `cwd` when given), most recently modified first.
+    /// The sessions at home (only those of `cwd` when given), most recently modified first:
+    /// files in the directory, or an indexed query of the database that reads no entries.
     pub(crate) fn list(
         &self,
-        dir: &Path,
+        home: Home,
         cwd: Option<&Path>,
     ) -> Result<Vec<SessionSummary>, EngineError> {
         let open: HashMap<String, PathBuf> = self
@@ -205,6 +264,31 @@ impl SessionTable {
             .iter()
             .map(|s| (s.id.clone(), s.path.clone()))
             .collect();
+        let dir = match home {
+            Home::Dir(dir) => dir,
+            Home::Store(store) => {
+                let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
+                let rows = store
+                    .list(cwd.as_deref(), None)
+                    .map_err(|e| SessionError::Storage(e.to_string()))?;
+                return Ok(rows
+                    .into_iter()
+                    .map(|row| {
+                        let path = postgres_path(&row.id);
+                        SessionSummary {
+                            open: open.get(&row.id).is_some_and(|p| *p == path),
+                            id: row.id,
+                            path,
+                            cwd: row.cwd,
+                            title: row.title,
+                            created: row.created,
+                            entry_count: row.entry_count,
+                        }
+                    })
+                    .collect());
+            }
+        };
+        let dir = dir.as_path();
         let io = |e: std::io::Error| {
             EngineError::SessionFile(SessionError::Io {
                 path: dir.to_owned(),
@@ -433,7 +517,7 @@ mod tests {
     async fn a_session_opened_twice_is_one_entry_and_another_file_with_its_id_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let base = SettingsStack::default();
-        let no_dir = || -> Result<PathBuf, EngineError> { panic!("not needed") };
+        let no_dir = || -> Result<Home, EngineError> { panic!("not needed") };
         let table = SessionTable::default();
         let path = dir.path().join("a.jsonl");
         let made = table

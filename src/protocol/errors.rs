@@ -54,11 +54,14 @@ pub enum ErrorKind {
     /// The session was opened with `readOnly: true` (its file belongs to another program), and
     /// the request would write it.
     SessionReadOnly,
+    /// The session database (`storage.backend = "postgres"`) could not be reached or failed
+    /// (down, restarting, timed out). Nothing was written; retry once it is back.
+    StorageUnavailable,
 }
 
 impl ErrorKind {
     /// Every kind, in code order.
-    pub const ALL: [ErrorKind; 15] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::SessionNotFound,
         ErrorKind::EntryNotFound,
         ErrorKind::AlreadyCompacted,
@@ -71,6 +74,7 @@ impl ErrorKind {
         ErrorKind::SettingsInvalid,
         ErrorKind::PathOutsideAllowed,
         ErrorKind::SessionReadOnly,
+        ErrorKind::StorageUnavailable,
         ErrorKind::InvalidParams,
         ErrorKind::NotInitialized,
         ErrorKind::Cancelled,
@@ -91,6 +95,7 @@ impl ErrorKind {
             ErrorKind::SettingsInvalid => -32019,
             ErrorKind::PathOutsideAllowed => -32020,
             ErrorKind::SessionReadOnly => -32021,
+            ErrorKind::StorageUnavailable => -32022,
             ErrorKind::InvalidParams => error_code::INVALID_PARAMS,
             ErrorKind::NotInitialized => error_code::NOT_INITIALIZED,
             ErrorKind::Cancelled => error_code::REQUEST_CANCELLED,
@@ -115,6 +120,7 @@ impl ErrorKind {
             ErrorKind::SettingsInvalid => "settingsInvalid",
             ErrorKind::PathOutsideAllowed => "pathOutsideAllowed",
             ErrorKind::SessionReadOnly => "sessionReadOnly",
+            ErrorKind::StorageUnavailable => "storageUnavailable",
         }
     }
 
@@ -144,6 +150,7 @@ impl ErrorKind {
             ErrorKind::SettingsInvalid => "Invalid settings",
             ErrorKind::PathOutsideAllowed => "Path outside the allowed directories",
             ErrorKind::SessionReadOnly => "The session is open read-only",
+            ErrorKind::StorageUnavailable => "The session database is unavailable",
         }
     }
 

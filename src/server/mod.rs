@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Engine, EngineError, SessionError};
 use crate::protocol::method::*;
 use crate::protocol::{
     ClientCapabilities, ClientMethod, ErrorKind, Method, ProgressToken, RequestMethod,
@@ -179,6 +179,9 @@ pub(crate) fn engine_error(error: EngineError) -> RpcError {
             ErrorKind::leaf_moved(expected.as_deref().unwrap_or("none"), actual.as_deref())
         }
         EngineError::InvalidParams(message) => ErrorKind::InvalidParams.with_message(message),
+        error @ EngineError::SessionFile(SessionError::Storage(_)) => {
+            ErrorKind::StorageUnavailable.with_message(error.to_string())
+        }
         error @ EngineError::SessionFile(_) => {
             ErrorKind::SessionFileInvalid.with_message(error.to_string())
         }

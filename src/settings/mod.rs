@@ -20,11 +20,15 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
+mod database_url;
+
+pub use database_url::{DatabaseUrl, redact_url};
 pub use error::{SettingsError, SettingsOrigin, SettingsSource, SettingsWarning};
 pub use model::{
     BranchSummarySettings, CompactionSettings, DEFAULT_CONTEXT_WINDOW, HookSettings, LogSettings,
-    ModelSettings, ProviderKind, ProviderSettings, REDACTED, RetrySettings, SecretString, Settings,
-    StorageSettings, StorageSync, SummarizerKind, SummarizerSettings, Tokenizer,
+    ModelSettings, PostgresSettings, ProviderKind, ProviderSettings, REDACTED, RetrySettings,
+    SecretString, Settings, StorageBackend, StorageSettings, StorageSync, SummarizerKind,
+    SummarizerSettings, Tokenizer,
 };
 pub use paths::{
     CONFIG_DIR_ENV, SETTINGS_FILE_NAME, config_dir, project_settings_file, user_settings_file,

@@ -454,6 +454,60 @@ pub struct StorageSettings {
     pub sync: StorageSync,
     /// Directory for session files (absolute). Unset: the platform data directory.
     pub sessions_dir: Option<PathBuf>,
+    /// Where new sessions go and plain session ids are found: `file` (JSONL files in
+    /// `sessionsDir`, the default) or `postgres` (a PostgreSQL database shared by many
+    /// daemons, see `postgres`). Sessions opened by a `.jsonl` path are files either way.
+    pub backend: StorageBackend,
+    /// The PostgreSQL backend.
+    pub postgres: PostgresSettings,
+}
+
+/// Where sessions are stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageBackend {
+    /// JSONL session files (oh-my-pi's format).
+    #[default]
+    File,
+    /// A PostgreSQL database.
+    Postgres,
+}
+
+/// How to reach the PostgreSQL database of `storage.backend = "postgres"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PostgresSettings {
+    /// Connection URL (`postgres://user:password@host:port/database`, or a `key=value`
+    /// connection string). Unset: the environment variable named by `urlEnv`. Shown with its
+    /// password replaced by `***`; never logged.
+    pub url: Option<super::DatabaseUrl>,
+    /// The environment variable that holds the URL when `url` is unset.
+    pub url_env: String,
+    /// Connections each daemon keeps to the database.
+    pub pool_size: usize,
+    /// How long one database call may take (connecting included) before the request fails.
+    pub timeout_ms: u64,
+}
+
+impl Default for PostgresSettings {
+    fn default() -> Self {
+        PostgresSettings {
+            url: None,
+            url_env: "DATABASE_URL".to_owned(),
+            pool_size: 4,
+            timeout_ms: 10_000,
+        }
+    }
+}
+
+impl PostgresSettings {
+    /// The URL: `url`, else the `urlEnv` variable.
+    pub fn resolved_url(&self) -> Option<String> {
+        match &self.url {
+            Some(url) => Some(url.expose().to_owned()),
+            None => std::env::var(&self.url_env).ok().filter(|u| !u.is_empty()),
+        }
+    }
 }
 
 /// The providers compactd knows without configuration, with a few well-known models.

@@ -22,7 +22,9 @@ use super::{
 };
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
 use crate::session::ids;
-use crate::session::postgres::{Changes, Finish, Head, Interest, PgStore, StoreError, StoredLine, WriteMeta};
+use crate::session::postgres::{
+    Changes, Finish, Head, Interest, PgStore, StoreError, StoredLine, WriteMeta,
+};
 
 /// Where a session's lines live.
 #[derive(Debug, Default)]
@@ -41,6 +43,15 @@ pub(crate) struct Remote {
     store: Arc<PgStore>,
     head: Head,
     interest: Interest,
+}
+
+/// Where a new session is made.
+#[derive(Clone, Copy, Debug)]
+pub enum Destination<'a> {
+    /// A new `.jsonl` file.
+    File(&'a std::path::Path),
+    /// A new session in the database.
+    Store(&'a Arc<PgStore>),
 }
 
 /// The name a stored session goes by where a file has its path.
@@ -62,11 +73,7 @@ fn store_error(id: &str) -> impl FnOnce(StoreError) -> SessionError + '_ {
 
 impl Session {
     /// Creates a session in `store` with its header (version 3) and no entries.
-    pub fn create_in(
-        store: &Arc<PgStore>,
-        cwd: &str,
-        options: CreateOptions,
-    ) -> Result<Session> {
+    pub fn create_in(store: &Arc<PgStore>, cwd: &str, options: CreateOptions) -> Result<Session> {
         let header = SessionHeader {
             version: Some(CURRENT_SESSION_VERSION),
             id: options.id.unwrap_or_else(ids::new_session_id),
@@ -94,6 +101,7 @@ impl Session {
         file.push(b'\n');
         let mut session = Session::parse(
             postgres_path(&id),
+            postgres_path(&id),
             Arc::new(file),
             None,
             &mut LoadReport::default(),
@@ -113,7 +121,13 @@ impl Session {
         let (file, head) = store.load(id).map_err(store_error(id))?;
         interest.mark_seen(head.version as u64, epoch);
         let mut report = LoadReport::default();
-        let mut session = Session::parse(postgres_path(id), Arc::new(file), None, &mut report)?;
+        let mut session = Session::parse(
+            postgres_path(id),
+            postgres_path(id),
+            Arc::new(file),
+            None,
+            &mut report,
+        )?;
         session.backend = Backend::Postgres(Box::new(Remote {
             store: Arc::clone(store),
             head,
@@ -176,7 +190,13 @@ impl Session {
                 let before = self.entries.len();
                 let mut report = LoadReport::default();
                 let mut parsed = Vec::new();
-                self.read_lines(&Arc::new(lines), 0, TailMode::Locked, &mut report, &mut parsed);
+                self.read_lines(
+                    &Arc::new(lines),
+                    0,
+                    TailMode::Locked,
+                    &mut report,
+                    &mut parsed,
+                );
                 if !parsed.is_empty() {
                     for (e, line) in parsed {
                         self.push_entry(e, line, &mut report);
@@ -188,7 +208,13 @@ impl Session {
             }
             Changes::Rewritten { file, head } => {
                 let mut report = LoadReport::default();
-                let fresh = Session::parse(self.path.clone(), Arc::new(file), None, &mut report)?;
+                let fresh = Session::parse(
+                    self.path.clone(),
+                    self.file.clone(),
+                    Arc::new(file),
+                    None,
+                    &mut report,
+                )?;
                 let moved_here = self.leaf != self.file_leaf;
                 let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
                 let backend = std::mem::take(&mut self.backend);
@@ -215,7 +241,9 @@ impl Session {
         let id = self.header.id.clone();
         let store = Arc::clone(&self.remote().store);
         let epoch = self.remote().interest.epoch_now();
-        let mut locked = store.lock(&id, self.remote().head).map_err(store_error(&id))?;
+        let mut locked = store
+            .lock(&id, self.remote().head)
+            .map_err(store_error(&id))?;
         let changes = std::mem::replace(&mut locked.changes, Changes::Nothing);
         self.ingest(changes)?;
         let new = build(self)?;
@@ -241,7 +269,11 @@ impl Session {
         };
         if self.needs_rewrite {
             self.needs_rewrite = false;
-            if self.header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
+            if self
+                .header
+                .version
+                .is_none_or(|v| v < CURRENT_SESSION_VERSION)
+            {
                 self.header.version = Some(CURRENT_SESSION_VERSION);
             }
         }
@@ -258,7 +290,9 @@ impl Session {
         let id = self.header.id.clone();
         let store = Arc::clone(&self.remote().store);
         let epoch = self.remote().interest.epoch_now();
-        let mut locked = store.lock(&id, self.remote().head).map_err(store_error(&id))?;
+        let mut locked = store
+            .lock(&id, self.remote().head)
+            .map_err(store_error(&id))?;
         let changes = std::mem::replace(&mut locked.changes, Changes::Nothing);
         self.ingest(changes)?;
         let before = (self.entries.clone(), self.leaf.clone());

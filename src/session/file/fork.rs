@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use super::backend::Destination;
 use super::{CreateOptions, Entry, Result, Session};
 use crate::session::tree;
 
@@ -17,6 +18,16 @@ impl Session {
         &self,
         leaf: &str,
         path: impl AsRef<Path>,
+        options: CreateOptions,
+    ) -> Result<Session> {
+        self.create_branched_to(leaf, Destination::File(path.as_ref()), options)
+    }
+
+    /// [`Session::create_branched`] into a file or a database.
+    pub fn create_branched_to(
+        &self,
+        leaf: &str,
+        path: Destination<'_>,
         options: CreateOptions,
     ) -> Result<Session> {
         self.visible(leaf)?;
@@ -48,6 +59,11 @@ impl Session {
     /// A new session at `path` with a copy of every entry of this one, as the reference's
     /// `fork`: same entries and ids, same leaf, a new header.
     pub fn fork_to(&self, path: impl AsRef<Path>, options: CreateOptions) -> Result<Session> {
+        self.fork_into(Destination::File(path.as_ref()), options)
+    }
+
+    /// [`Session::fork_to`] into a file or a database.
+    pub fn fork_into(&self, path: Destination<'_>, options: CreateOptions) -> Result<Session> {
         let mut forked = self.new_with(path, options, self.entries.clone())?;
         if forked.leaf != self.leaf {
             // Navigated here without an append since: keep the position.
@@ -61,11 +77,19 @@ impl Session {
     /// so nothing half-made is left behind.
     fn new_with(
         &self,
-        path: impl AsRef<Path>,
+        path: Destination<'_>,
         options: CreateOptions,
         entries: Vec<Entry>,
     ) -> Result<Session> {
-        let path = path.as_ref();
+        let path = match path {
+            Destination::File(path) => path,
+            Destination::Store(store) => {
+                let mut session = Session::create_in(store, &self.header.cwd, options)?;
+                session.replace_entries(|all| *all = entries)?;
+                let id = session.header.id.clone();
+                return Session::open_in(store, &id).map(|(s, _)| s);
+            }
+        };
         let sync = options.sync;
         let mut session = Session::create(path, &self.header.cwd, options)?;
         let written = session

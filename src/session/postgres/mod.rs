@@ -34,16 +34,15 @@
 
 mod ops;
 mod schema;
-mod url;
 mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use ops::{Changes, Head, ImportReport, Locked, SessionRow, StoredLine, WriteMeta};
+pub use crate::settings::redact_url;
 pub(crate) use ops::Finish;
-pub use url::redact_url;
+pub use ops::{Changes, Head, ImportReport, Locked, SessionRow, StoredLine, WriteMeta};
 pub(crate) use watch::Interest;
 
 use watch::Watch;

@@ -49,7 +49,9 @@ pub(crate) fn pool_error(e: deadpool_postgres::PoolError) -> DbError {
     use deadpool_postgres::PoolError;
     match e {
         PoolError::Backend(e) => DbError::from(e),
-        PoolError::Timeout(_) => DbError::msg("no connection available in time (the database may be down)"),
+        PoolError::Timeout(_) => {
+            DbError::msg("no connection available in time (the database may be down)")
+        }
         other => DbError::msg(other.to_string()),
     }
 }
@@ -89,9 +91,15 @@ pub struct StoredLine {
 pub enum Changes {
     Nothing,
     /// New lines after the ones read, each ending in `\n`.
-    Appended { lines: Vec<u8>, head: Head },
+    Appended {
+        lines: Vec<u8>,
+        head: Head,
+    },
     /// Another writer rewrote the session: the whole file, header first.
-    Rewritten { file: Vec<u8>, head: Head },
+    Rewritten {
+        file: Vec<u8>,
+        head: Head,
+    },
 }
 
 /// A session as `session/list` shows it.
@@ -411,8 +419,15 @@ impl PgStore {
                         Finish::Append { lines, meta } => {
                             let added: i64 = lines.iter().map(|l| l.bytes.len() as i64 + 1).sum();
                             insert_lines(&tx, &id, head.next_seq, &lines, |_, _| {}).await?;
-                            bump(&tx, &id, head.next_seq + lines.len() as i64, &meta, added, false)
-                                .await?
+                            bump(
+                                &tx,
+                                &id,
+                                head.next_seq + lines.len() as i64,
+                                &meta,
+                                added,
+                                false,
+                            )
+                            .await?
                         }
                         Finish::Rewrite {
                             header,
@@ -440,8 +455,7 @@ impl PgStore {
                 let _ = reply.send(result);
                 Ok(())
             };
-            let outcome: Result<(), DbError> = match tokio::time::timeout(timeout * 4, work).await
-            {
+            let outcome: Result<(), DbError> = match tokio::time::timeout(timeout * 4, work).await {
                 Ok(r) => r,
                 Err(_) => Err(DbError::msg(format!(
                     "the write did not finish within {} ms",
@@ -468,7 +482,11 @@ impl PgStore {
 
     /// The stored sessions (those of `cwd` when given), most recently written first: an
     /// indexed query that reads no lines.
-    pub fn list(&self, cwd: Option<&str>, limit: Option<i64>) -> Result<Vec<SessionRow>, StoreError> {
+    pub fn list(
+        &self,
+        cwd: Option<&str>,
+        limit: Option<i64>,
+    ) -> Result<Vec<SessionRow>, StoreError> {
         let cwd = cwd.map(str::to_owned);
         self.call(move |pool| async move {
             let client = pool.get().await.map_err(pool_error)?;
@@ -534,8 +552,9 @@ impl PgStore {
             header.title.clone(),
             header.timestamp.clone(),
         );
-        let total: u64 =
-            header_line.len() as u64 + 1 + lines.iter().map(|l| l.bytes.len() as u64 + 1).sum::<u64>();
+        let total: u64 = header_line.len() as u64
+            + 1
+            + lines.iter().map(|l| l.bytes.len() as u64 + 1).sum::<u64>();
         // No timeout: a large import may take longer than one request.
         let pool = self.pool.clone();
         let n = lines.len();
@@ -652,7 +671,10 @@ impl PgStore {
     }
 }
 
-async fn load_in(client: &mut deadpool_postgres::Client, id: &str) -> Result<(Vec<u8>, Head), DbError> {
+async fn load_in(
+    client: &mut deadpool_postgres::Client,
+    id: &str,
+) -> Result<(Vec<u8>, Head), DbError> {
     let txn = client
         .build_transaction()
         .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)

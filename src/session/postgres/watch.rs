@@ -43,7 +43,9 @@ pub(crate) struct Interest {
 
 impl std::fmt::Debug for Interest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Interest").field("seen", &self.seen).finish()
+        f.debug_struct("Interest")
+            .field("seen", &self.seen)
+            .finish()
     }
 }
 

@@ -1,5 +1,38 @@
 //! Connection strings without their secrets, for logs, errors and `settings/get`.
 
+use std::fmt;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize, Serializer};
+
+/// A database connection URL: `Debug` and `Serialize` show it with the password as `***`.
+#[derive(Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct DatabaseUrl(String);
+
+impl DatabaseUrl {
+    pub fn new(url: impl Into<String>) -> Self {
+        DatabaseUrl(url.into())
+    }
+
+    /// The URL with its password, for the one place that connects.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redact_url(&self.0))
+    }
+}
+
+impl Serialize for DatabaseUrl {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&redact_url(&self.0))
+    }
+}
+
 /// `url` with its password replaced by `***`: the `user:password@` part of a
 /// `postgres://`/`postgresql://` URL, and `password=…` in a `key=value` string or a URL query.
 pub fn redact_url(url: &str) -> String {
@@ -77,7 +110,10 @@ mod tests {
             "host=/tmp user=bob password='a b\\' c' dbname=app",
         ] {
             let shown = redact_url(url);
-            assert!(!shown.contains("s3cret") && !shown.contains("a b"), "{shown}");
+            assert!(
+                !shown.contains("s3cret") && !shown.contains("a b"),
+                "{shown}"
+            );
         }
     }
 }

@@ -1,0 +1,1 @@
+//! Several daemons on one database.
