@@ -55,6 +55,10 @@ enum Command {
     Prune(cli::prune::PruneArgs),
     /// Write a new session from a branch of this one (`--at ID`) or from a copy of all of it.
     Fork(cli::fork::ForkArgs),
+    /// Store session files in the PostgreSQL database (`storage.postgres.url`, `DATABASE_URL`).
+    Import(cli::store::ImportArgs),
+    /// Write a stored session as JSONL (the same bytes as the file it was imported from).
+    Export(cli::store::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +80,8 @@ fn main() -> ExitCode {
         Some(Command::Plan(args)) => cli::plan::run(args),
         Some(Command::Prune(args)) => cli::prune::run(args),
         Some(Command::Fork(args)) => cli::fork::run(args),
+        Some(Command::Import(args)) => cli::store::import(args),
+        Some(Command::Export(args)) => cli::store::export(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -69,7 +69,7 @@ use backend::Backend;
 use disk::DiskState;
 use load::TailMode;
 
-pub use backend::{Destination, postgres_path};
+pub use backend::{Destination, import_file, postgres_path};
 
 /// Whether appends are fsynced. Rewrites are always fsynced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

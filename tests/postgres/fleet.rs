@@ -1,1 +1,209 @@
-//! Several daemons on one database.
+//! Several daemons on one database and one session: appends and compactions in flight from
+//! all of them at once; every acknowledged entry is stored, once, in one chain; a daemon
+//! sees another's appends without writing itself.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use devtools::daemon::{DaemonProcess, user};
+use serde_json::{Value, json};
+
+use crate::support::daemon_on;
+
+fn settings() -> Value {
+    json!({"tokenizer": "chars4", "compaction": {"enabled": false, "keepRecentTokens": 80}})
+}
+
+/// The stored tree as a fresh daemon loads it: `(id → parent)` of every node.
+async fn stored_nodes(url: &str, session: &str) -> HashMap<String, Option<String>> {
+    let mut d = daemon_on(url, settings()).await;
+    d.ok("session/open", json!({"sessionId": session})).await;
+    let tree = d.ok("session/tree", json!({"sessionId": session})).await;
+    d.finish().await;
+    tree["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["id"].as_str().unwrap().to_owned(),
+                n["parentId"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+async fn fleet_appends_and_compacts(n: usize, appends: usize) {
+    let server = devtools::postgres::shared();
+    let url = server.create_database();
+    let mut daemons: Vec<DaemonProcess> = Vec::new();
+    for _ in 0..n {
+        daemons.push(daemon_on(&url, settings()).await);
+    }
+    let session = daemons[0].create_session().await;
+    for d in daemons.iter_mut().skip(1) {
+        d.ok("session/open", json!({"sessionId": session})).await;
+    }
+    // Every daemon pipelines its appends, with manual compactions among them.
+    let mut sent: Vec<Vec<(i64, Option<String>)>> = Vec::new();
+    for (i, d) in daemons.iter_mut().enumerate() {
+        let mut mine = Vec::new();
+        for k in 0..appends {
+            let text = format!("d{i}-{k} {}", "text ".repeat(20));
+            let id = d
+                .send_request(
+                    "session/append",
+                    json!({"sessionId": session, "entries": [user(&text)]}),
+                )
+                .await;
+            mine.push((id, Some(text)));
+            if k % 10 == 9 {
+                let id = d
+                    .send_request("session/compact", json!({"sessionId": session}))
+                    .await;
+                mine.push((id, None));
+            }
+        }
+        sent.push(mine);
+    }
+    let mut acked: Vec<(String, String)> = Vec::new();
+    let mut compactions = Vec::new();
+    for (d, mine) in daemons.iter_mut().zip(sent) {
+        for (id, text) in mine {
+            let r = d.read_until_response(id).await;
+            match text {
+                Some(text) => {
+                    let entry = r["result"]["appended"][0]
+                        .as_str()
+                        .unwrap_or_else(|| panic!("an append failed: {r}"));
+                    acked.push((entry.to_owned(), text));
+                }
+                None => match r.get("result") {
+                    Some(result) => {
+                        compactions.push(result["entryId"].as_str().unwrap().to_owned())
+                    }
+                    // Another daemon's append moved the leaf while this one summarised, or
+                    // another compaction left nothing new: both leave nothing behind.
+                    None => {
+                        let kind = r["error"]["data"]["kind"].as_str().unwrap_or("");
+                        assert!(
+                            ["leafMoved", "nothingToCompact", "alreadyCompacted"].contains(&kind),
+                            "a compaction failed unexpectedly: {r}"
+                        );
+                    }
+                },
+            }
+        }
+        d.drain_buffer();
+    }
+    assert_eq!(acked.len(), n * appends);
+    assert!(!compactions.is_empty(), "no compaction succeeded");
+    for d in daemons {
+        d.finish().await;
+    }
+
+    let nodes = stored_nodes(&url, &session).await;
+    for (id, text) in &acked {
+        assert!(
+            nodes.contains_key(id),
+            "acknowledged entry {id} ({text}) is missing"
+        );
+    }
+    for id in &compactions {
+        assert!(
+            nodes.contains_key(id),
+            "acknowledged compaction {id} is missing"
+        );
+    }
+    // One chain: no entry has two children, exactly one root.
+    let mut children: HashMap<&str, usize> = HashMap::new();
+    for parent in nodes.values().flatten() {
+        *children.entry(parent.as_str()).or_default() += 1;
+    }
+    assert!(
+        children.values().all(|&c| c == 1),
+        "the chain forked: {children:?}"
+    );
+    assert_eq!(nodes.values().filter(|p| p.is_none()).count(), 1);
+    // The database agrees with itself: one row per line, counters in step.
+    let db = devtools::postgres::PgServer::database_of(&url);
+    let check = server.query(
+        db,
+        &format!(
+            "SELECT s.next_seq = count(l.*), s.entry_count, count(DISTINCT l.entry_id)
+             FROM compactd_sessions s JOIN compactd_lines l ON l.session_id = s.id
+             WHERE s.id = '{session}' GROUP BY s.id"
+        ),
+    );
+    let fields: Vec<&str> = check.split('|').collect();
+    assert_eq!(fields[0], "t", "next_seq matches the rows: {check}");
+    assert_eq!(fields[1], nodes.len().to_string(), "entry_count: {check}");
+    assert_eq!(
+        fields[2],
+        nodes.len().to_string(),
+        "no duplicate entry: {check}"
+    );
+    let texts: HashSet<&str> = acked.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts.len(), acked.len());
+}
+
+#[tokio::test]
+async fn two_daemons_append_and_compact_one_session_and_lose_nothing() {
+    fleet_appends_and_compacts(2, 40).await;
+}
+
+#[tokio::test]
+async fn four_daemons_append_and_compact_one_session_and_lose_nothing() {
+    fleet_appends_and_compacts(4, 25).await;
+}
+
+#[tokio::test]
+async fn a_daemon_sees_another_daemons_appends_without_writing() {
+    let url = devtools::postgres::shared().create_database();
+    let mut a = daemon_on(&url, settings()).await;
+    let mut b = daemon_on(&url, settings()).await;
+    let session = a.create_session().await;
+    b.ok("session/open", json!({"sessionId": session})).await;
+    let before = b.ok("session/context", json!({"sessionId": session})).await;
+    assert_eq!(before["messages"].as_array().unwrap().len(), 0);
+    for i in 0..5 {
+        let text = format!("from a {i}");
+        a.append(&session, json!([user(&text)])).await;
+        // B learns of it through the notification (or its next request after it).
+        let start = Instant::now();
+        loop {
+            let context = b.ok("session/context", json!({"sessionId": session})).await;
+            let seen = crate::support::user_texts(&context);
+            if seen.last().map(String::as_str) == Some(text.as_str()) {
+                assert_eq!(seen.len(), i + 1);
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "B never saw {text:?}: {seen:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    // And B's own append lands after A's, which A sees in turn.
+    b.append(&session, json!([user("from b")])).await;
+    let start = Instant::now();
+    loop {
+        let context = a.ok("session/context", json!({"sessionId": session})).await;
+        if crate::support::user_texts(&context)
+            .last()
+            .map(String::as_str)
+            == Some("from b")
+        {
+            assert_eq!(context["messages"].as_array().unwrap().len(), 6);
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "A never saw B's append"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    a.finish().await;
+    b.finish().await;
+}

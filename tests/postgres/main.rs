@@ -8,5 +8,8 @@
 //! fail, they never skip.
 
 mod backends;
+mod crash;
 mod fleet;
+mod import_export;
+mod restart;
 mod support;

@@ -382,3 +382,84 @@ fn stored_line(e: &Entry) -> StoredLine {
         bytes: e.to_line().into_bytes(),
     }
 }
+
+/// Stores the session file at `path` in `store` (see `compactd import`): a current file's
+/// lines exactly as written (malformed and blank lines included, in place), so exporting it
+/// gives the same bytes; a version 1 or 2 file as the version 3 file its first write would
+/// make. A torn last line (a crash mid-append) is left out, as the next write would cut it.
+/// `progress` gets `(lines, bytes)` stored so far.
+pub fn import_file(
+    store: &Arc<PgStore>,
+    path: &std::path::Path,
+    replace: bool,
+    progress: impl Fn(usize, u64) + Send + Sync + 'static,
+) -> Result<(crate::session::postgres::ImportReport, LoadReport)> {
+    let (session, report) = Session::open(path)?;
+    let (header, lines) = if report.migrated_from.is_some() {
+        session.all_lines(&[])
+    } else {
+        let bytes = std::fs::read(&session.file).map_err(|source| SessionError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        exact_lines(&bytes, report.torn_tail.is_some())
+    };
+    let meta = session.meta_after(&[]);
+    let id = session.header.id.clone();
+    let stored = store
+        .import(header, &session.header, lines, meta, replace, progress)
+        .map_err(|e| {
+            if e.message.contains("already stored") {
+                SessionError::AlreadyExists {
+                    path: postgres_path(&id),
+                }
+            } else {
+                store_error(&id)(e)
+            }
+        })?;
+    Ok((stored, report))
+}
+
+/// A file's header line and every other line as written, each with the fields of its entry
+/// when it is one.
+fn exact_lines(bytes: &[u8], torn_tail: bool) -> (Vec<u8>, Vec<StoredLine>) {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow, rename = "type")]
+        type_name: std::borrow::Cow<'a, str>,
+        #[serde(borrow, default)]
+        id: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default, rename = "parentId")]
+        parent_id: Option<std::borrow::Cow<'a, str>>,
+    }
+    let mut pieces: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    // The piece after the last `\n` is empty for a file that ends with one; otherwise it is
+    // the unterminated last line, kept unless it is torn.
+    if pieces.last().is_some_and(|p| p.is_empty()) || torn_tail {
+        pieces.pop();
+    }
+    let mut pieces = pieces.into_iter();
+    let header = pieces.next().unwrap_or_default().to_vec();
+    let lines = pieces
+        .map(|line| {
+            let head = std::str::from_utf8(line)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Head<'_>>(t).ok());
+            match head {
+                Some(h) => StoredLine {
+                    entry_id: h.id.map(|c| c.into_owned()),
+                    parent_id: h.parent_id.map(|c| c.into_owned()),
+                    type_name: Some(h.type_name.into_owned()),
+                    bytes: line.to_vec(),
+                },
+                None => StoredLine {
+                    entry_id: None,
+                    parent_id: None,
+                    type_name: None,
+                    bytes: line.to_vec(),
+                },
+            }
+        })
+        .collect();
+    (header, lines)
+}

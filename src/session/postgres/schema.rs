@@ -52,14 +52,20 @@ pub(super) async fn migrate(client: &mut deadpool_postgres::Client) -> Result<()
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await?;
-    tx.batch_execute(
-        "CREATE TABLE IF NOT EXISTS compactd_migrations (
-            version    integer PRIMARY KEY,
-            name       text NOT NULL,
-            applied_at timestamptz NOT NULL DEFAULT now()
-        )",
-    )
-    .await?;
+    let exists: Option<String> = tx
+        .query_one("SELECT to_regclass('compactd_migrations')::text", &[])
+        .await?
+        .get(0);
+    if exists.is_none() {
+        tx.batch_execute(
+            "CREATE TABLE compactd_migrations (
+                version    integer PRIMARY KEY,
+                name       text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )",
+        )
+        .await?;
+    }
     let applied: Vec<i32> = tx
         .query("SELECT version FROM compactd_migrations", &[])
         .await?
