@@ -6,7 +6,9 @@
 pub mod compaction;
 pub mod devtools;
 pub mod engine;
+pub mod protocol;
 pub mod rpc;
+pub mod server;
 pub mod session;
 pub mod settings;
 pub mod summarize;

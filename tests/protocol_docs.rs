@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
+use compactd::protocol::{ErrorKind, METHODS, MessageKind, MethodSpec};
 use compactd::rpc::RpcError;
-use compactd::rpc::protocol::{ErrorKind, METHODS, MessageKind, MethodSpec};
 use serde_json::Value;
 
 fn docs() -> String {
@@ -48,11 +48,7 @@ fn subset(original: &Value, roundtrip: Option<&Value>, path: &str) -> Result<(),
     }
 }
 
-fn check(
-    spec: &compactd::rpc::protocol::TypeSpec,
-    value: &Value,
-    what: &str,
-) -> Result<(), String> {
+fn check(spec: &compactd::protocol::TypeSpec, value: &Value, what: &str) -> Result<(), String> {
     let roundtrip = spec
         .roundtrip(value.clone())
         .map_err(|e| format!("{what} does not deserialise: {e}"))?;

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use compactd::rpc::protocol::{protocol_schemas, schema_file_text};
+use compactd::protocol::{protocol_schemas, schema_file_text};
 
 const REGENERATE: &str = "run `cargo run -- schema --out schema` and commit the result";
 
@@ -37,7 +37,7 @@ fn checked_in_schemas_match_the_rust_types() {
 #[test]
 fn regenerating_into_a_directory_is_deterministic() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let written = compactd::rpc::protocol::write_schemas(dir.path()).expect("schemas are written");
+    let written = compactd::protocol::write_schemas(dir.path()).expect("schemas are written");
     assert_eq!(written.len(), protocol_schemas().len());
     for path in written {
         let text = std::fs::read_to_string(&path).expect("written file is readable");

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use super::expected_leaf;
 use super::session_compact::progress_token;
 use crate::engine::NavigateOptions;
-use crate::rpc::daemon::{Daemon, OpObserver, OperationKind, convert, engine_error};
-use crate::rpc::protocol::{AbortResult, NavigateTreeParams, NavigateTreeResult, SessionRef};
+use crate::protocol::{AbortResult, NavigateTreeParams, NavigateTreeResult, SessionRef};
 use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, OpObserver, OperationKind, convert, engine_error};
 
 pub async fn navigate(
     daemon: Arc<Daemon>,

@@ -3,12 +3,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::rpc::daemon::{Daemon, convert, engine_error};
-use crate::rpc::protocol::{
+use crate::protocol::{
     SessionContextParams, SessionContextResult, SessionRef, SessionTreeParams, SessionTreeResult,
     SessionUsageResult, TreeNode,
 };
 use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, convert, engine_error};
 
 pub async fn context(
     daemon: Arc<Daemon>,

@@ -70,7 +70,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::Concurrency;
+use crate::rpc::Concurrency;
 
 /// Who sends a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

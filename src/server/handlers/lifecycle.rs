@@ -3,15 +3,15 @@
 use std::sync::Arc;
 
 use crate::engine::EngineError;
-use crate::rpc::daemon::progress::CancelTarget;
-use crate::rpc::daemon::{ClientHooks, Daemon, client_summarizer, engine_error};
-use crate::rpc::protocol::Method;
-use crate::rpc::protocol::method::*;
-use crate::rpc::protocol::{
+use crate::protocol::Method;
+use crate::protocol::method::*;
+use crate::protocol::{
     Direction, ErrorKind, InitializeParams, InitializeResult, METHODS, MessageKind, NoParams,
     PROTOCOL_VERSION, ServerCapabilities, ServerInfo, WorkDoneProgressTokenParams,
 };
 use crate::rpc::{NotificationCtx, RequestCtx, RpcError};
+use crate::server::progress::CancelTarget;
+use crate::server::{ClientHooks, Daemon, client_summarizer, engine_error};
 
 /// Records the client's capabilities, layers its settings, wires hooks, the client
 /// summarizer and notifications to it, and watches its process.

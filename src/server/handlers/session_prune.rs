@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use crate::rpc::daemon::{Daemon, engine_error};
-use crate::rpc::protocol::{ErrorKind, PruneResult, SessionPruneParams};
+use crate::protocol::{ErrorKind, PruneResult, SessionPruneParams};
 use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, engine_error};
 
 pub async fn prune(
     daemon: Arc<Daemon>,

@@ -15,13 +15,13 @@ use crate::engine::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
     CompactingRequest, Engine, EngineHooks, HookCompaction, Summarizer,
 };
-use crate::rpc::Client;
-use crate::rpc::protocol::method::*;
-use crate::rpc::protocol::{
+use crate::protocol::method::*;
+use crate::protocol::{
     BeforeCompactParams, BeforeCompactResponse, BeforeTreeParams, BeforeTreeResponse,
     CompactingParams, CompactingResponse, CompactionPreparation, CompactionReason, FileOps,
     HookCapabilities, Method, SummarizeParams, SummarizeResponse, SummaryPurpose, TreePreparation,
 };
+use crate::rpc::Client;
 use crate::session::AgentMessage;
 use crate::settings::Settings;
 use crate::summarize::Purpose;
@@ -58,7 +58,7 @@ impl ClientHooks {
     }
 }
 
-fn messages(messages: &[AgentMessage]) -> Vec<crate::rpc::protocol::WireMessage> {
+fn messages(messages: &[AgentMessage]) -> Vec<crate::protocol::WireMessage> {
     messages.iter().map(wire_message).collect()
 }
 

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::engine::EngineError;
-use crate::rpc::daemon::{Daemon, engine_error};
-use crate::rpc::protocol::{
+use crate::protocol::{
     SettingValue, SettingsGetParams, SettingsGetResult, SettingsTarget, SettingsUpdateParams,
     SettingsUpdateResult,
 };
 use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, engine_error};
 use crate::settings::{Settings, UpdateTarget};
 
 pub async fn get(

@@ -1,15 +1,16 @@
-//! The daemon: the protocol of `src/rpc/protocol.rs` served over stdio, backed by the
-//! [`Engine`].
+//! The daemon: the protocol of `src/protocol/` served over stdio by the transport of
+//! `src/rpc/`, backed by the [`Engine`].
 //!
 //! This file holds the one method table ([`router`]), the connection state ([`Daemon`]) and
 //! the mapping of engine errors to protocol errors. Beside it: [`progress`] turns engine
 //! events and operation reports into notifications (`$/progress`, `session/*`), and
 //! [`adapters`] implements the engine's hooks and the client summarizer with
 //! server-to-client requests. The handlers, one file per method or small group, live in
-//! `src/rpc/handlers/`.
+//! `src/server/handlers/`.
 
 mod adapters;
 pub(crate) mod convert;
+mod handlers;
 pub(crate) mod progress;
 
 use std::future::Future;
@@ -19,13 +20,12 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::handlers;
-use super::protocol::method::*;
-use super::protocol::{
+use crate::engine::{Engine, EngineError};
+use crate::protocol::method::*;
+use crate::protocol::{
     ClientCapabilities, ClientMethod, ErrorKind, Method, ProgressToken, RequestMethod,
 };
-use super::{ExitReason, Peer, RequestCtx, Router, RpcError};
-use crate::engine::{Engine, EngineError};
+use crate::rpc::{ExitReason, Peer, RequestCtx, Router, RpcError};
 use crate::settings::SettingsStack;
 
 pub(crate) use adapters::{ClientHooks, client_summarizer};

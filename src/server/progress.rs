@@ -24,15 +24,15 @@ use super::convert;
 use crate::engine::{
     CompactReason, EngineEvent, EventSink, OperationError, OperationObserver, Phase, SummaryPart,
 };
-use crate::rpc::Client;
-use crate::rpc::protocol::SummaryPart as WirePart;
-use crate::rpc::protocol::method::*;
-use crate::rpc::protocol::{
+use crate::protocol::SummaryPart as WirePart;
+use crate::protocol::method::*;
+use crate::protocol::{
     AutoCompactionFinished, AutoCompactionOutcome, AutoCompactionReason, AutoCompactionStarted,
     AutoContinue, ClientCapabilities, CompactionDelta, CompactionFinished, CompactionReason,
     CompactionStarted, EntriesAppended, ErrorInfo, ErrorKind, Method, ProgressParams,
     ProgressPhase, ProgressToken, TreeNavigated, WorkDoneProgress, WorkDoneProgressTokenParams,
 };
+use crate::rpc::Client;
 
 /// Deltas are coalesced to at most one notification per part in this interval (≤ 20/s).
 pub const DELTA_INTERVAL: Duration = Duration::from_millis(50);

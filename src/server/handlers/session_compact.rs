@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use super::expected_leaf;
 use crate::engine::{CompactOptions, CompactReason};
-use crate::rpc::daemon::{Daemon, OpObserver, OperationKind, convert, engine_error};
-use crate::rpc::protocol::method::WorkDoneProgressCreate;
-use crate::rpc::protocol::{
+use crate::protocol::method::WorkDoneProgressCreate;
+use crate::protocol::{
     AbortResult, CompactResult, Method, ProgressToken, SessionCompactParams, SessionRef,
     WorkDoneProgressTokenParams,
 };
 use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, OpObserver, OperationKind, convert, engine_error};
 
 /// How long the client gets to answer `window/workDoneProgress/create`.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(10);

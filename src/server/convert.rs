@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use crate::engine::{CompactOutcome, NewEntry, SessionInfo as EngineSessionInfo};
-use crate::rpc::protocol::{
+use crate::protocol::{
     AppendEntry, CompactResult, SessionInfo, SummaryDetails, WireEntry, WireMessage,
 };
 use crate::session::{AgentMessage, Entry, EntryKind};

@@ -4,12 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::invalid;
-use crate::rpc::daemon::{Daemon, convert, engine_error};
-use crate::rpc::protocol::{
+use crate::protocol::{
     Empty, SessionCreateParams, SessionForkParams, SessionInfo, SessionListItem, SessionListParams,
     SessionListResult, SessionLocator, SessionOpenParams, SessionRef,
 };
 use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, convert, engine_error};
 
 pub async fn create(
     daemon: Arc<Daemon>,

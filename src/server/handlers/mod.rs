@@ -11,8 +11,8 @@ pub mod session_prune;
 pub mod session_read;
 pub mod settings;
 
+use crate::protocol::ErrorKind;
 use crate::rpc::RpcError;
-use crate::rpc::protocol::ErrorKind;
 
 /// `expectedLeafId` as the engine takes it: `Some(Some(id))` to check, `None` not to.
 fn expected_leaf(expected: Option<String>) -> Option<Option<String>> {

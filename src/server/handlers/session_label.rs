@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use super::expected_leaf;
-use crate::rpc::daemon::{Daemon, engine_error};
-use crate::rpc::protocol::{SetLabelParams, SetLabelResult};
+use crate::protocol::{SetLabelParams, SetLabelResult};
 use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, engine_error};
 
 pub async fn set_label(
     daemon: Arc<Daemon>,

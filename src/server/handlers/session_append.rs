@@ -7,12 +7,12 @@ use std::sync::Arc;
 use super::{expected_leaf, invalid};
 use crate::engine::auto::AutoResult;
 use crate::engine::{AppendAction, AppendOptions};
-use crate::rpc::daemon::{Daemon, OpObserver, convert, engine_error};
-use crate::rpc::protocol::{
+use crate::protocol::{
     AutoCompactionOutcome, AutoCompactionReason, NextAction, SessionAppendParams,
     SessionAppendResult,
 };
 use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, OpObserver, convert, engine_error};
 
 pub async fn append(
     daemon: Arc<Daemon>,
