@@ -63,7 +63,8 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
 
 /// `{"git": {"sha1": "..."}}` of a packaged crate (written by `cargo package`).
 fn packaged_commit(manifest_dir: &str) -> Option<String> {
-    let text = std::fs::read_to_string(Path::new(manifest_dir).join(".cargo_vcs_info.json")).ok()?;
+    let text =
+        std::fs::read_to_string(Path::new(manifest_dir).join(".cargo_vcs_info.json")).ok()?;
     let key = "\"sha1\"";
     let rest = &text[text.find(key)? + key.len()..];
     let start = rest.find('"')? + 1;

@@ -120,9 +120,9 @@ fn completions(shell: clap_complete::Shell) -> Result<(), cli::common::CliError>
 fn write_stdout(bytes: &[u8]) -> Result<(), cli::common::CliError> {
     use std::io::Write;
     match std::io::stdout().lock().write_all(bytes) {
-        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(
-            cli::common::CliError(format!("cannot write to stdout: {error}")),
-        ),
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(cli::common::CliError(
+            format!("cannot write to stdout: {error}"),
+        )),
         _ => Ok(()),
     }
 }

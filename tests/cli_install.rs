@@ -37,10 +37,7 @@ fn version_names_the_commit_it_was_built_from() {
     let version = stdout(&run(&["--version"]));
     assert_eq!(
         version.trim(),
-        format!(
-            "compactd {} (commit {head})",
-            env!("CARGO_PKG_VERSION")
-        )
+        format!("compactd {} (commit {head})", env!("CARGO_PKG_VERSION"))
     );
 }
 
@@ -138,10 +135,7 @@ fn a_daemon_started_in_a_terminal_says_it_waits_for_json_rpc_on_stderr() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "");
 
     // With a pipe on stdin (an editor or agent) there is no notice.
-    let piped = Command::new(BIN)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let piped = Command::new(BIN).stdin(Stdio::null()).output().unwrap();
     let stderr = String::from_utf8_lossy(&piped.stderr);
     assert!(!stderr.contains("waiting for JSON-RPC"), "stderr: {stderr}");
 }
@@ -153,7 +147,12 @@ fn the_demo_says_which_file_it_wrote() {
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo-session.jsonl");
     std::fs::copy(demo, &file).unwrap();
     let out = Command::new(BIN)
-        .args(["compact", file.to_str().unwrap(), "--summarizer", "extractive"])
+        .args([
+            "compact",
+            file.to_str().unwrap(),
+            "--summarizer",
+            "extractive",
+        ])
         .env("COMPACTD_CONFIG_DIR", dir.path().join("config"))
         .output()
         .unwrap();

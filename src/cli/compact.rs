@@ -165,7 +165,7 @@ fn outcome_json(o: &CompactOutcome) -> serde_json::Value {
 fn pretty(o: &CompactOutcome, file: &Path) -> String {
     let entry = match &o.entry_id {
         Some(id) => format!("compaction entry {id} appended to {}", file.display()),
-        None => format!("preview (nothing written to {})", file.display()),
+        None => format!("preview (nothing written) of {}", file.display()),
     };
     let mut text = format!(
         "{entry}\nfirst kept entry: {}\ntokens before: {}\ntokens after (estimated): {}\nsummarizer: {}\n",
