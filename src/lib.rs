@@ -4,7 +4,6 @@
 //! `compaction`} -> `session` -> `tokens`; `settings` is read by all.
 
 pub mod compaction;
-pub mod devtools;
 pub mod engine;
 pub mod protocol;
 pub mod rpc;

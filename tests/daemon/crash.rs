@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
@@ -187,10 +187,6 @@ fn pruned_ids(session: &Session) -> HashSet<String> {
         .collect()
 }
 
-fn fixture_v1() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/v1.jsonl")
-}
-
 #[derive(Default, Debug)]
 struct Stats {
     kills: usize,
@@ -249,7 +245,7 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
             }
             Scenario::Migration => {
                 let p = work.join(format!("v1-{kill}.jsonl"));
-                std::fs::copy(fixture_v1(), &p).unwrap();
+                std::fs::copy(devtools::fixtures::session("v1.jsonl"), &p).unwrap();
                 p
             }
         };

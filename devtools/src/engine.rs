@@ -1,5 +1,4 @@
 //! Helpers for the engine tests: sessions built in temp dirs, fake summarizers and hooks.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -19,43 +18,6 @@ use compactd::tokens::counter_by_name;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-
-/// `../shared` next to the repository, or `$COMPACTD_SHARED`.
-pub fn shared_dir() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("COMPACTD_SHARED").map(PathBuf::from),
-        Some(manifest.join("../shared")),
-        Some(manifest.join("../../shared")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|p| p.join("fixtures").is_dir())
-        .unwrap_or_else(|| {
-            panic!(
-                "the shared fixtures are missing: expected ../shared/fixtures next to {} \
-                 (or set COMPACTD_SHARED)",
-                manifest.display()
-            )
-        })
-}
-
-/// Copies `src` into a fresh temp dir; returns the dir (keep it alive) and the copy's path.
-pub fn copy_to_temp(src: &Path) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let dst = dir.path().join(src.file_name().expect("file name"));
-    std::fs::copy(src, &dst).unwrap_or_else(|e| panic!("cannot copy {}: {e}", src.display()));
-    (dir, dst)
-}
-
-pub fn fixture_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
-    copy_to_temp(&shared_dir().join("fixtures/pi-sessions").join(name))
-}
-
-pub fn demo_copy() -> (tempfile::TempDir, PathBuf) {
-    copy_to_temp(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo-session.jsonl"))
-}
 
 pub fn open(path: &Path) -> SharedSession {
     let (session, _) = Session::open(path).expect("session opens");

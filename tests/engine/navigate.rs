@@ -1,8 +1,5 @@
 //! End-to-end tests of `engine::navigate_tree` on session files.
 
-#[path = "engine_support/mod.rs"]
-mod support;
-
 use std::sync::Arc;
 
 use compactd::engine::{
@@ -11,8 +8,8 @@ use compactd::engine::{
 };
 use compactd::session::{AgentMessage, EntryKind, Session};
 use compactd::summarize::Purpose;
+use devtools::engine::*;
 use serde_json::Value;
-use support::*;
 use tokio_util::sync::CancellationToken;
 
 /// root user "start" → a0 → u1 → a1 (branch A leaf), plus a sibling branch from a0:

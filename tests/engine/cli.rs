@@ -1,13 +1,10 @@
 //! The `compact` and `navigate` commands of the real binary.
 
-#[path = "engine_support/mod.rs"]
-mod support;
-
 use std::process::{Command, Output};
 
 use compactd::session::{EntryKind, Session};
+use devtools::fixtures::demo_copy;
 use serde_json::Value;
-use support::demo_copy;
 
 fn compactd(args: &[&str], home: &std::path::Path) -> Output {
     // A temp HOME / config dir so no user settings (or API keys) leak in.

@@ -4,16 +4,11 @@
 //! answering other requests, every compaction must end (success, typed error, or cancel after
 //! a deadline), no partial summary may be written, and memory must stay bounded.
 
-#[path = "support/daemon.rs"]
-mod daemon;
-#[path = "support/fake_llm.rs"]
-mod fake_llm;
-
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use daemon::{DaemonProcess, SpawnOptions, conversation, file_entries};
-use fake_llm::{FakeLlm, Reply, StreamEnd, openai_sse};
+use devtools::daemon::{DaemonProcess, SpawnOptions, conversation, file_entries};
+use devtools::fake_llm::{FakeLlm, Reply, StreamEnd, openai_sse};
 use serde_json::{Value, json};
 
 const SESSIONS: usize = 20;

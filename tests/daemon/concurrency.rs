@@ -2,15 +2,10 @@
 //! requests; a background auto-compaction (`waitForCompaction: false`) still orders later
 //! mutating requests on its session behind it; raw entries keep their fields.
 
-#[path = "support/daemon.rs"]
-mod daemon;
-#[path = "support/fake_llm.rs"]
-mod fake_llm;
-
 use std::time::Duration;
 
-use daemon::{DaemonProcess, Framing, assistant, conversation, file_entries};
-use fake_llm::{FakeLlm, StreamEnd};
+use devtools::daemon::{DaemonProcess, Framing, assistant, conversation, file_entries};
+use devtools::fake_llm::{FakeLlm, StreamEnd};
 use serde_json::{Value, json};
 
 const SESSIONS: usize = 4;
@@ -21,7 +16,7 @@ async fn a_cheap_request_answers_while_four_slow_compactions_run() {
     // Every summary request streams its first delta and then stalls (no finish, no `[DONE]`):
     // the compactions stay running until they are aborted.
     llm.set_default(
-        fake_llm::openai_sse(&["## Goal\n", "- keep going"], "stop")
+        devtools::fake_llm::openai_sse(&["## Goal\n", "- keep going"], "stop")
             .first_chunks(2)
             .ending(StreamEnd::Hang),
     );
@@ -111,7 +106,7 @@ async fn a_background_auto_compaction_answers_at_once_and_later_appends_wait_for
     let second = d
         .send_request(
             "session/append",
-            json!({"sessionId": session, "entries": [daemon::user("next")]}),
+            json!({"sessionId": session, "entries": [devtools::daemon::user("next")]}),
         )
         .await;
     let result = d.read_until_response(first).await;

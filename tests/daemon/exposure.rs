@@ -3,15 +3,10 @@
 //! notifications or the session file, even when the provider echoes it; the daemon listens on
 //! no socket; conversation text with `</conversation>` cannot break the prompt's structure.
 
-#[path = "support/daemon.rs"]
-mod daemon;
-#[path = "support/fake_llm.rs"]
-mod fake_llm;
-
 use std::time::Duration;
 
-use daemon::{DaemonProcess, SpawnOptions, assistant, file_entries, user};
-use fake_llm::{FakeLlm, Reply, openai_sse};
+use devtools::daemon::{DaemonProcess, SpawnOptions, assistant, file_entries, user};
+use devtools::fake_llm::{FakeLlm, Reply, openai_sse};
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-exposure-SECRET-4242424242";

@@ -3,13 +3,10 @@
 //! the other's appends, and each sees the other's entries without a restart. The protocol
 //! they follow is in `docs/robustness.md` ("Two writers").
 
-#[path = "support/daemon.rs"]
-mod daemon;
-
 use std::path::{Path, PathBuf};
 
 use compactd::session::Session;
-use daemon::{DaemonProcess, user};
+use devtools::daemon::{DaemonProcess, user};
 use serde_json::{Value, json};
 
 /// A tool call and its large output (chars4: ~12k tokens), so pruning has work.
@@ -31,7 +28,8 @@ fn settings() -> Value {
 }
 
 async fn spawn() -> DaemonProcess {
-    let mut d = DaemonProcess::spawn_with(daemon::Framing::Ndjson, Some(settings())).await;
+    let mut d =
+        DaemonProcess::spawn_with(devtools::daemon::Framing::Ndjson, Some(settings())).await;
     d.initialize(json!({}), json!({})).await;
     d
 }

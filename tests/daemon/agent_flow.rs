@@ -1,10 +1,7 @@
 //! The agent flow: threshold compaction with auto-continue, overflow recovery, and the hooks
 //! answering cancel / replace / nothing in time.
 
-#[path = "support/daemon.rs"]
-mod daemon;
-
-use daemon::{DaemonProcess, Framing, assistant, conversation, overflow_reply, user};
+use devtools::daemon::{DaemonProcess, Framing, assistant, conversation, overflow_reply, user};
 use serde_json::json;
 
 async fn spawn(settings: serde_json::Value) -> (DaemonProcess, String) {

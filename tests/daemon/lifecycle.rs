@@ -1,9 +1,6 @@
 //! The daemon's lifecycle, framing and robustness, driving the real binary.
 
-#[path = "support/daemon.rs"]
-mod daemon;
-
-use daemon::{DaemonProcess, Framing};
+use devtools::daemon::{DaemonProcess, Framing};
 use serde_json::json;
 
 #[tokio::test]

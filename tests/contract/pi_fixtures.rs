@@ -1,18 +1,9 @@
 //! The reference's real session fixtures (`tests/fixtures/pi-sessions/`, MIT, see the note
 //! there): both are version 1 and must migrate in memory.
 
-use std::path::PathBuf;
-
 use compactd::session::entry::EntryKind;
 use compactd::session::{AgentMessage, Session};
-
-fn fixture(name: &str) -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/pi-sessions")
-        .join(name);
-    assert!(path.is_file(), "missing fixture {}", path.display());
-    path
-}
+use devtools::fixtures::pi_session;
 
 fn count(s: &Session, pred: impl Fn(&EntryKind) -> bool) -> usize {
     s.entries().iter().filter(|e| pred(e.kind())).count()
@@ -20,7 +11,7 @@ fn count(s: &Session, pred: impl Fn(&EntryKind) -> bool) -> usize {
 
 #[test]
 fn large_session_loads_and_migrates() {
-    let path = fixture("large-session.jsonl");
+    let path = pi_session("large-session.jsonl");
     let before = std::fs::read(&path).unwrap();
     let (s, report) = Session::open(&path).unwrap();
     assert_eq!(report.migrated_from, Some(1));
@@ -54,7 +45,7 @@ fn large_session_loads_and_migrates() {
 
 #[test]
 fn before_compaction_context_starts_with_the_latest_summary() {
-    let (s, report) = Session::open(fixture("before-compaction.jsonl")).unwrap();
+    let (s, report) = Session::open(pi_session("before-compaction.jsonl")).unwrap();
     assert_eq!(report.migrated_from, Some(1));
     assert_eq!(s.entries().len(), 1002);
     assert_eq!(count(&s, |k| matches!(k, EntryKind::Message(_))), 990);

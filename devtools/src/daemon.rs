@@ -6,8 +6,6 @@
 //! `expect_notification` / `expect_request` take from it first. [`DaemonProcess::finish`]
 //! sends `shutdown` and `exit`, reads to EOF and fails if anything was left unread.
 
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -85,7 +83,7 @@ impl DaemonProcess {
         if let Some(settings) = settings {
             std::fs::write(config.join("settings.json"), settings.to_string()).unwrap();
         }
-        let binary = env!("CARGO_BIN_EXE_compactd");
+        let binary = crate::fixtures::compactd_bin();
         let mut command = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = Command::new(program);

@@ -1,9 +1,6 @@
 //! The summarizers against a fake LLM server on 127.0.0.1 (real HTTP/1.1 and SSE), the
 //! candidate loop, and the extractive summarizer.
 
-#[path = "support/fake_llm.rs"]
-mod fake_llm;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +18,7 @@ use compactd::summarize::{
     AttemptEvent, AttemptOutcome, HttpOptions, Prompts, Purpose, RetryPolicy, SummarizeError,
     Summarizer, SummaryOutput, SummaryRequest, summarize_with_candidates,
 };
-use fake_llm::{FakeLlm, Reply, StreamEnd, anthropic_sse, openai_sse};
+use devtools::fake_llm::{FakeLlm, Reply, StreamEnd, anthropic_sse, openai_sse};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -12,6 +12,7 @@ use compactd::engine::{
 };
 use compactd::session::{AgentMessage, Entry, EntryKind, Session};
 use compactd::settings::SettingsStack;
+use devtools::fixtures::{demo_session, pi_session, run_cli};
 
 #[derive(Default)]
 struct Recorder(Mutex<Vec<EngineEvent>>);
@@ -424,32 +425,9 @@ async fn usage_follows_appends_other_writers_and_settings() {
 
 // ---- CLI -------------------------------------------------------------------------------
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_compactd")
-}
-
-fn run_cli(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(bin())
-        .args(args)
-        .env(
-            "COMPACTD_CONFIG_DIR",
-            std::env::temp_dir().join("compactd-e2-no-config"),
-        )
-        .output()
-        .unwrap()
-}
-
-fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo-session.jsonl")
-}
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi-sessions")
-}
-
 #[test]
 fn read_commands_print_and_never_modify_the_file() {
-    let path = demo();
+    let path = demo_session();
     let before = std::fs::read(&path).unwrap();
     for cmd in ["context", "tree", "plan"] {
         for json in [false, true] {
@@ -486,7 +464,7 @@ fn read_commands_print_and_never_modify_the_file() {
 
 #[test]
 fn plan_on_the_reference_fixture_cuts_at_a_user_or_assistant_message() {
-    let path = fixtures().join("before-compaction.jsonl");
+    let path = pi_session("before-compaction.jsonl");
     let before = std::fs::read(&path).unwrap();
     // chars4: the reference's own estimate, so the cut is comparable with the reference's.
     let out = run_cli(&[
@@ -537,7 +515,7 @@ fn a_broken_file_is_reported_with_its_line_and_left_alone() {
 fn prune_cli_dry_run_leaves_the_file_alone() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("demo.jsonl");
-    std::fs::copy(demo(), &path).unwrap();
+    std::fs::copy(demo_session(), &path).unwrap();
     let before = std::fs::read(&path).unwrap();
     let out = run_cli(&["prune", "--dry-run", "--json", path.to_str().unwrap()]);
     assert!(

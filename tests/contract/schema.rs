@@ -2,7 +2,6 @@
 //! they are stale, so a protocol change always shows up as a fixture diff.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use compactd::protocol::{protocol_schemas, schema_file_text};
 
@@ -10,7 +9,7 @@ const REGENERATE: &str = "run `cargo run -- schema --out schema` and commit the 
 
 #[test]
 fn checked_in_schemas_match_the_rust_types() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema");
+    let dir = devtools::fixtures::repo_file("schema");
     let generated = protocol_schemas();
     let mut problems = Vec::new();
     for (name, value) in &generated {

@@ -3,16 +3,16 @@
 //! `fuzz/seeds/<target>/` (the seed corpus) goes through the same check as the fuzz target,
 //! which is included here by path so the two cannot drift apart.
 
-#[path = "../fuzz/src/lib.rs"]
+#[path = "../../fuzz/src/lib.rs"]
 mod checks;
 
 use std::fs;
 use std::panic::{self, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The saved inputs of `target`, sorted so failures are reported in a stable order.
 fn inputs(target: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let root = devtools::fixtures::repo_file("fuzz");
     let mut files: Vec<PathBuf> = ["regressions", "seeds"]
         .iter()
         .filter_map(|kind| fs::read_dir(root.join(kind).join(target)).ok())

@@ -30,8 +30,6 @@
 //!
 //! The server and every connection task stop when the `FakeLlm` is dropped.
 
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -6,12 +6,9 @@
 //! prune, navigation with a summary, listing and a settings update, then checks each path in
 //! the trace. compactd keeps no cache directory: token counts are cached in memory only.
 
-#[path = "support/daemon.rs"]
-mod daemon;
-
 use std::path::{Path, PathBuf};
 
-use daemon::{DaemonProcess, SpawnOptions, conversation, user};
+use devtools::daemon::{DaemonProcess, SpawnOptions, conversation, user};
 use serde_json::json;
 
 /// System places a process may read: the dynamic loader and libraries, `/proc` and `/sys`

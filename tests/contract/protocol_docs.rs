@@ -9,8 +9,8 @@ use compactd::rpc::RpcError;
 use serde_json::Value;
 
 fn docs() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/protocol.md");
-    std::fs::read_to_string(path).expect("docs/protocol.md exists")
+    std::fs::read_to_string(devtools::fixtures::repo_file("docs/protocol.md"))
+        .expect("docs/protocol.md exists")
 }
 
 /// The lines of every ```jsonl block, with their line numbers in the file.

@@ -21,12 +21,12 @@ use std::io::{self, Write};
 
 use serde_json::{Value, json};
 
-use crate::session::entry::{BranchSummaryEntry, CompactionEntry, CustomMessageEntry};
-use crate::session::message::{
+use compactd::session::entry::{BranchSummaryEntry, CompactionEntry, CustomMessageEntry};
+use compactd::session::message::{
     AssistantMessage, ContentBlock, ExecutionMessage, Extra, ImageBlock, TextBlock, ThinkingBlock,
     ToolCall, ToolResultMessage, UserMessage,
 };
-use crate::session::{AgentMessage, Content, Entry, EntryKind, SessionHeader, Usage};
+use compactd::session::{AgentMessage, Content, Entry, EntryKind, SessionHeader, Usage};
 
 /// Bumped whenever the output for a given seed changes, so cached files are regenerated.
 pub const GENERATOR_VERSION: u32 = 1;
@@ -1547,7 +1547,7 @@ mod tests {
         let mut opts = GenerateOptions::for_target(5, 600_000);
         opts.compaction_every = 6;
         let stats = generate_session(std::fs::File::create(&path).unwrap(), &opts).unwrap();
-        let (session, report) = crate::session::Session::open(&path).unwrap();
+        let (session, report) = compactd::session::Session::open(&path).unwrap();
         assert!(report.skipped.is_empty(), "{:?}", report.skipped);
         assert!(report.duplicate_ids.is_empty() && report.torn_tail.is_none());
         assert_eq!(session.entries().len() as u64, stats.lines - 1);

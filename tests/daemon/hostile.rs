@@ -2,13 +2,10 @@
 //! client-summarizer replies that are malformed, late, or name entries that do not exist.
 //! Every compaction ends with a valid file and nothing half-written.
 
-#[path = "support/daemon.rs"]
-mod daemon;
-
 use std::path::PathBuf;
 
 use compactd::session::Session;
-use daemon::{DaemonProcess, conversation};
+use devtools::daemon::{DaemonProcess, conversation};
 use serde_json::{Value, json};
 
 async fn start(capabilities: Value, settings: Value) -> (DaemonProcess, String, PathBuf) {

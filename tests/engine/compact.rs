@@ -1,8 +1,5 @@
 //! End-to-end tests of `engine::compact` on real session files.
 
-#[path = "engine_support/mod.rs"]
-mod support;
-
 use std::sync::Arc;
 
 use compactd::engine::{
@@ -11,8 +8,9 @@ use compactd::engine::{
 };
 use compactd::session::{AgentMessage, Entry, EntryKind, Session};
 use compactd::summarize::Purpose;
+use devtools::engine::*;
+use devtools::fixtures::{demo_copy, pi_session_copy};
 use serde_json::json;
-use support::*;
 use tokio_util::sync::CancellationToken;
 
 fn reopen(path: &std::path::Path) -> Session {
@@ -43,7 +41,7 @@ async fn run(
 
 #[tokio::test]
 async fn fixture_compacts_with_the_extractive_summarizer_and_reloads() {
-    let (_dir, path) = fixture_copy("before-compaction.jsonl");
+    let (_dir, path) = pi_session_copy("before-compaction.jsonl");
     let session = open(&path);
     let env = extractive_env(20_000);
     let outcome = run(&session, &env, CompactOptions::manual()).await.unwrap();

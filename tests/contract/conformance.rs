@@ -3,23 +3,11 @@
 //! difference to compactd's rules is exactly the kept region the reference loses (spec §13 #1).
 //! See `docs/conformance.md`.
 
-use std::path::{Path, PathBuf};
-
+use devtools::fixtures::{pi_session, run_cli};
 use serde_json::Value;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi-sessions")
-}
-
 fn cli_json(args: &[&str]) -> Value {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_compactd"))
-        .args(args)
-        .env(
-            "COMPACTD_CONFIG_DIR",
-            std::env::temp_dir().join("compactd-conformance-no-config"),
-        )
-        .output()
-        .unwrap();
+    let out = run_cli(args);
     assert!(
         out.status.success(),
         "{args:?}: {}",
@@ -42,7 +30,7 @@ fn covered(plan: &Value) -> u64 {
 
 #[test]
 fn parity_plan_loses_the_kept_region_and_compactd_covers_the_whole_context() {
-    let path = fixtures().join("before-compaction.jsonl");
+    let path = pi_session("before-compaction.jsonl");
     let path = path.to_str().unwrap();
     let before = std::fs::read(path).unwrap();
     let plan = |parity: bool| {

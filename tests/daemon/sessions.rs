@@ -1,9 +1,6 @@
 //! Session methods and compaction through the daemon (extractive summarizer, no network).
 
-#[path = "support/daemon.rs"]
-mod daemon;
-
-use daemon::{DaemonProcess, assistant, conversation, file_entries, user};
+use devtools::daemon::{DaemonProcess, assistant, conversation, file_entries, user};
 use serde_json::{Value, json};
 
 #[tokio::test]
