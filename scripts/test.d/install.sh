@@ -41,12 +41,12 @@ check_binary() {
 }
 
 step "cargo package (metadata, license, included files; the packaged crate builds)"
-list=$(cargo package --allow-dirty --locked --list 2>/dev/null)
+list=$(cargo package -p compactd --allow-dirty --locked --list 2>/dev/null)
 for f in LICENSE README.md build.rs Cargo.lock src/main.rs prompts/compaction-summary.md prompts/branch-summary.md; do
   grep -qx "$f" <<<"$list" || die "cargo package leaves out $f"
 done
 if grep -E '^(tests|editors|clients|fuzz|benches|target)/' <<<"$list"; then die "cargo package ships files it does not need"; fi
-cargo package --allow-dirty --locked 2>&1 | tail -3
+cargo package -p compactd --allow-dirty --locked 2>&1 | tail -3
 
 step "cargo install --path . --locked --debug"
 cargo install --path . --locked --debug --root "$root/target/install" --force 2>&1 | tail -2
