@@ -1,9 +1,10 @@
 -- Installing with lazy.nvim: the spec of editors/nvim/lazy-spec.lua (the README shows the same
--- table) run the way lazy.nvim runs a spec: its `build` shell command in the plugin's directory
--- (here the repository itself; lazy.nvim would have cloned it), then `config(plugin, opts)`.
--- lazy.nvim itself is not on a package registry, so it is not part of the test; the build runs
--- with `--debug` added so it reuses the test command's debug build instead of a release build
--- (the profile is the only difference), installing into a temp CARGO_INSTALL_ROOT. Then
+-- table) run the way lazy.nvim runs a spec: its `build` function as a coroutine resumed until it
+-- ends (lazy.nvim's tasks), with the plugin's directory (here the repository itself; lazy.nvim
+-- would have cloned it), then `config(plugin, opts)`. lazy.nvim itself is not on a package
+-- registry, so it is not part of the test. The build's cargo command is checked, then run with
+-- `--debug` added so it reuses the test command's debug build instead of a release build (the
+-- profile is the only difference), installing into a temp CARGO_INSTALL_ROOT. Then
 -- `:checkhealth compactd`, the help file and its tags.
 local H = require('helpers')
 
@@ -38,21 +39,32 @@ return {
       end
       local table_text = table.concat(body, '\n'):gsub('^return ', '')
       H.truthy(readme:find(table_text, 1, true), 'README.md contains the spec of editors/nvim/lazy-spec.lua')
-      H.eq('cargo install --locked --path .', spec.build, 'build step')
+      H.eq('function', type(spec.build), 'build step')
       H.eq(false, spec.lazy, 'loaded at startup')
     end,
   },
   {
     "the spec's build step installs the daemon",
     function()
-      local result = vim
-        .system({ 'sh', '-c', spec.build .. ' --debug' }, {
-          cwd = H.root,
-          env = { CARGO_INSTALL_ROOT = install_root, CARGO_TARGET_DIR = H.root .. '/target' },
-          text = true,
-        })
-        :wait(600000)
-      H.eq(0, result.code, 'cargo install exit code (' .. (result.stderr or '') .. ')')
+      local real_system = vim.system
+      local commands = {}
+      vim.system = function(cmd, opts, on_exit)
+        commands[#commands + 1] = vim.deepcopy(cmd)
+        local env = { CARGO_INSTALL_ROOT = install_root, CARGO_TARGET_DIR = H.root .. '/target' }
+        return real_system(vim.list_extend(vim.deepcopy(cmd), { '--debug' }), vim.tbl_extend('force', opts or {}, { env = env }), on_exit)
+      end
+      local task = coroutine.create(spec.build)
+      local messages = {}
+      local ok, msg = coroutine.resume(task, { dir = H.root, name = 'compactd' })
+      while ok and coroutine.status(task) ~= 'dead' do
+        messages[#messages + 1] = msg
+        vim.wait(50)
+        ok, msg = coroutine.resume(task)
+      end
+      vim.system = real_system
+      H.truthy(ok, 'the build step failed: ' .. tostring(msg))
+      H.eq({ { 'cargo', 'install', '--locked', '--path', H.root } }, commands, 'the build runs cargo install once')
+      H.truthy(tostring(messages[1]):find('cargo install', 1, true), 'a progress message for lazy.nvim')
       H.eq(1, vim.fn.executable(install_root .. '/bin/compactd'), 'installed binary')
     end,
   },
