@@ -135,6 +135,8 @@ class SessionInfo(TypedDict):
     """Entries in the file (all branches, header excluded)."""
     version: int
     """The file's version before any in-memory migration (1, 2 or 3)."""
+    readOnly: NotRequired[bool]
+    """Opened with `readOnly: true`: compactd never writes this file."""
 
 
 class SessionOpenParams(TypedDict):
@@ -145,6 +147,10 @@ class SessionOpenParams(TypedDict):
     """A session id, looked up among the sessions of `cwd` (or of every cwd when absent)."""
     cwd: NotRequired[Optional[str]]
     """Narrows the `sessionId` lookup."""
+    readOnly: NotRequired[Optional[bool]]
+    """Never write the file (another program owns it, e.g. an agent that appends to it):
+    reads and previews see the owner's appends, every write fails with `sessionReadOnly`.
+    """
 
 
 class SessionForkParams(TypedDict):
@@ -376,21 +382,33 @@ class CompactResult(TypedDict):
     """Whether this is a preview (nothing written)."""
     fromExtension: bool
     """Whether a hook supplied the compaction."""
+    summarizer: NotRequired[Optional[str]]
+    """Which summarizer wrote the history summary: `extractive`, `provider/model`, `client`,
+    `remote`, `hook`, or `none` when nothing was summarised.
+    """
 
 
 class SummaryDetails(TypedDict):
-    """Files the summarised history touched, as recorded in a compaction or branch summary entry
-    (`details`).
+    """Files the summarised history touched and what the retention check added, as recorded in a
+    compaction or branch summary entry (`details`).
     """
     readFiles: NotRequired[list[str]]
     """Files read but not modified."""
     modifiedFiles: NotRequired[list[str]]
     """Files written or edited."""
-    retainedFacts: NotRequired[Optional[list[str]]]
+    retainedFacts: NotRequired[Optional[list[RetainedFact]]]
     """Facts that the retention check found missing from the model's summary and appended to
     it (file paths, error strings, the user's constraints, the last request). Absent when
     nothing had to be added.
     """
+
+
+class RetainedFact(TypedDict):
+    """One fact the retention check put back into a summary."""
+    kind: str
+    """`lastUserRequest`, `pendingQuestion`, `modifiedFile`, `error` or `userConstraint`."""
+    text: str
+    """The fact as it was added to the summary."""
 
 
 class SessionContextParams(TypedDict):
@@ -519,6 +537,11 @@ class SessionCompactParams(TypedDict):
     """
     expectedLeafId: NotRequired[Optional[str]]
     """Fail with `leafMoved` unless this is the current leaf."""
+    leafId: NotRequired[Optional[str]]
+    """Compact the branch that ends at this entry instead of the session's leaf (only with
+    `preview`): what a program whose leaf is that entry, such as the agent owning a
+    read-only session, would get.
+    """
     workDoneToken: NotRequired[Optional[ProgressToken]]
     """LSP client-initiated progress: `$/progress` for this compaction uses this token."""
 
@@ -567,6 +590,12 @@ class NavigateTreeParams(TypedDict):
     """`customInstructions` replace the prompt instead of being added to it."""
     expectedLeafId: NotRequired[Optional[str]]
     """Fail with `leafMoved` unless this is the current leaf."""
+    preview: NotRequired[Optional[bool]]
+    """Summarise (when asked) but write nothing and leave the leaf where it is: the result's
+    `summary` is what the navigation would attach, `leafId` where the leaf would go.
+    """
+    leafId: NotRequired[Optional[str]]
+    """Navigate from this entry instead of the session's leaf (only with `preview`)."""
     workDoneToken: NotRequired[Optional[ProgressToken]]
     """LSP client-initiated progress for the branch summary."""
 
@@ -581,8 +610,22 @@ class NavigateTreeResult(TypedDict):
     """The branch summary was aborted (`session/abortBranchSummary`, cancel)."""
     summaryEntry: NotRequired[Optional[WireEntry]]
     """The appended `branch_summary` entry."""
+    summary: NotRequired[Optional[BranchSummaryPreview]]
+    """For a preview: the summary the navigation would attach."""
     leafId: NotRequired[Optional[str]]
     """The leaf now (unchanged when cancelled); `null` when the branch is empty."""
+
+
+class BranchSummaryPreview(TypedDict):
+    """The branch summary a previewed `session/navigateTree` would attach."""
+    summary: str
+    """The entry's `summary` (preamble and file tags included)."""
+    details: NotRequired[Any]
+    """File lists and retained facts, or what a hook supplied."""
+    fromExtension: bool
+    """Whether a hook supplied it."""
+    summarizer: str
+    """Which summarizer wrote it (`extractive`, `provider/model`, `client`, `hook`, …)."""
 
 
 class SettingsGetParams(TypedDict):
@@ -1180,6 +1223,7 @@ ERROR_CODES: dict[str, int] = {
     "cannotGetUnderThreshold": -32018,
     "settingsInvalid": -32019,
     "pathOutsideAllowed": -32020,
+    "sessionReadOnly": -32021,
     "invalidParams": -32602,
     "notInitialized": -32002,
     "cancelled": -32800,

@@ -338,6 +338,10 @@ export interface SessionInfo {
    * The file's version before any in-memory migration (1, 2 or 3).
    */
   version: number;
+  /**
+   * Opened with `readOnly: true`: compactd never writes this file.
+   */
+  readOnly?: boolean;
 }
 /**
  * Params of `session/open`: exactly one of `path` and `sessionId`.
@@ -355,6 +359,11 @@ export interface SessionOpenParams {
    * Narrows the `sessionId` lookup.
    */
   cwd?: string | null;
+  /**
+   * Never write the file (another program owns it, e.g. an agent that appends to it):
+   * reads and previews see the owner's appends, every write fails with `sessionReadOnly`.
+   */
+  readOnly?: boolean | null;
 }
 /**
  * Params of `session/fork`.
@@ -607,10 +616,15 @@ export interface CompactResult {
    * Whether a hook supplied the compaction.
    */
   fromExtension: boolean;
+  /**
+   * Which summarizer wrote the history summary: `extractive`, `provider/model`, `client`,
+   * `remote`, `hook`, or `none` when nothing was summarised.
+   */
+  summarizer?: string | null;
 }
 /**
- * Files the summarised history touched, as recorded in a compaction or branch summary entry
- * (`details`).
+ * Files the summarised history touched and what the retention check added, as recorded in a
+ * compaction or branch summary entry (`details`).
  */
 export interface SummaryDetails {
   /**
@@ -626,7 +640,21 @@ export interface SummaryDetails {
    * it (file paths, error strings, the user's constraints, the last request). Absent when
    * nothing had to be added.
    */
-  retainedFacts?: string[] | null;
+  retainedFacts?: RetainedFact[] | null;
+  [k: string]: unknown;
+}
+/**
+ * One fact the retention check put back into a summary.
+ */
+export interface RetainedFact {
+  /**
+   * `lastUserRequest`, `pendingQuestion`, `modifiedFile`, `error` or `userConstraint`.
+   */
+  kind: string;
+  /**
+   * The fact as it was added to the summary.
+   */
+  text: string;
 }
 /**
  * Params of `session/context`.
@@ -824,6 +852,12 @@ export interface SessionCompactParams {
    */
   expectedLeafId?: string | null;
   /**
+   * Compact the branch that ends at this entry instead of the session's leaf (only with
+   * `preview`): what a program whose leaf is that entry, such as the agent owning a
+   * read-only session, would get.
+   */
+  leafId?: string | null;
+  /**
    * LSP client-initiated progress: `$/progress` for this compaction uses this token.
    */
   workDoneToken?: ProgressToken | null;
@@ -900,6 +934,15 @@ export interface NavigateTreeParams {
    */
   expectedLeafId?: string | null;
   /**
+   * Summarise (when asked) but write nothing and leave the leaf where it is: the result's
+   * `summary` is what the navigation would attach, `leafId` where the leaf would go.
+   */
+  preview?: boolean | null;
+  /**
+   * Navigate from this entry instead of the session's leaf (only with `preview`).
+   */
+  leafId?: string | null;
+  /**
    * LSP client-initiated progress for the branch summary.
    */
   workDoneToken?: ProgressToken | null;
@@ -925,9 +968,34 @@ export interface NavigateTreeResult {
    */
   summaryEntry?: WireEntry | null;
   /**
+   * For a preview: the summary the navigation would attach.
+   */
+  summary?: BranchSummaryPreview | null;
+  /**
    * The leaf now (unchanged when cancelled); `null` when the branch is empty.
    */
   leafId?: string | null;
+}
+/**
+ * The branch summary a previewed `session/navigateTree` would attach.
+ */
+export interface BranchSummaryPreview {
+  /**
+   * The entry's `summary` (preamble and file tags included).
+   */
+  summary: string;
+  /**
+   * File lists and retained facts, or what a hook supplied.
+   */
+  details?: unknown;
+  /**
+   * Whether a hook supplied it.
+   */
+  fromExtension: boolean;
+  /**
+   * Which summarizer wrote it (`extractive`, `provider/model`, `client`, `hook`, …).
+   */
+  summarizer: string;
 }
 /**
  * Params of `settings/get`.
@@ -1495,6 +1563,7 @@ export const ERROR_CODES = {
   cannotGetUnderThreshold: -32018,
   settingsInvalid: -32019,
   pathOutsideAllowed: -32020,
+  sessionReadOnly: -32021,
   invalidParams: -32602,
   notInitialized: -32002,
   cancelled: -32800,
