@@ -7,8 +7,6 @@
 //! append the entry. A preview stops before the append. Cancellation at any point writes
 //! nothing: the token is checked once more right before the append.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +18,6 @@ use crate::compaction::{
 use crate::session::context::compaction_summary_text;
 use crate::session::entry::CompactionEntry;
 use crate::session::{AgentMessage, Entry, EntryKind, convert_to_llm};
-use crate::settings::Settings;
 use crate::summarize::prompts::{
     HistoryPrompt, history_max_tokens, short_summary_max_tokens, turn_prefix_max_tokens,
 };
@@ -29,9 +26,8 @@ use crate::summarize::{Purpose, SummarizeError, SummaryOutput};
 use super::fit::{PromptBuilder, SummaryJob, summarize_fitted_streaming};
 use super::retention;
 use super::{
-    BeforeCompactRequest, CompactReason, CompactingReply, CompactingRequest, EngineError,
-    EngineHooks, OperationObserver, Phase, Prompts, SharedSession, SummarizerSet, SummaryPart,
-    TokenCounter,
+    BeforeCompactRequest, CompactEnv, CompactReason, CompactingReply, CompactingRequest,
+    EngineError, OperationObserver, Phase, SharedSession, TokenCounter,
 };
 
 /// The history text when there is nothing to summarise and no previous summary (spec §4.9).
@@ -52,6 +48,10 @@ pub struct CompactOptions {
     /// `Some(leaf)`: fail with `LeafMoved` unless the session's leaf is `leaf` (checked when
     /// preparing and again when persisting).
     pub expected_leaf_id: Option<Option<String>>,
+    /// Compact the branch that ends at this entry instead of the session's leaf: what another
+    /// program whose leaf is that entry would get (only with `preview`, as nothing can be
+    /// appended there).
+    pub leaf_id: Option<String>,
 }
 
 impl CompactOptions {
@@ -63,6 +63,7 @@ impl CompactOptions {
             preview: false,
             first_kept_entry_id: None,
             expected_leaf_id: None,
+            leaf_id: None,
         }
     }
 }
@@ -85,23 +86,6 @@ pub struct CompactOutcome {
     pub preview: bool,
     /// Which summarizer wrote the history summary (`extractive`, `openai/gpt-4o`, `hook`, …).
     pub summarizer: String,
-}
-
-/// Everything a compaction needs besides the session; built by the registry from settings.
-#[derive(Clone)]
-pub struct CompactEnv {
-    pub settings: Settings,
-    pub counter: Arc<dyn TokenCounter>,
-    pub summarizers: SummarizerSet,
-    pub hooks: Arc<dyn EngineHooks>,
-    pub prompts: Arc<Prompts>,
-    /// The session model's context window (for budgets such as the branch summary's).
-    pub context_window: u64,
-    /// The session id, for hook requests and the client summarizer.
-    pub session_id: String,
-    /// The operation id of this run (what its events carry), for hook requests; may be empty
-    /// when nothing reports events (CLI, tests).
-    pub operation_id: String,
 }
 
 /// What was prepared under the read lock.
@@ -195,7 +179,18 @@ async fn prepare(
     let s = session.read().await;
     let leaf = s.leaf_id().map(str::to_owned);
     check_expected_leaf(&opts.expected_leaf_id, leaf.as_deref())?;
-    let path = s.path_to_leaf();
+    let (leaf, path) = match &opts.leaf_id {
+        None => (leaf, s.path_to_leaf()),
+        Some(_) if !opts.preview => {
+            return Err(EngineError::InvalidParams(
+                "leafId needs preview: a compaction is only appended at the session's leaf".into(),
+            ));
+        }
+        Some(id) => match s.get(id).filter(|e| !e.is_leaf_move()) {
+            Some(_) => (Some(id.clone()), s.path_to(id)),
+            None => return Err(EngineError::EntryNotFound(id.clone())),
+        },
+    };
     let params = CompactionParams {
         keep_recent_tokens: env.settings.compaction.keep_recent_tokens,
         ..CompactionParams::default()
@@ -465,7 +460,7 @@ impl Summaries<'_> {
             &build,
             history_max_tokens(self.reserve()),
         );
-        self.run(&job, SummaryPart::History)
+        self.run(&job)
             .await
             .map_err(|e| failed("Summarization failed", e))
     }
@@ -490,7 +485,7 @@ impl Summaries<'_> {
             &build,
             turn_prefix_max_tokens(self.reserve()),
         );
-        self.run(&job, SummaryPart::TurnPrefix)
+        self.run(&job)
             .await
             .map_err(|e| failed("Turn prefix summarization failed", e))
     }
@@ -511,7 +506,7 @@ impl Summaries<'_> {
         );
         job.reasoning = false;
         job.tail_only = true;
-        match self.run(&job, SummaryPart::Short).await {
+        match self.run(&job).await {
             Ok(output) => Ok(Some(output.text.trim().to_owned()).filter(|s| !s.is_empty())),
             Err(SummarizeError::Cancelled) => Err(EngineError::compaction_cancelled()),
             Err(e) => {
@@ -548,12 +543,8 @@ impl Summaries<'_> {
         }
     }
 
-    async fn run(
-        &self,
-        job: &SummaryJob<'_>,
-        part: SummaryPart,
-    ) -> Result<SummaryOutput, SummarizeError> {
-        let observer = self.observer;
+    async fn run(&self, job: &SummaryJob<'_>) -> Result<SummaryOutput, SummarizeError> {
+        let (observer, part) = (self.observer, job.purpose);
         let on_delta = move |text: &str| observer.delta(part, text);
         let on_restart = move || observer.restart(part);
         summarize_fitted_streaming(

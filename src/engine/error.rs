@@ -40,6 +40,9 @@ pub enum EngineError {
     Settings(String),
     #[error("Path outside the allowed directories: {0}")]
     PathOutsideAllowed(String),
+    /// A write was asked of a session opened read-only (the session id).
+    #[error("Session {0} is open read-only")]
+    ReadOnly(String),
 }
 
 fn show(id: &Option<String>) -> &str {
@@ -47,6 +50,15 @@ fn show(id: &Option<String>) -> &str {
 }
 
 impl EngineError {
+    /// A store error of a lookup by entry id: `Entry <id> not found` becomes the typed
+    /// [`EngineError::EntryNotFound`].
+    pub fn from_lookup(e: SessionError) -> Self {
+        match e {
+            SessionError::EntryNotFound(id) => EngineError::EntryNotFound(id),
+            other => EngineError::SessionFile(other),
+        }
+    }
+
     /// The compaction-cancelled error with the reference's text.
     pub fn compaction_cancelled() -> Self {
         EngineError::Cancelled("Compaction cancelled".into())
@@ -73,6 +85,7 @@ impl EngineError {
             EngineError::CannotGetUnderThreshold { .. } => "cannotGetUnderThreshold",
             EngineError::Settings(_) => "settingsInvalid",
             EngineError::PathOutsideAllowed(_) => "pathOutsideAllowed",
+            EngineError::ReadOnly(_) => "sessionReadOnly",
         }
     }
 }
