@@ -7,8 +7,6 @@
 //! append the entry. A preview stops before the append. Cancellation at any point writes
 //! nothing: the token is checked once more right before the append.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +18,6 @@ use crate::compaction::{
 use crate::session::context::compaction_summary_text;
 use crate::session::entry::CompactionEntry;
 use crate::session::{AgentMessage, Entry, EntryKind, convert_to_llm};
-use crate::settings::Settings;
 use crate::summarize::prompts::{
     HistoryPrompt, history_max_tokens, short_summary_max_tokens, turn_prefix_max_tokens,
 };
@@ -29,9 +26,8 @@ use crate::summarize::{Purpose, SummarizeError, SummaryOutput};
 use super::fit::{PromptBuilder, SummaryJob, summarize_fitted_streaming};
 use super::retention;
 use super::{
-    BeforeCompactRequest, CompactReason, CompactingReply, CompactingRequest, EngineError,
-    EngineHooks, OperationObserver, Phase, Prompts, SharedSession, SummarizerSet, SummaryPart,
-    TokenCounter,
+    BeforeCompactRequest, CompactEnv, CompactReason, CompactingReply, CompactingRequest,
+    EngineError, OperationObserver, Phase, SharedSession, TokenCounter,
 };
 
 /// The history text when there is nothing to summarise and no previous summary (spec §4.9).
@@ -90,23 +86,6 @@ pub struct CompactOutcome {
     pub preview: bool,
     /// Which summarizer wrote the history summary (`extractive`, `openai/gpt-4o`, `hook`, …).
     pub summarizer: String,
-}
-
-/// Everything a compaction needs besides the session; built by the registry from settings.
-#[derive(Clone)]
-pub struct CompactEnv {
-    pub settings: Settings,
-    pub counter: Arc<dyn TokenCounter>,
-    pub summarizers: SummarizerSet,
-    pub hooks: Arc<dyn EngineHooks>,
-    pub prompts: Arc<Prompts>,
-    /// The session model's context window (for budgets such as the branch summary's).
-    pub context_window: u64,
-    /// The session id, for hook requests and the client summarizer.
-    pub session_id: String,
-    /// The operation id of this run (what its events carry), for hook requests; may be empty
-    /// when nothing reports events (CLI, tests).
-    pub operation_id: String,
 }
 
 /// What was prepared under the read lock.
@@ -408,11 +387,19 @@ impl Summaries<'_> {
     }
 
     /// The history summary, merged with the turn-prefix summary of a split turn (spec §4.9),
-    /// and the history summarizer's output when one ran.
+    /// and the history summarizer's output when one ran. A split turn with nothing before it
+    /// is summarised as the history alone (docs/conformance.md, §4.9).
     async fn merged(&self) -> Result<(String, Option<SummaryOutput>), EngineError> {
         let prep = self.prep;
         let previous = prep.previous_summary.clone();
         if prep.is_split_turn && !prep.turn_prefix_messages.is_empty() {
+            if prep.messages_to_summarize.is_empty() && previous.is_none() {
+                // Everything summarised is the start of the current turn and nothing came
+                // before it: summarised as the history (one request, the usual headings), the
+                // summary opens with the goal and the progress, not "No prior history.".
+                let output = self.history_of(&prep.turn_prefix_messages).await?;
+                return Ok((output.text.clone(), Some(output)));
+            }
             let (history, prefix) = futures::join!(self.history_or_previous(), self.turn_prefix());
             let (history_text, output) = history?;
             let prefix = prefix?;
@@ -452,6 +439,10 @@ impl Summaries<'_> {
     }
 
     async fn history(&self) -> Result<SummaryOutput, EngineError> {
+        self.history_of(&self.prep.messages_to_summarize).await
+    }
+
+    async fn history_of(&self, messages: &[AgentMessage]) -> Result<SummaryOutput, EngineError> {
         let prompts = &self.env.prompts;
         let build = |conversation: &str, previous: Option<&str>| {
             prompts.history_prompt(&HistoryPrompt {
@@ -464,12 +455,12 @@ impl Summaries<'_> {
         };
         let job = self.job(
             Purpose::History,
-            &self.prep.messages_to_summarize,
+            messages,
             self.prep.previous_summary.clone(),
             &build,
             history_max_tokens(self.reserve()),
         );
-        self.run(&job, SummaryPart::History)
+        self.run(&job)
             .await
             .map_err(|e| failed("Summarization failed", e))
     }
@@ -494,7 +485,7 @@ impl Summaries<'_> {
             &build,
             turn_prefix_max_tokens(self.reserve()),
         );
-        self.run(&job, SummaryPart::TurnPrefix)
+        self.run(&job)
             .await
             .map_err(|e| failed("Turn prefix summarization failed", e))
     }
@@ -515,7 +506,7 @@ impl Summaries<'_> {
         );
         job.reasoning = false;
         job.tail_only = true;
-        match self.run(&job, SummaryPart::Short).await {
+        match self.run(&job).await {
             Ok(output) => Ok(Some(output.text.trim().to_owned()).filter(|s| !s.is_empty())),
             Err(SummarizeError::Cancelled) => Err(EngineError::compaction_cancelled()),
             Err(e) => {
@@ -552,12 +543,8 @@ impl Summaries<'_> {
         }
     }
 
-    async fn run(
-        &self,
-        job: &SummaryJob<'_>,
-        part: SummaryPart,
-    ) -> Result<SummaryOutput, SummarizeError> {
-        let observer = self.observer;
+    async fn run(&self, job: &SummaryJob<'_>) -> Result<SummaryOutput, SummarizeError> {
+        let (observer, part) = (self.observer, job.purpose);
         let on_delta = move |text: &str| observer.delta(part, text);
         let on_restart = move || observer.restart(part);
         summarize_fitted_streaming(

@@ -22,10 +22,7 @@ use crate::summarize::{Purpose, SummarizeError};
 use super::compact::failed;
 use super::fit::{SummaryJob, summarize_fitted};
 use super::retention;
-use super::{
-    BeforeTreeRequest, CompactEnv, EngineError, OperationObserver, Phase, SharedSession,
-    SummaryPart,
-};
+use super::{BeforeTreeRequest, CompactEnv, EngineError, OperationObserver, Phase, SharedSession};
 
 /// How to navigate.
 #[derive(Debug, Clone, Default)]
@@ -318,7 +315,7 @@ async fn summarize_branch(
         modified_files: modified_files.clone(),
         tail_only: false,
     };
-    let on_delta = |text: &str| observer.delta(SummaryPart::Branch, text);
+    let on_delta = |text: &str| observer.delta(Purpose::Branch, text);
     let output = summarize_fitted(
         &job,
         &env.summarizers,

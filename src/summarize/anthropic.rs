@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::http::{self, HttpOptions};
 use super::{
     DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, cancellable,
-    looks_like_overflow,
+    is_overflow_message,
 };
 use crate::session::Usage;
 use crate::settings::SecretString;
@@ -203,7 +203,7 @@ fn stream_error(error: &Value) -> SummarizeError {
     let kind = error["type"].as_str().unwrap_or("error");
     let message = error["message"].as_str().unwrap_or("unknown error");
     let text = format!("{kind}: {message}");
-    if looks_like_overflow(&text) {
+    if is_overflow_message(&text) {
         SummarizeError::Overflow(text)
     } else {
         SummarizeError::Other(format!("Summarization failed: {text}"))

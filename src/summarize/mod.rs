@@ -20,6 +20,7 @@ mod error;
 pub mod extractive;
 mod http;
 pub mod openai;
+mod overflow;
 pub mod prompts;
 pub mod remote;
 pub mod retry;
@@ -29,8 +30,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session::{AgentMessage, Usage};
 
-pub use error::{SummarizeError, looks_like_overflow};
+pub use error::SummarizeError;
 pub use http::{HttpOptions, check_url};
+pub use overflow::is_overflow_message;
 pub use prompts::Prompts;
 pub use retry::{AttemptEvent, AttemptOutcome, RetryPolicy, summarize_with_candidates};
 

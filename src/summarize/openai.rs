@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::http::{self, HttpOptions};
 use super::{
     DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, cancellable,
-    looks_like_overflow,
+    is_overflow_message,
 };
 use crate::session::Usage;
 use crate::settings::SecretString;
@@ -187,7 +187,7 @@ fn stream_error(error: &Value) -> SummarizeError {
         .as_str()
         .map_or_else(|| error.to_string(), str::to_owned);
     let code = error["code"].as_str().unwrap_or("");
-    if looks_like_overflow(&message) || looks_like_overflow(code) {
+    if is_overflow_message(&message) || is_overflow_message(code) {
         SummarizeError::Overflow(message)
     } else {
         SummarizeError::Other(format!("Summarization failed: {message}"))

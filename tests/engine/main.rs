@@ -11,4 +11,5 @@ mod cli;
 mod compact;
 mod install;
 mod navigate;
+mod summaries;
 mod summarizers;
