@@ -26,7 +26,7 @@ pub use compact::{CompactEnv, CompactOptions, CompactOutcome, compact};
 pub use error::EngineError;
 pub use events::{
     CompactReason, EngineEvent, EventSink, NoopObserver, OperationError, OperationObserver, Phase,
-    SummaryPart,
+    SummaryPart, SummaryState, SummaryStatus,
 };
 pub use hooks::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
