@@ -29,8 +29,6 @@ use clap::{Parser, Subcommand};
 use compactd::compaction::{
     CompactionParams, PruneConfig, prepare_compaction, prune_tool_outputs, serialize_conversation,
 };
-use compactd::devtools::generate::GENERATOR_VERSION;
-use compactd::devtools::{GenerateOptions, SizePreset, generate_session};
 use compactd::engine::prune::prune_live_cached;
 use compactd::session::context::{SessionContext, convert_to_llm};
 use compactd::session::entry::CompactionEntry;
@@ -39,6 +37,8 @@ use compactd::session::{AgentMessage, Entry, EntryKind};
 use compactd::summarize::extractive::ExtractiveSummarizer;
 use compactd::summarize::{Purpose, SummaryRequest};
 use compactd::tokens::{Chars4, TokenCache, TokenCounter, counter_by_name};
+use devtools::generate::GENERATOR_VERSION;
+use devtools::{GenerateOptions, SizePreset, generate_session};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;

@@ -26,8 +26,6 @@
 //! `benches/bench.rs`); the daemon works on scratch copies in a temp home.
 #![allow(clippy::print_stdout)] // A benchmark's job is to print its table.
 
-#[path = "../tests/support/fake_llm.rs"]
-mod fake_llm;
 #[path = "support/mod.rs"]
 mod support;
 
@@ -38,8 +36,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::Parser;
-use compactd::devtools::{GenerateOptions, SizePreset, generate_session};
-use fake_llm::{FakeLlm, openai_sse};
+use devtools::fake_llm::{FakeLlm, openai_sse};
+use devtools::{GenerateOptions, SizePreset, generate_session};
 use serde_json::{Value, json};
 use support::{cached_session, cpu_model, utc_now};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};

@@ -4,7 +4,7 @@
 # Usage: scripts/fuzz.sh [target...]   (default: every target)
 # FUZZ_SECONDS (default 30) sets the time per target. A missing nightly toolchain is an error:
 # this is a fuzz campaign, separate from the test command (scripts/test.sh replays the saved
-# inputs on stable through tests/fuzz_regressions.rs).
+# inputs on stable through tests/contract/fuzz_regressions.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -11,7 +11,7 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 step "Rust toolchain components"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
-step "system packages: strace (tests/file_access.rs traces the daemon's file access)"
+step "system packages: strace (tests/daemon/file_access.rs traces the daemon's file access)"
 if ! command -v strace >/dev/null; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null

@@ -4,9 +4,10 @@
 //! `compaction`} -> `session` -> `tokens`; `settings` is read by all.
 
 pub mod compaction;
-pub mod devtools;
 pub mod engine;
+pub mod protocol;
 pub mod rpc;
+pub mod server;
 pub mod session;
 pub mod settings;
 pub mod summarize;

@@ -86,7 +86,7 @@ fn main() -> ExitCode {
 }
 
 fn schema(out: &std::path::Path) -> Result<(), cli::common::CliError> {
-    let paths = compactd::rpc::protocol::write_schemas(out).map_err(|error| {
+    let paths = compactd::protocol::write_schemas(out).map_err(|error| {
         cli::common::CliError(format!("cannot write to {}: {error}", out.display()))
     })?;
     eprintln!("wrote {} schema files to {}", paths.len(), out.display());
@@ -111,8 +111,7 @@ fn serve(args: &ServeArgs) -> ExitCode {
         }
     };
     let code = runtime.block_on(async {
-        match compactd::rpc::daemon::serve_stdio(compactd::settings::SettingsStack::discover(None))
-            .await
+        match compactd::server::serve_stdio(compactd::settings::SettingsStack::discover(None)).await
         {
             Ok(reason) => {
                 tracing::info!(?reason, "compactd stops");

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use compactd::devtools::SizePreset;
-use compactd::devtools::generate::GENERATOR_VERSION;
+use devtools::SizePreset;
+use devtools::generate::GENERATOR_VERSION;
 
 fn cache_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")

@@ -1,12 +1,24 @@
 //! The entries a branch summary covers (spec §6.1) and the messages it summarises within a
 //! token budget (spec §6.2).
+//!
+//! Unlike the reference, which skips tool results, a branch summary sees each tool result as
+//! an excerpt of at most [`TOOL_RESULT_MAX_CHARS`] characters (its head and its tail, where
+//! errors and test totals usually are): without them a summary cannot tell which commands
+//! ran, failed or passed. The excerpt is also what the budget counts, so a huge file read costs
+//! no more than the transcript shows of it.
 
 use std::collections::HashSet;
 
+use crate::session::message::{ContentBlock, ToolResultMessage, join_text};
 use crate::session::{AgentMessage, Entry, EntryKind};
 use crate::tokens::TokenCounter;
 
 use super::file_ops::FileOps;
+use super::serialize::TOOL_RESULT_MAX_CHARS;
+
+/// Characters of a long tool result's end kept in its excerpt; the rest of
+/// [`TOOL_RESULT_MAX_CHARS`] goes to its head and the note between them.
+const TOOL_RESULT_TAIL_CHARS: usize = 500;
 
 /// The entries of the branch being left, oldest first.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -69,13 +81,44 @@ pub fn collect_entries_for_branch_summary<'a>(
     }
 }
 
-/// The message a branch entry contributes; tool results are skipped (the calls carry their
-/// gist) and compactions become their summaries.
+/// The message a branch entry contributes: tool results as excerpts, compactions as their
+/// summaries.
 fn branch_message(entry: &Entry) -> Option<AgentMessage> {
     match entry.message() {
-        Some(AgentMessage::ToolResult(_)) => None,
+        Some(AgentMessage::ToolResult(result)) => {
+            Some(AgentMessage::ToolResult(tool_result_excerpt(result)))
+        }
         _ => entry.to_agent_message(true),
     }
+}
+
+/// `result` with its text cut to its head and tail (at most [`TOOL_RESULT_MAX_CHARS`]
+/// characters in all) and without images or details, which no summary reads.
+pub fn tool_result_excerpt(result: &ToolResultMessage) -> ToolResultMessage {
+    let text = join_text(&result.content, "");
+    ToolResultMessage {
+        content: vec![ContentBlock::text(head_and_tail(&text))],
+        details: None,
+        ..result.clone()
+    }
+}
+
+/// `text` when it fits [`TOOL_RESULT_MAX_CHARS`]; else its head, a note saying how much was
+/// left out, and its last [`TOOL_RESULT_TAIL_CHARS`] characters.
+fn head_and_tail(text: &str) -> String {
+    let total = text.chars().count();
+    if total <= TOOL_RESULT_MAX_CHARS {
+        return text.to_owned();
+    }
+    let note_room = 60;
+    let head = TOOL_RESULT_MAX_CHARS - TOOL_RESULT_TAIL_CHARS - note_room;
+    let omitted = total - head - TOOL_RESULT_TAIL_CHARS;
+    let byte_at = |n: usize| text.char_indices().nth(n).map_or(text.len(), |(i, _)| i);
+    format!(
+        "{}\n[… {omitted} characters left out …]\n{}",
+        &text[..byte_at(head)],
+        &text[byte_at(total - TOOL_RESULT_TAIL_CHARS)..]
+    )
 }
 
 /// Picks the newest messages of `entries` that fit `token_budget` (0: no limit), oldest first.
@@ -186,7 +229,7 @@ mod tests {
     }
 
     #[test]
-    fn skips_tool_results_and_turns_compactions_into_summaries() {
+    fn keeps_tool_results_and_turns_compactions_into_summaries() {
         let mut b = PathBuilder::new();
         b.user("u");
         b.calls(&[("c1", "write", json!({"path":"w.rs"}))]);
@@ -201,11 +244,44 @@ mod tests {
         let roles: Vec<&str> = p.messages.iter().map(AgentMessage::role).collect();
         assert_eq!(
             roles,
-            ["user", "assistant", "compactionSummary", "branchSummary"]
+            [
+                "user",
+                "assistant",
+                "toolResult",
+                "compactionSummary",
+                "branchSummary"
+            ]
         );
         assert!(p.file_ops.written.contains("w.rs"));
         assert!(p.file_ops.read.contains("r.rs") && p.file_ops.edited.contains("m.rs"));
         assert!(!p.file_ops.read.contains("ignored.rs"));
+    }
+
+    #[test]
+    fn long_tool_results_become_their_head_and_tail_and_cost_only_that() {
+        let output = format!(
+            "first line\n{}\ntest result: ok. 9 passed",
+            "x".repeat(50_000)
+        );
+        let mut b = PathBuilder::new();
+        b.calls(&[("c1", "bash", json!({"command":"cargo test"}))]);
+        b.result("c1", "bash", &output);
+        let p = prepare_branch_entries(&b.entries, 0, &Chars4);
+        let AgentMessage::ToolResult(result) = &p.messages[1] else {
+            panic!("the tool result is kept: {:?}", p.messages);
+        };
+        let text = join_text(&result.content, "");
+        assert!(text.starts_with("first line\n"), "{text}");
+        assert!(text.ends_with("\ntest result: ok. 9 passed"), "{text}");
+        assert!(text.contains("characters left out"), "{text}");
+        assert!(
+            text.chars().count() <= TOOL_RESULT_MAX_CHARS,
+            "{}",
+            text.len()
+        );
+        assert!(p.total_tokens < 1_000, "{}", p.total_tokens);
+        // A short one is kept whole.
+        assert_eq!(head_and_tail("ok"), "ok");
     }
 
     #[test]

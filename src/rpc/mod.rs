@@ -3,10 +3,12 @@
 //!
 //! * [`framing`]: LSP `Content-Length` headers or newline-delimited JSON, auto-detected.
 //! * [`message`]: request ids, [`RpcError`] and the standard error codes.
-//! * [`Router`]: the method table (wire name, params, result, [`Concurrency`] class).
+//! * [`Router`]: dispatch by method name (wire name, params, result, [`Concurrency`] class).
 //! * [`Peer`]: the main loop: reader, writer, per-request tasks, cancellation, lifecycle.
 //! * [`Client`]: notifications and server-to-client requests with timeouts.
-//! * [`protocol`]: the protocol contract: wire types, the method table, error kinds, schemas.
+//!
+//! The protocol compactd speaks over it is in `src/protocol/`; the daemon that serves it in
+//! `src/server/`.
 //!
 //! # Registering methods and serving stdio
 //!
@@ -64,13 +66,10 @@
 //! ```
 
 mod client;
-pub mod daemon;
 pub mod framing;
-mod handlers;
 pub mod message;
 mod parent;
 mod peer;
-pub mod protocol;
 mod router;
 mod serial;
 #[cfg(test)]

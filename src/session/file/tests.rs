@@ -665,7 +665,7 @@ fn unknown_float_fields_survive_rewrites_exactly() {
 
 /// A generated session with compactions, branches, labels, images and model changes.
 fn generated(dir: &tempfile::TempDir, seed: u64, bytes: u64) -> PathBuf {
-    use crate::devtools::{GenerateOptions, generate_session};
+    use devtools::{GenerateOptions, generate_session};
     let path = dir.path().join(format!("gen{seed}.jsonl"));
     let file = File::create(&path).unwrap();
     generate_session(

@@ -1,0 +1,495 @@
+//! Drives the built `compactd` binary over real pipes, like a client would: a temp home
+//! (`COMPACTD_CONFIG_DIR`, `COMPACTD_DATA_DIR`), NDJSON or LSP framing, a timeout on every
+//! read, and a check at the end that every message the server sent was consumed.
+//!
+//! Messages that arrive while waiting for something else are kept in order in a buffer;
+//! `expect_notification` / `expect_request` take from it first. [`DaemonProcess::finish`]
+//! sends `shutdown` and `exit`, reads to EOF and fails if anything was left unread.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// Every read waits at most this long.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Framing {
+    #[default]
+    Ndjson,
+    Lsp,
+}
+
+/// How to start the daemon.
+#[derive(Default)]
+pub struct SpawnOptions {
+    pub framing: Framing,
+    /// The user settings file, if any.
+    pub settings: Option<Value>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Where stderr goes; inherited when `None`.
+    pub stderr: Option<std::fs::File>,
+    /// A program and its arguments to run the daemon under (e.g. `strace -f -o log`).
+    pub wrapper: Vec<String>,
+}
+
+pub struct DaemonProcess {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    framing: Framing,
+    buffer: VecDeque<Value>,
+    next_id: i64,
+    pub home: tempfile::TempDir,
+}
+
+impl DaemonProcess {
+    /// Spawns `compactd` (no arguments) with a fresh temp home and NDJSON framing.
+    pub async fn spawn() -> Self {
+        Self::spawn_with(Framing::Ndjson, None).await
+    }
+
+    /// Spawns with `framing` and, if given, a user settings file with `settings`.
+    pub async fn spawn_with(framing: Framing, settings: Option<Value>) -> Self {
+        Self::spawn_opts(SpawnOptions {
+            framing,
+            settings,
+            ..SpawnOptions::default()
+        })
+        .await
+    }
+
+    /// Spawns with every option of [`SpawnOptions`].
+    pub async fn spawn_opts(opts: SpawnOptions) -> Self {
+        let SpawnOptions {
+            framing,
+            settings,
+            env,
+            stderr,
+            wrapper,
+        } = opts;
+        let home = tempfile::tempdir().expect("a temp dir");
+        let config = home.path().join("config");
+        let data = home.path().join("data");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(home.path().join("project")).unwrap();
+        if let Some(settings) = settings {
+            std::fs::write(config.join("settings.json"), settings.to_string()).unwrap();
+        }
+        let binary = crate::fixtures::compactd_bin();
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(binary);
+                c
+            }
+            None => Command::new(binary),
+        };
+        command
+            .env("COMPACTD_CONFIG_DIR", &config)
+            .env("COMPACTD_DATA_DIR", &data)
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .current_dir(home.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(match stderr {
+                Some(file) => Stdio::from(file),
+                None => Stdio::inherit(),
+            })
+            .kill_on_drop(true);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("the compactd binary starts");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        DaemonProcess {
+            child,
+            stdin,
+            stdout,
+            framing,
+            buffer: VecDeque::new(),
+            next_id: 1,
+            home,
+        }
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("compactd is running")
+    }
+
+    /// Kills the daemon (SIGKILL on Unix) and waits for it.
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// The response to `id` if it already arrived (buffered), without waiting.
+    pub fn take_response(&mut self, id: i64) -> Option<Value> {
+        let at = self.buffer.iter().position(|m| is_response(m, id))?;
+        self.buffer.remove(at)
+    }
+
+    /// Reads whatever the server sends within `wait` into the buffer.
+    pub async fn pump(&mut self, wait: Duration) {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if remaining.is_zero() {
+                return;
+            }
+            match tokio::time::timeout(remaining, self.read_message()).await {
+                Ok(Some(message)) => self.buffer.push_back(message),
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+
+    /// Removes and returns every buffered server-to-client request of `method`.
+    pub fn take_all_requests(&mut self, method: &str) -> Vec<Value> {
+        let (taken, kept): (Vec<Value>, Vec<Value>) = self
+            .buffer
+            .drain(..)
+            .partition(|m| m["method"] == method && m.get("id").is_some());
+        self.buffer = kept.into();
+        taken
+    }
+
+    /// Removes and returns every buffered message.
+    pub fn drain_buffer(&mut self) -> Vec<Value> {
+        self.buffer.drain(..).collect()
+    }
+
+    /// The project directory inside the temp home.
+    pub fn project(&self) -> PathBuf {
+        self.home.path().join("project")
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.home.path().join("data")
+    }
+
+    /// Writes raw bytes to the server's stdin.
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).await.expect("write to compactd");
+        stdin.flush().await.expect("flush to compactd");
+    }
+
+    pub async fn send(&mut self, message: Value) {
+        let body = message.to_string();
+        let framed = match self.framing {
+            Framing::Ndjson => format!("{body}\n"),
+            Framing::Lsp => format!("Content-Length: {}\r\n\r\n{body}", body.len()),
+        };
+        self.send_raw(framed.as_bytes()).await;
+    }
+
+    pub async fn send_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        id
+    }
+
+    pub async fn send_notification(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await;
+    }
+
+    /// Answers a server-to-client request.
+    pub async fn respond(&mut self, id: Value, result: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            .await;
+    }
+
+    /// Reads one message from stdout (`None` at EOF).
+    async fn read_message(&mut self) -> Option<Value> {
+        let read = async {
+            match self.framing {
+                Framing::Ndjson => {
+                    let mut line = String::new();
+                    let n = self.stdout.read_line(&mut line).await.expect("read stdout");
+                    (n > 0).then(|| serde_json::from_str(&line).expect("the server sends JSON"))
+                }
+                Framing::Lsp => {
+                    let mut length = None;
+                    loop {
+                        let mut line = String::new();
+                        if self.stdout.read_line(&mut line).await.expect("read") == 0 {
+                            return None;
+                        }
+                        let line = line.trim_end();
+                        if line.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = line.strip_prefix("Content-Length: ") {
+                            length = Some(v.parse::<usize>().expect("a length"));
+                        }
+                    }
+                    let mut body = vec![0; length.expect("Content-Length header")];
+                    self.stdout.read_exact(&mut body).await.expect("read body");
+                    Some(serde_json::from_slice(&body).expect("the server sends JSON"))
+                }
+            }
+        };
+        tokio::time::timeout(READ_TIMEOUT, read)
+            .await
+            .expect("compactd answered in time")
+    }
+
+    async fn next_message(&mut self) -> Value {
+        self.read_message()
+            .await
+            .expect("compactd closed its output unexpectedly")
+    }
+
+    /// Reads until the response to `id`; everything else is buffered.
+    pub async fn read_until_response(&mut self, id: i64) -> Value {
+        if let Some(at) = self.buffer.iter().position(|m| is_response(m, id)) {
+            return self.buffer.remove(at).unwrap();
+        }
+        loop {
+            let message = self.next_message().await;
+            if is_response(&message, id) {
+                return message;
+            }
+            self.buffer.push_back(message);
+        }
+    }
+
+    /// Sends a request and returns its `result`, or its `error` as `Err`.
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
+        let id = self.send_request(method, params).await;
+        let response = self.read_until_response(id).await;
+        match response.get("error") {
+            Some(error) => Err(error.clone()),
+            None => Ok(response["result"].clone()),
+        }
+    }
+
+    /// Like [`Self::request`], panicking on an error.
+    pub async fn ok(&mut self, method: &str, params: Value) -> Value {
+        self.request(method, params)
+            .await
+            .unwrap_or_else(|e| panic!("{method} failed: {e}"))
+    }
+
+    /// Like [`Self::request`], expecting an error of `kind`; returns the error.
+    pub async fn err(&mut self, method: &str, params: Value, kind: &str) -> Value {
+        let error = self
+            .request(method, params)
+            .await
+            .expect_err(&format!("{method} should fail with {kind}"));
+        assert_eq!(error["data"]["kind"], kind, "unexpected error: {error}");
+        error
+    }
+
+    /// The next message with `method` that has no id (a notification), from the buffer or
+    /// the wire; other messages stay buffered.
+    pub async fn expect_notification(&mut self, method: &str) -> Value {
+        self.expect(method, false).await
+    }
+
+    /// The next server-to-client request `method`: `(id, params)`.
+    pub async fn expect_request(&mut self, method: &str) -> (Value, Value) {
+        let message = self.expect(method, true).await;
+        (message["id"].clone(), message["params"].clone())
+    }
+
+    async fn expect(&mut self, method: &str, request: bool) -> Value {
+        let matches = |m: &Value| m["method"] == method && m.get("id").is_some() == request;
+        if let Some(at) = self.buffer.iter().position(matches) {
+            let message = self.buffer.remove(at).unwrap();
+            return if request {
+                message
+            } else {
+                message["params"].clone()
+            };
+        }
+        loop {
+            let message = self.next_message().await;
+            if matches(&message) {
+                return if request {
+                    message
+                } else {
+                    message["params"].clone()
+                };
+            }
+            self.buffer.push_back(message);
+        }
+    }
+
+    /// Whether the response to `id` has arrived (and is buffered); reads nothing.
+    pub fn has_response(&self, id: i64) -> bool {
+        self.buffer.iter().any(|m| is_response(m, id))
+    }
+
+    /// Removes and returns every buffered notification of `method`.
+    pub fn take_all(&mut self, method: &str) -> Vec<Value> {
+        let (taken, kept): (Vec<Value>, Vec<Value>) = self
+            .buffer
+            .drain(..)
+            .partition(|m| m["method"] == method && m.get("id").is_none());
+        self.buffer = kept.into();
+        taken.into_iter().map(|m| m["params"].clone()).collect()
+    }
+
+    /// Removes and returns every buffered response with a `null` id (parse errors).
+    pub fn take_all_responses_without_id(&mut self) -> Vec<Value> {
+        let (taken, kept): (Vec<Value>, Vec<Value>) = self
+            .buffer
+            .drain(..)
+            .partition(|m| m.get("method").is_none() && m["id"].is_null());
+        self.buffer = kept.into();
+        taken
+    }
+
+    /// `initialize` with `capabilities` (and `initializationOptions`), then `initialized`.
+    pub async fn initialize(&mut self, capabilities: Value, options: Value) -> Value {
+        let result = self
+            .ok(
+                "initialize",
+                json!({"processId": std::process::id(), "clientInfo": {"name": "test"},
+                       "capabilities": capabilities, "initializationOptions": options}),
+            )
+            .await;
+        self.send_notification("initialized", json!({})).await;
+        result
+    }
+
+    /// Initializes with no capabilities and creates a session in the project dir.
+    pub async fn start_session(&mut self) -> String {
+        self.initialize(json!({}), json!({})).await;
+        self.create_session().await
+    }
+
+    pub async fn create_session(&mut self) -> String {
+        let cwd = self.project();
+        let info = self.ok("session/create", json!({"cwd": cwd})).await;
+        info["sessionId"].as_str().unwrap().to_owned()
+    }
+
+    /// Appends entries waiting for any auto-compaction (`waitForCompaction: true`); drops the
+    /// `session/entriesAppended` notifications they cause.
+    pub async fn append(&mut self, session: &str, entries: Value) -> Value {
+        let result = self
+            .ok(
+                "session/append",
+                json!({"sessionId": session, "entries": entries, "waitForCompaction": true}),
+            )
+            .await;
+        self.take_all("session/entriesAppended");
+        result
+    }
+
+    /// Fails unless every message the server sent so far was consumed.
+    pub fn assert_no_unread_messages(&self) {
+        assert!(
+            self.buffer.is_empty(),
+            "unconsumed messages from compactd: {:#?}",
+            self.buffer
+        );
+    }
+
+    /// `shutdown`, `exit`, then reads to EOF: nothing may be left unread, and the exit code
+    /// is 0.
+    pub async fn finish(mut self) {
+        let id = self.send_request("shutdown", json!(null)).await;
+        let response = self.read_until_response(id).await;
+        assert_eq!(response["result"], Value::Null, "{response}");
+        self.send_notification("exit", json!(null)).await;
+        while let Some(message) = self.read_message().await {
+            self.buffer.push_back(message);
+        }
+        self.assert_no_unread_messages();
+        let status = tokio::time::timeout(READ_TIMEOUT, self.child.wait())
+            .await
+            .expect("compactd exits")
+            .expect("wait for compactd");
+        assert_eq!(status.code(), Some(0));
+    }
+
+    /// Closes stdin and waits for the process to exit; returns its exit code.
+    pub async fn close_stdin_and_wait(mut self) -> Option<i32> {
+        drop(self.stdin.take());
+        while let Some(message) = self.read_message().await {
+            self.buffer.push_back(message);
+        }
+        self.assert_no_unread_messages();
+        tokio::time::timeout(READ_TIMEOUT, self.child.wait())
+            .await
+            .expect("compactd exits")
+            .expect("wait")
+            .code()
+    }
+}
+
+fn is_response(message: &Value, id: i64) -> bool {
+    message["id"] == id && message.get("method").is_none()
+}
+
+/// A user message entry for `session/append`.
+pub fn user(text: &str) -> Value {
+    json!({"type": "message", "message": {"role": "user", "content": text, "timestamp": 1767225600000_i64}})
+}
+
+/// An assistant message entry with `usage` (context tokens) and `stopReason`.
+pub fn assistant(text: &str, context_tokens: u64) -> Value {
+    json!({"type": "message", "message": {
+        "role": "assistant", "content": [{"type": "text", "text": text}],
+        "provider": "anthropic", "model": "claude-sonnet-4-5",
+        "usage": {"input": context_tokens, "output": 10, "cacheRead": 0, "cacheWrite": 0,
+                  "totalTokens": context_tokens + 10},
+        "stopReason": "stop", "timestamp": now_ms()}})
+}
+
+/// A context-overflow error reply.
+pub fn overflow_reply() -> Value {
+    json!({"type": "message", "message": {
+        "role": "assistant", "content": [],
+        "provider": "anthropic", "model": "claude-sonnet-4-5",
+        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0},
+        "stopReason": "error", "errorMessage": "prompt is too long: 213004 tokens > 200000 maximum",
+        "timestamp": now_ms()}})
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A conversation of `turns` user/assistant pairs with some bulk, for compaction.
+pub fn conversation(turns: usize, words: usize) -> Value {
+    let bulk = "lorem ipsum dolor sit amet ".repeat(words);
+    let mut entries = Vec::new();
+    for i in 0..turns {
+        entries.push(user(&format!(
+            "Step {i}: please edit src/file{i}.rs. {bulk}"
+        )));
+        entries.push(assistant(&format!("Done with step {i}. {bulk}"), 1000));
+    }
+    Value::Array(entries)
+}
+
+/// The entries of a session file (header excluded).
+pub fn file_entries(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}

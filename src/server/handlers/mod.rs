@@ -1,0 +1,27 @@
+//! The request handlers, one file per method or small group. Each is thin: wire params to a
+//! domain call to a wire result; the behaviour lives in the engine.
+
+pub mod lifecycle;
+pub mod session_append;
+pub mod session_compact;
+pub mod session_label;
+pub mod session_navigate;
+pub mod session_open;
+pub mod session_prune;
+pub mod session_read;
+pub mod settings;
+
+use crate::protocol::ErrorKind;
+use crate::rpc::RpcError;
+
+/// `expectedLeafId` as the engine takes it: `Some(Some(id))` to check, `None` not to.
+fn expected_leaf(expected: Option<String>) -> Option<Option<String>> {
+    expected.map(Some)
+}
+
+/// `invalidParams` naming a field.
+fn invalid(method: &str, path: &str, detail: impl std::fmt::Display) -> RpcError {
+    ErrorKind::InvalidParams
+        .with_message(format!("invalid params for {method}: {detail}"))
+        .with_data_field("path", path)
+}

@@ -1,0 +1,105 @@
+//! `session/compact` (manual compaction, preview, client-chosen boundary) and
+//! `session/abortCompaction`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::expected_leaf;
+use crate::engine::{CompactOptions, CompactReason};
+use crate::protocol::method::WorkDoneProgressCreate;
+use crate::protocol::{
+    AbortResult, CompactResult, Method, ProgressToken, SessionCompactParams, SessionRef,
+    WorkDoneProgressTokenParams,
+};
+use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, OpObserver, OperationKind, convert, engine_error};
+
+/// How long the client gets to answer `window/workDoneProgress/create`.
+const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub async fn compact(
+    daemon: Arc<Daemon>,
+    ctx: RequestCtx,
+    params: SessionCompactParams,
+) -> Result<CompactResult, RpcError> {
+    let session_id = params.session_id.clone();
+    // Fail fast, before asking the client for a progress token.
+    daemon.engine.state(&session_id).map_err(engine_error)?;
+    let progress = progress_token(&daemon, &ctx, params.work_done_token).await;
+    let cancel = ctx.token().child_token();
+    daemon.hub.begin(
+        &session_id,
+        OperationKind::Compaction,
+        progress,
+        cancel.clone(),
+    );
+    let observer = OpObserver {
+        hub: daemon.hub.clone(),
+        session_id: session_id.clone(),
+    };
+    let options = CompactOptions {
+        reason: CompactReason::Manual,
+        custom_instructions: params.custom_instructions,
+        preview: params.preview.unwrap_or(false),
+        first_kept_entry_id: params.first_kept_entry_id,
+        expected_leaf_id: expected_leaf(params.expected_leaf_id),
+    };
+    let result = daemon
+        .engine
+        .compact(&session_id, options, cancel, &observer)
+        .await;
+    let end = match &result {
+        Ok(_) => "done".to_owned(),
+        Err(crate::engine::EngineError::Cancelled(_)) => "cancelled".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    daemon.hub.end(&session_id, OperationKind::Compaction, end);
+    daemon.hub.flush().await;
+    result
+        .map(|outcome| convert::compact_result(&outcome))
+        .map_err(engine_error)
+}
+
+/// The request's `workDoneToken`, else a token the client created on request (when it
+/// supports server-initiated progress), else none.
+pub(crate) async fn progress_token(
+    daemon: &Daemon,
+    ctx: &RequestCtx,
+    requested: Option<ProgressToken>,
+) -> Option<ProgressToken> {
+    if requested.is_some() {
+        return requested;
+    }
+    if !daemon.capabilities().supports_work_done_progress() {
+        return None;
+    }
+    let token = daemon.new_progress_token();
+    let params = WorkDoneProgressTokenParams {
+        token: token.clone(),
+    };
+    let created: Result<serde::de::IgnoredAny, _> = ctx
+        .client()
+        .request(WorkDoneProgressCreate::NAME, params, CREATE_TIMEOUT)
+        .await;
+    match created {
+        Ok(_) => Some(token),
+        Err(error) => {
+            tracing::debug!(%error, "the client created no progress token");
+            None
+        }
+    }
+}
+
+pub async fn abort(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SessionRef,
+) -> Result<AbortResult, RpcError> {
+    daemon
+        .engine
+        .state(&params.session_id)
+        .map_err(engine_error)?;
+    Ok(AbortResult {
+        aborted: daemon.engine.abort_compaction(&params.session_id).await,
+    })
+}

@@ -1,0 +1,31 @@
+//! `session/setLabel`.
+
+use std::sync::Arc;
+
+use super::expected_leaf;
+use crate::protocol::{SetLabelParams, SetLabelResult};
+use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, engine_error};
+
+pub async fn set_label(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SetLabelParams,
+) -> Result<SetLabelResult, RpcError> {
+    let entry = daemon
+        .engine
+        .set_label(
+            &params.session_id,
+            &params.target_id,
+            params.label.as_deref().filter(|l| !l.is_empty()),
+            expected_leaf(params.expected_leaf_id),
+        )
+        .await;
+    daemon.hub.flush().await;
+    let entry = entry.map_err(engine_error)?;
+    // The label entry is appended at the leaf, so it is the leaf now.
+    Ok(SetLabelResult {
+        leaf_id: entry.id.clone(),
+        entry_id: entry.id,
+    })
+}

@@ -1,0 +1,78 @@
+//! `session/navigateTree` (spec §6.4, with an optional branch summary) and
+//! `session/abortBranchSummary`.
+
+use std::sync::Arc;
+
+use super::expected_leaf;
+use super::session_compact::progress_token;
+use crate::engine::NavigateOptions;
+use crate::protocol::{AbortResult, NavigateTreeParams, NavigateTreeResult, SessionRef};
+use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, OpObserver, OperationKind, convert, engine_error};
+
+pub async fn navigate(
+    daemon: Arc<Daemon>,
+    ctx: RequestCtx,
+    params: NavigateTreeParams,
+) -> Result<NavigateTreeResult, RpcError> {
+    let session_id = params.session_id.clone();
+    daemon.engine.state(&session_id).map_err(engine_error)?;
+    let summarize = params.summarize.unwrap_or(false);
+    let cancel = ctx.token().child_token();
+    // Progress only when there is a summary to wait for.
+    let progress = match summarize {
+        true => progress_token(&daemon, &ctx, params.work_done_token).await,
+        false => None,
+    };
+    daemon.hub.begin(
+        &session_id,
+        OperationKind::BranchSummary,
+        progress,
+        cancel.clone(),
+    );
+    let observer = OpObserver {
+        hub: daemon.hub.clone(),
+        session_id: session_id.clone(),
+    };
+    let options = NavigateOptions {
+        summarize,
+        custom_instructions: params.custom_instructions,
+        replace_instructions: params.replace_instructions.unwrap_or(false),
+        expected_leaf_id: expected_leaf(params.expected_leaf_id),
+    };
+    let result = daemon
+        .engine
+        .navigate(&session_id, &params.target_id, options, cancel, &observer)
+        .await;
+    let end = match &result {
+        Ok(outcome) if outcome.aborted || outcome.cancelled => "cancelled".to_owned(),
+        Ok(_) => "done".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    daemon
+        .hub
+        .end(&session_id, OperationKind::BranchSummary, end);
+    daemon.hub.flush().await;
+    let outcome = result.map_err(engine_error)?;
+    Ok(NavigateTreeResult {
+        editor_text: outcome.editor_text,
+        cancelled: outcome.cancelled,
+        aborted: outcome.aborted.then_some(true),
+        summary_entry: outcome.summary_entry.as_ref().map(convert::wire_entry),
+        leaf_id: outcome.leaf_id,
+    })
+}
+
+pub async fn abort(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SessionRef,
+) -> Result<AbortResult, RpcError> {
+    daemon
+        .engine
+        .state(&params.session_id)
+        .map_err(engine_error)?;
+    Ok(AbortResult {
+        aborted: daemon.engine.abort_branch_summary(&params.session_id).await,
+    })
+}

@@ -1,0 +1,112 @@
+//! `session/create`, `session/open`, `session/fork`, `session/list` and `session/close`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::invalid;
+use crate::protocol::{
+    Empty, SessionCreateParams, SessionForkParams, SessionInfo, SessionListItem, SessionListParams,
+    SessionListResult, SessionLocator, SessionOpenParams, SessionRef,
+};
+use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, convert, engine_error};
+
+pub async fn create(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SessionCreateParams,
+) -> Result<SessionInfo, RpcError> {
+    let cwd = match params.cwd {
+        Some(cwd) => PathBuf::from(cwd),
+        None => std::env::current_dir()
+            .map_err(|e| invalid("session/create", "cwd", format!("no cwd given and {e}")))?,
+    };
+    let info = daemon
+        .engine
+        .create(&cwd, params.path.map(PathBuf::from), params.title)
+        .await
+        .map_err(engine_error)?;
+    Ok(convert::session_info(info))
+}
+
+pub async fn fork(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SessionForkParams,
+) -> Result<SessionInfo, RpcError> {
+    let info = daemon
+        .engine
+        .fork(
+            &params.session_id,
+            params.entry_id.as_deref(),
+            params.path.map(PathBuf::from),
+            params.title,
+        )
+        .await
+        .map_err(engine_error)?;
+    Ok(convert::session_info(info))
+}
+
+pub async fn open(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SessionOpenParams,
+) -> Result<SessionInfo, RpcError> {
+    let target = match params.locator() {
+        Ok(SessionLocator::Path(path)) | Ok(SessionLocator::Id(path)) => path.to_owned(),
+        Err(detail) => return Err(invalid("session/open", "path", detail)),
+    };
+    let info = daemon.engine.open(&target).await.map_err(engine_error)?;
+    for warning in &info.warnings {
+        tracing::warn!(session = %info.id, "{warning}");
+    }
+    Ok(convert::session_info(info))
+}
+
+pub async fn list(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SessionListParams,
+) -> Result<SessionListResult, RpcError> {
+    let found = daemon
+        .engine
+        .list(params.cwd.as_deref().map(Path::new))
+        .await
+        .map_err(engine_error)?;
+    let sessions = found
+        .into_iter()
+        .map(|s| SessionListItem {
+            modified: modified(&s.path).unwrap_or_else(|| s.created.clone()),
+            session_id: s.id,
+            path: s.path.display().to_string(),
+            cwd: s.cwd,
+            title: s.title,
+            created: s.created,
+            open: s.open,
+        })
+        .collect();
+    Ok(SessionListResult { sessions })
+}
+
+/// The file's modification time (ISO 8601).
+fn modified(path: &Path) -> Option<String> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let ms = modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis();
+    Some(crate::session::ids::iso_from_ms(i64::try_from(ms).ok()?))
+}
+
+pub async fn close(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SessionRef,
+) -> Result<Empty, RpcError> {
+    daemon
+        .engine
+        .close(&params.session_id)
+        .await
+        .map_err(engine_error)?;
+    Ok(Empty {})
+}

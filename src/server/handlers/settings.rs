@@ -1,0 +1,85 @@
+//! `settings/get` (effective values and the layer of each) and `settings/update`.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::engine::EngineError;
+use crate::protocol::{
+    SettingValue, SettingsGetParams, SettingsGetResult, SettingsTarget, SettingsUpdateParams,
+    SettingsUpdateResult,
+};
+use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, engine_error};
+use crate::settings::{Settings, UpdateTarget};
+
+pub async fn get(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SettingsGetParams,
+) -> Result<SettingsGetResult, RpcError> {
+    let stack = match &params.session_id {
+        Some(id) => daemon
+            .engine
+            .state(id)
+            .map_err(engine_error)?
+            .settings_stack(),
+        None => daemon.engine.settings(),
+    };
+    let settings = stack
+        .effective()
+        .map_err(|e| engine_error(EngineError::Settings(e.to_string())))?;
+    Ok(SettingsGetResult {
+        settings: as_map(&settings),
+        sources: stack
+            .explain()
+            .into_iter()
+            .map(|s| SettingValue {
+                key: s.key,
+                path: s.path,
+                value: s.value,
+                source: s.source,
+                file: s.file.map(|f| f.display().to_string()),
+            })
+            .collect(),
+        user_file: stack.user_file().map(|f| f.display().to_string()),
+        warnings: stack.warnings().iter().map(|w| w.message.clone()).collect(),
+    })
+}
+
+pub async fn update(
+    daemon: Arc<Daemon>,
+    _: RequestCtx,
+    params: SettingsUpdateParams,
+) -> Result<SettingsUpdateResult, RpcError> {
+    let target = match params.target {
+        SettingsTarget::User => UpdateTarget::UserFile,
+        SettingsTarget::Session => UpdateTarget::Initialize,
+    };
+    let patch = Value::Object(params.patch);
+    let (settings, file) = daemon
+        .engine
+        .update_settings(|stack| {
+            let settings = stack
+                .update(target, &patch)
+                .map_err(|e| EngineError::Settings(e.to_string()))?;
+            let file = match target {
+                UpdateTarget::UserFile => stack.user_file().map(|f| f.display().to_string()),
+                UpdateTarget::Initialize => None,
+            };
+            Ok((settings, file))
+        })
+        .map_err(engine_error)?;
+    Ok(SettingsUpdateResult {
+        settings: as_map(&settings),
+        file,
+    })
+}
+
+/// Effective settings as JSON; secrets serialise as `***`.
+fn as_map(settings: &Settings) -> Map<String, Value> {
+    match serde_json::to_value(settings) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}

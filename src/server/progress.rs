@@ -1,0 +1,659 @@
+//! Notifications from the engine to the client: session events, LSP `$/progress` and
+//! summary deltas.
+//!
+//! The engine reports synchronously ([`EventSink::emit`], [`OperationObserver`]); the [`Hub`]
+//! turns each report into notifications at once, in order, and queues them for one forwarder
+//! task that writes them through the peer's [`Client`]. Handlers call [`Hub::flush`] before
+//! answering, so every notification about a request goes out before its response.
+//!
+//! Per session the hub tracks the running operation (a manual compaction, an auto-compaction
+//! or a branch summary): its operation id, its progress token, and the summary text streamed
+//! but not yet sent (deltas are coalesced to at most one notification per part every
+//! [`DELTA_INTERVAL`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use super::convert;
+use crate::engine::{
+    CompactReason, EngineEvent, EventSink, OperationError, OperationObserver, Phase, SummaryPart,
+};
+use crate::protocol::SummaryPart as WirePart;
+use crate::protocol::method::*;
+use crate::protocol::{
+    AutoCompactionFinished, AutoCompactionOutcome, AutoCompactionReason, AutoCompactionStarted,
+    AutoContinue, ClientCapabilities, CompactionDelta, CompactionFinished, CompactionReason,
+    CompactionStarted, EntriesAppended, ErrorInfo, ErrorKind, Method, ProgressParams,
+    ProgressPhase, ProgressToken, TreeNavigated, WorkDoneProgress, WorkDoneProgressTokenParams,
+};
+use crate::rpc::Client;
+
+/// Deltas are coalesced to at most one notification per part in this interval (≤ 20/s).
+pub const DELTA_INTERVAL: Duration = Duration::from_millis(50);
+
+/// How long the client gets to answer `window/workDoneProgress/create`.
+const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the forwarder task does, in order.
+enum Out {
+    Notify(&'static str, Value),
+    /// Ask the client to create a progress token; `$/progress` for it is dropped if refused.
+    CreateProgress(ProgressToken),
+    Flush(oneshot::Sender<()>),
+}
+
+/// What a running operation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperationKind {
+    Compaction,
+    BranchSummary,
+}
+
+/// What cancelling a progress token does.
+#[derive(Debug, Clone)]
+pub enum CancelTarget {
+    /// Cancel a request's operation token.
+    Token(tokio_util::sync::CancellationToken),
+    /// Abort the session's auto-compaction (it has no request).
+    AbortCompaction(String),
+}
+
+struct Op {
+    kind: OperationKind,
+    /// `Some` for an auto-compaction.
+    auto: Option<AutoCompactionReason>,
+    reason: CompactionReason,
+    operation_id: Option<String>,
+    progress: Option<ProgressToken>,
+    started_sent: bool,
+    characters: u64,
+    percentage: u32,
+    pending: Vec<(WirePart, String)>,
+    /// Parts with text already sent since their last restart.
+    sent: Vec<WirePart>,
+    last_delta: Option<Instant>,
+    /// `session/autoContinue` waits for `session/autoCompactionFinished`.
+    auto_continue: Option<AutoContinue>,
+}
+
+impl Op {
+    fn new(kind: OperationKind, reason: CompactionReason) -> Self {
+        Op {
+            kind,
+            auto: None,
+            reason,
+            operation_id: None,
+            progress: None,
+            started_sent: false,
+            characters: 0,
+            percentage: 0,
+            pending: Vec::new(),
+            sent: Vec::new(),
+            last_delta: None,
+            auto_continue: None,
+        }
+    }
+}
+
+/// Turns engine reports into ordered notifications; see the module doc.
+pub struct Hub {
+    tx: mpsc::UnboundedSender<Out>,
+    rx: Mutex<Option<mpsc::UnboundedReceiver<Out>>>,
+    capabilities: OnceLock<ClientCapabilities>,
+    ops: Mutex<HashMap<String, Op>>,
+    cancels: Mutex<HashMap<ProgressToken, CancelTarget>>,
+    next_auto: AtomicU64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain maps updated in one step: a panic elsewhere cannot leave them half-written.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Hub {
+    pub fn new() -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Hub {
+            tx,
+            rx: Mutex::new(Some(rx)),
+            capabilities: OnceLock::new(),
+            ops: Mutex::new(HashMap::new()),
+            cancels: Mutex::new(HashMap::new()),
+            next_auto: AtomicU64::new(1),
+        }
+    }
+
+    pub(crate) fn set_capabilities(&self, capabilities: ClientCapabilities) {
+        let _ = self.capabilities.set(capabilities);
+    }
+
+    /// Starts the forwarder on `client` (once, at `initialize`). Until then notifications wait.
+    pub(crate) fn start(&self, client: Client) {
+        let Some(mut rx) = lock(&self.rx).take() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let mut refused: HashSet<ProgressToken> = HashSet::new();
+            while let Some(out) = rx.recv().await {
+                match out {
+                    Out::Notify(method, params) => {
+                        if method == Progress::NAME && progress_token(&params, &refused) {
+                            continue;
+                        }
+                        // A closed connection: keep draining so flushes still resolve.
+                        let _ = client.notify(method, params).await;
+                    }
+                    Out::CreateProgress(token) => {
+                        let params = WorkDoneProgressTokenParams {
+                            token: token.clone(),
+                        };
+                        let created: Result<serde::de::IgnoredAny, _> = client
+                            .request(WorkDoneProgressCreate::NAME, params, CREATE_TIMEOUT)
+                            .await;
+                        if let Err(error) = created {
+                            tracing::debug!(%error, "no progress token");
+                            refused.insert(token);
+                        }
+                    }
+                    Out::Flush(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+        });
+    }
+
+    /// Resolves once everything queued so far was handed to the writer.
+    pub async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.tx.send(Out::Flush(done)).is_ok() && lock(&self.rx).is_none() {
+            let _ = wait.await;
+        }
+    }
+
+    fn notify<P: Serialize>(&self, method: &'static str, params: P) {
+        if self
+            .capabilities
+            .get()
+            .is_some_and(|c| c.opted_out_of(method))
+        {
+            return;
+        }
+        match serde_json::to_value(params) {
+            // The receiver lives as long as the hub's forwarder; nobody to tell otherwise.
+            Ok(params) => drop(self.tx.send(Out::Notify(method, params))),
+            Err(error) => tracing::error!(%error, method, "cannot serialise a notification"),
+        }
+    }
+
+    fn progress(&self, token: &Option<ProgressToken>, value: WorkDoneProgress) {
+        if let Some(token) = token {
+            self.notify(
+                Progress::NAME,
+                ProgressParams {
+                    token: token.clone(),
+                    value,
+                },
+            );
+        }
+    }
+
+    fn supports_progress(&self) -> bool {
+        self.capabilities
+            .get()
+            .is_some_and(ClientCapabilities::supports_work_done_progress)
+    }
+
+    /// What cancelling `token` should do, while its operation runs.
+    pub fn cancel_target(&self, token: &ProgressToken) -> Option<CancelTarget> {
+        lock(&self.cancels).get(token).cloned()
+    }
+
+    /// A request starts an operation: `$/progress` begin on `progress` (if any), and
+    /// `cancel` is what `window/workDoneProgress/cancel` on it does.
+    pub fn begin(
+        &self,
+        session_id: &str,
+        kind: OperationKind,
+        progress: Option<ProgressToken>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) {
+        let title = match kind {
+            OperationKind::Compaction => format!("Compacting session {session_id}"),
+            OperationKind::BranchSummary => format!("Summarizing the branch of {session_id}"),
+        };
+        let mut op = Op::new(kind, CompactionReason::Manual);
+        op.progress = progress.clone();
+        if let Some(token) = &progress {
+            lock(&self.cancels).insert(token.clone(), CancelTarget::Token(cancel));
+        }
+        lock(&self.ops).insert(session_id.to_owned(), op);
+        self.progress(&progress, begin(title));
+    }
+
+    /// The request's operation ended: flush what streamed, `$/progress` end with `message`
+    /// (`done`, `cancelled` or the error).
+    pub fn end(&self, session_id: &str, kind: OperationKind, message: String) {
+        let op = {
+            let mut ops = lock(&self.ops);
+            match ops.get(session_id) {
+                Some(op) if op.kind == kind && op.auto.is_none() => ops.remove(session_id),
+                _ => None,
+            }
+        };
+        if let Some(mut op) = op {
+            self.flush_deltas(session_id, &mut op);
+            if let Some(token) = &op.progress {
+                lock(&self.cancels).remove(token);
+            }
+            self.progress(
+                &op.progress,
+                WorkDoneProgress::End {
+                    message: Some(message),
+                },
+            );
+        }
+    }
+
+    fn with_op<T>(&self, session_id: &str, f: impl FnOnce(&Hub, &mut Op) -> T) -> Option<T> {
+        let mut ops = lock(&self.ops);
+        let op = ops.get_mut(session_id)?;
+        Some(f(self, op))
+    }
+
+    fn phase(&self, session_id: &str, phase: Phase, percentage: Option<u32>) {
+        self.with_op(session_id, |hub, op| {
+            hub.flush_deltas(session_id, op);
+            let phase = match phase {
+                Phase::Pruning => ProgressPhase::Pruning,
+                Phase::Preparing => ProgressPhase::Preparing,
+                Phase::Summarizing => ProgressPhase::Summarizing {
+                    characters: op.characters,
+                },
+                Phase::Persisting => ProgressPhase::Persisting,
+            };
+            hub.report(op, phase, percentage);
+        });
+    }
+
+    fn report(&self, op: &mut Op, phase: ProgressPhase, percentage: Option<u32>) {
+        op.percentage = op
+            .percentage
+            .max(percentage.unwrap_or_else(|| phase.percentage()).min(100));
+        self.progress(
+            &op.progress,
+            WorkDoneProgress::Report {
+                cancellable: Some(true),
+                message: Some(phase.message()),
+                percentage: Some(op.percentage),
+            },
+        );
+    }
+
+    fn delta(&self, session_id: &str, part: SummaryPart, text: &str) {
+        self.with_op(session_id, |hub, op| {
+            op.characters += text.chars().count() as u64;
+            if let Some(part) = wire_part(part) {
+                match op.pending.iter_mut().find(|(p, _)| *p == part) {
+                    Some((_, pending)) => pending.push_str(text),
+                    None => op.pending.push((part, text.to_owned())),
+                }
+            }
+            let due = op
+                .last_delta
+                .is_none_or(|last| last.elapsed() >= DELTA_INTERVAL);
+            if due {
+                hub.flush_deltas(session_id, op);
+                let characters = op.characters;
+                hub.report(op, ProgressPhase::Summarizing { characters }, None);
+            }
+        });
+    }
+
+    /// An attempt starts `part` over: text not sent yet is dropped, and a client that already
+    /// received some is told to discard it (`reset: true`, empty text) before the new text.
+    fn restart(&self, session_id: &str, part: SummaryPart) {
+        let Some(part) = wire_part(part) else {
+            return;
+        };
+        self.with_op(session_id, |hub, op| {
+            op.pending.retain(|(p, _)| *p != part);
+            if let Some(at) = op.sent.iter().position(|p| *p == part) {
+                op.sent.remove(at);
+                hub.notify(
+                    SessionCompactionDelta::NAME,
+                    CompactionDelta {
+                        session_id: session_id.to_owned(),
+                        operation_id: op.operation_id.clone().unwrap_or_default(),
+                        part,
+                        text: String::new(),
+                        reset: true,
+                    },
+                );
+            }
+        });
+    }
+
+    fn flush_deltas(&self, session_id: &str, op: &mut Op) {
+        if op.pending.is_empty() {
+            return;
+        }
+        op.last_delta = Some(Instant::now());
+        let operation_id = op.operation_id.clone().unwrap_or_default();
+        for (part, text) in op.pending.drain(..) {
+            if !op.sent.contains(&part) {
+                op.sent.push(part);
+            }
+            self.notify(
+                SessionCompactionDelta::NAME,
+                CompactionDelta {
+                    session_id: session_id.to_owned(),
+                    operation_id: operation_id.clone(),
+                    part,
+                    text,
+                    reset: false,
+                },
+            );
+        }
+    }
+
+    fn send_started(&self, session_id: &str, op: &mut Op) {
+        op.started_sent = true;
+        self.notify(
+            SessionCompactionStarted::NAME,
+            CompactionStarted {
+                session_id: session_id.to_owned(),
+                operation_id: op.operation_id.clone().unwrap_or_default(),
+                reason: op.reason,
+                work_done_token: op.progress.clone(),
+            },
+        );
+    }
+
+    fn on_event(&self, event: EngineEvent) {
+        match event {
+            EngineEvent::EntriesAppended {
+                session_id,
+                entries,
+            } => {
+                let Some(leaf_id) = entries.last().map(|e| e.id.clone()) else {
+                    return;
+                };
+                self.notify(
+                    SessionEntriesAppended::NAME,
+                    EntriesAppended {
+                        session_id,
+                        entries: entries.iter().map(convert::wire_entry).collect(),
+                        leaf_id,
+                    },
+                );
+            }
+            EngineEvent::CompactionStarted {
+                session_id,
+                operation_id,
+                reason,
+            } => {
+                let mut ops = lock(&self.ops);
+                let op = ops
+                    .entry(session_id.clone())
+                    .or_insert_with(|| Op::new(OperationKind::Compaction, reason_of(reason)));
+                if op.started_sent {
+                    return;
+                }
+                op.operation_id = Some(operation_id);
+                op.reason = reason_of(reason);
+                self.send_started(&session_id, op);
+            }
+            EngineEvent::CompactionFinished {
+                session_id,
+                operation_id,
+                outcome,
+                aborted,
+                error,
+            } => {
+                let mut ops = lock(&self.ops);
+                if let Some(op) = ops.get_mut(&session_id) {
+                    self.flush_deltas(&session_id, op);
+                    op.started_sent = false;
+                }
+                drop(ops);
+                self.notify(
+                    SessionCompactionFinished::NAME,
+                    CompactionFinished {
+                        session_id,
+                        operation_id,
+                        result: outcome.map(|o| convert::compact_result(&o)),
+                        aborted,
+                        error: finished_error(aborted, error),
+                    },
+                );
+            }
+            EngineEvent::AutoCompactionStarted {
+                session_id,
+                operation_id,
+                reason,
+            } => self.auto_started(session_id, operation_id, reason),
+            EngineEvent::AutoCompactionFinished {
+                session_id,
+                operation_id,
+                reason,
+                outcome,
+                aborted,
+                will_retry,
+                skipped,
+                error_message,
+            } => {
+                let Some(mut op) = lock(&self.ops).remove(&session_id) else {
+                    return;
+                };
+                self.flush_deltas(&session_id, &mut op);
+                let result = outcome.map(|o| convert::compact_result(&o));
+                let end_message = if aborted {
+                    "cancelled".to_owned()
+                } else if let Some(message) = &error_message {
+                    message.clone()
+                } else if skipped {
+                    "skipped".to_owned()
+                } else {
+                    "done".to_owned()
+                };
+                self.notify(
+                    SessionAutoCompactionFinished::NAME,
+                    AutoCompactionFinished {
+                        session_id,
+                        operation_id,
+                        outcome: AutoCompactionOutcome {
+                            reason: auto_reason(reason),
+                            result,
+                            aborted,
+                            will_retry,
+                            skipped,
+                            skip_reason: skipped.then(|| "nothing to compact".to_owned()),
+                            error_message,
+                        },
+                    },
+                );
+                if let Some(token) = &op.progress {
+                    lock(&self.cancels).remove(token);
+                }
+                self.progress(
+                    &op.progress,
+                    WorkDoneProgress::End {
+                        message: Some(end_message),
+                    },
+                );
+                if let Some(auto_continue) = op.auto_continue.take() {
+                    self.notify(SessionAutoContinue::NAME, auto_continue);
+                }
+            }
+            EngineEvent::TreeNavigated {
+                session_id,
+                new_leaf_id,
+                old_leaf_id,
+                summary_entry,
+                from_extension,
+            } => self.notify(
+                SessionTreeNavigated::NAME,
+                TreeNavigated {
+                    session_id,
+                    new_leaf_id,
+                    old_leaf_id,
+                    summary_entry: summary_entry.map(|e| convert::wire_entry(&e)),
+                    from_extension,
+                },
+            ),
+            EngineEvent::AutoContinue {
+                session_id,
+                prompt,
+                entry_id,
+            } => {
+                let event = AutoContinue {
+                    session_id: session_id.clone(),
+                    prompt,
+                    entry_id,
+                };
+                // The reference order: the auto-compaction ends, then the prompt follows.
+                let mut ops = lock(&self.ops);
+                match ops.get_mut(&session_id) {
+                    Some(op) if op.auto.is_some() => op.auto_continue = Some(event),
+                    _ => {
+                        drop(ops);
+                        self.notify(SessionAutoContinue::NAME, event);
+                    }
+                }
+            }
+        }
+    }
+
+    fn auto_started(&self, session_id: String, operation_id: String, reason: CompactReason) {
+        let auto = auto_reason(reason);
+        let n = self.next_auto.fetch_add(1, Ordering::Relaxed);
+        let mut op = Op::new(OperationKind::Compaction, auto.into());
+        op.auto = Some(auto);
+        op.operation_id = Some(operation_id.clone());
+        if self.supports_progress() {
+            let token = ProgressToken::String(format!("compactd-auto-{n}"));
+            drop(self.tx.send(Out::CreateProgress(token.clone())));
+            lock(&self.cancels).insert(
+                token.clone(),
+                CancelTarget::AbortCompaction(session_id.clone()),
+            );
+            op.progress = Some(token);
+        }
+        self.notify(
+            SessionAutoCompactionStarted::NAME,
+            AutoCompactionStarted {
+                session_id: session_id.clone(),
+                reason: auto,
+                operation_id,
+            },
+        );
+        let title = match auto {
+            AutoCompactionReason::Overflow => {
+                format!("Recovering session {session_id} from a context overflow")
+            }
+            AutoCompactionReason::Threshold => format!("Auto-compacting session {session_id}"),
+        };
+        self.progress(&op.progress, begin(title));
+        lock(&self.ops).insert(session_id, op);
+    }
+}
+
+fn begin(title: String) -> WorkDoneProgress {
+    WorkDoneProgress::Begin {
+        title,
+        cancellable: Some(true),
+        message: Some(ProgressPhase::Preparing.message()),
+        percentage: Some(0),
+    }
+}
+
+/// Whether `$/progress` params name a token the client refused.
+fn progress_token(params: &Value, refused: &HashSet<ProgressToken>) -> bool {
+    if refused.is_empty() {
+        return false;
+    }
+    serde_json::from_value::<ProgressToken>(params["token"].clone())
+        .is_ok_and(|token| refused.contains(&token))
+}
+
+fn auto_reason(reason: CompactReason) -> AutoCompactionReason {
+    match reason {
+        CompactReason::Overflow => AutoCompactionReason::Overflow,
+        _ => AutoCompactionReason::Threshold,
+    }
+}
+
+fn reason_of(reason: CompactReason) -> CompactionReason {
+    match reason {
+        CompactReason::Manual => CompactionReason::Manual,
+        CompactReason::Threshold => CompactionReason::Threshold,
+        CompactReason::Overflow => CompactionReason::Overflow,
+    }
+}
+
+/// The error of a `session/compactionFinished`: the engine's typed failure with its protocol
+/// code, or `cancelled`.
+fn finished_error(aborted: bool, error: Option<OperationError>) -> Option<ErrorInfo> {
+    if aborted {
+        return Some(ErrorInfo::from(&ErrorKind::Cancelled.error()));
+    }
+    let error = error?;
+    Some(match ErrorKind::from_name(error.kind) {
+        Some(kind) => ErrorInfo::from(&kind.with_message(error.message)),
+        None => ErrorInfo {
+            code: crate::rpc::error_code::INTERNAL_ERROR,
+            kind: Some(error.kind.to_owned()),
+            message: error.message,
+        },
+    })
+}
+
+impl EventSink for Hub {
+    fn emit(&self, event: EngineEvent) {
+        self.on_event(event);
+    }
+}
+
+/// The observer of one operation on one session.
+pub struct OpObserver {
+    pub hub: Arc<Hub>,
+    pub session_id: String,
+}
+
+impl OperationObserver for OpObserver {
+    fn phase(&self, phase: Phase, _message: &str, percentage: Option<u32>) {
+        self.hub.phase(&self.session_id, phase, percentage);
+    }
+
+    fn delta(&self, part: SummaryPart, text: &str) {
+        self.hub.delta(&self.session_id, part, text);
+    }
+
+    fn restart(&self, part: SummaryPart) {
+        self.hub.restart(&self.session_id, part);
+    }
+}
+
+/// The wire name of a streamed part; `None` for a branch summary, which the protocol shows as
+/// progress only.
+fn wire_part(part: SummaryPart) -> Option<WirePart> {
+    match part {
+        SummaryPart::History => Some(WirePart::History),
+        SummaryPart::TurnPrefix => Some(WirePart::TurnPrefix),
+        SummaryPart::Short => Some(WirePart::Short),
+        SummaryPart::Branch => None,
+    }
+}

@@ -1,0 +1,370 @@
+//! The layouts: the structured summary (history and branch), the turn prefix and the short
+//! summary.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use crate::summarize::SummaryRequest;
+
+use super::build::{current_sections, file_lists, merge};
+use super::facts::{Action, Facts};
+use super::sections::{Items, Keep, Sections, dedupe_key, first_code_span};
+use super::text::{
+    and_list, clip, clip_line, condense, fenced, first_line, list_paths, one_line, sentences,
+};
+use super::{
+    EXTRACTIVE_NOTE, FILES_MODIFIED, FILES_READ, FINDING, MAX_ACTIONS_HEAD, MAX_ACTIONS_TAIL,
+    MAX_FINDINGS, MAX_ITEMS, MAX_SHORT_SENTENCE_CHARS, MAX_VERBATIM_CHARS, NEW_FILE,
+};
+
+pub(super) fn push_list<'a>(
+    out: &mut String,
+    heading: &str,
+    items: impl IntoIterator<Item = &'a String>,
+    marker: &str,
+) {
+    let _ = writeln!(out, "{heading}");
+    for (i, item) in items.into_iter().enumerate() {
+        if marker == "1." {
+            let _ = writeln!(out, "{}. {item}", i + 1);
+        } else {
+            let _ = writeln!(out, "{marker}{item}");
+        }
+    }
+}
+
+pub(super) fn render_progress(out: &mut String, s: &Sections, branch_style: bool) {
+    if s.done.is_empty() && s.in_progress.is_empty() && s.blocked.is_empty() {
+        if branch_style {
+            out.push_str("## Progress\n(none)\n\n");
+        }
+        return;
+    }
+    out.push_str("## Progress\n");
+    if !s.done.is_empty() {
+        push_list(out, "### Done", s.done.iter(), "- [x] ");
+    }
+    if !s.in_progress.is_empty() {
+        push_list(out, "### In Progress", s.in_progress.iter(), "- [ ] ");
+    }
+    if !s.blocked.is_empty() {
+        push_list(out, "### Blocked", s.blocked.iter(), "- ");
+    }
+    out.push('\n');
+}
+
+/// Renders sections; `none` writes "(none)" under the headings the branch prompt always has.
+pub(super) fn render(s: &Sections, with_notes: bool, none: bool) -> String {
+    let mut out = String::new();
+    let section = |out: &mut String, heading: &str, items: &Items, marker: &str, always: bool| {
+        if !items.is_empty() {
+            push_list(out, heading, items.iter(), marker);
+            out.push('\n');
+        } else if always {
+            let _ = writeln!(out, "{heading}\n(none)\n");
+        }
+    };
+    if s.goal.is_empty() && !none {
+        out.push_str("## Goal\n- (no user request in the summarised messages)\n\n");
+    } else {
+        section(&mut out, "## Goal", &s.goal, "- ", none);
+    }
+    section(
+        &mut out,
+        "## Constraints & Preferences",
+        &s.constraints,
+        "- ",
+        none,
+    );
+    render_progress(&mut out, s, none);
+    section(&mut out, "## Key Decisions", &s.decisions, "- ", false);
+    section(&mut out, "## Next Steps", &s.next_steps, "1.", false);
+    section(
+        &mut out,
+        "## Critical Context",
+        &s.critical.items(),
+        "- ",
+        false,
+    );
+    if with_notes {
+        section(&mut out, "## Additional Notes", &s.notes, "- ", false);
+    }
+    out.trim_end().to_owned()
+}
+
+pub(super) fn history(req: &SummaryRequest, facts: &Facts) -> String {
+    let mut merged = Sections::default();
+    let previous = facts
+        .carried
+        .iter()
+        .map(String::as_str)
+        .chain(req.previous_summary.as_deref());
+    for text in previous {
+        let parsed = Sections::parse(text);
+        merged = merge(&merged, &parsed, &Facts::default());
+    }
+    let new = current_sections(req, facts);
+    let mut out = merge(&merged, &new, facts);
+    out.notes.push(EXTRACTIVE_NOTE.to_owned());
+    render(&out, true, false)
+}
+
+pub(super) fn branch(req: &SummaryRequest, facts: &Facts) -> String {
+    let mut s = current_sections(req, facts);
+    // The branch prompt has no Critical Context beyond the question, files and errors.
+    s.critical.request = None;
+    render(&s, false, true)
+}
+
+pub(super) fn turn_prefix(req: &SummaryRequest, facts: &Facts) -> String {
+    let mut out = String::from("## Original Request\n");
+    match facts.requests.first() {
+        Some(request) => {
+            let _ = writeln!(
+                out,
+                "{}\n",
+                fenced(&clip(request.trim(), MAX_VERBATIM_CHARS))
+            );
+        }
+        None => out.push_str("(the request is before this part of the turn)\n\n"),
+    }
+
+    // Early Progress: what was done, by tool and target, never the tools' output.
+    let mut progress: Vec<String> = Vec::new();
+    let shown = |a: &Action| {
+        let mut line = a.label.clone();
+        if !a.targets.is_empty() {
+            let mut targets = a.targets.clone();
+            if a.more > 0 {
+                targets.push(format!("{} more", a.more));
+            }
+            let _ = write!(line, " {}", targets.join(", "));
+        }
+        if let Some(outcome) = &a.outcome {
+            let _ = write!(line, " — {outcome}");
+        }
+        clip_line(&line)
+    };
+    let total = facts.actions.len();
+    if total > MAX_ACTIONS_HEAD + MAX_ACTIONS_TAIL {
+        progress.extend(facts.actions[..MAX_ACTIONS_HEAD].iter().map(shown));
+        progress.push(format!(
+            "… {} more steps …",
+            total - MAX_ACTIONS_HEAD - MAX_ACTIONS_TAIL
+        ));
+        progress.extend(facts.actions[total - MAX_ACTIONS_TAIL..].iter().map(shown));
+    } else {
+        progress.extend(facts.actions.iter().map(shown));
+    }
+    let mut statements = Items::new(Keep::Newest);
+    statements.extend(facts.statements.iter());
+    progress.extend(statements.iter().cloned());
+    if !progress.is_empty() {
+        push_list(&mut out, "## Early Progress", progress.iter(), "- ");
+        out.push('\n');
+    }
+
+    // Context for Suffix: what the kept part builds on.
+    let mut context = Items::with_cap(Keep::Newest, 2 * MAX_ITEMS);
+    let modified: Vec<String> = facts.modified.iter().cloned().collect();
+    let read: Vec<String> = facts.read.iter().cloned().collect();
+    if !modified.is_empty() {
+        context.push(format!("{FILES_MODIFIED} {}", list_paths(&modified)));
+    }
+    if !read.is_empty() {
+        context.push(format!("{FILES_READ} {}", list_paths(&read)));
+    }
+    if modified.is_empty() && read.is_empty() {
+        let (read, modified) = file_lists(req, facts);
+        if !modified.is_empty() {
+            context.push(format!("{FILES_MODIFIED} {}", list_paths(&modified)));
+        }
+        if !read.is_empty() {
+            context.push(format!("{FILES_READ} {}", list_paths(&read)));
+        }
+    }
+    for finding in facts.findings.iter().rev().take(MAX_FINDINGS).rev() {
+        context.push(format!("{FINDING} {finding}"));
+    }
+    for decision in facts.decisions.iter().rev().take(MAX_ITEMS / 2).rev() {
+        context.push(format!("Decision: {decision}"));
+    }
+    for failure in facts.unresolved() {
+        context.push(clip_line(&format!(
+            "Still failing: {}: {}",
+            failure.label,
+            first_line(&failure.error)
+        )));
+    }
+    for call in &facts.pending_calls {
+        context.push(format!(
+            "{call} was started; its result is in the kept part"
+        ));
+    }
+    if let Some(last) = &facts.last_assistant {
+        context.push(clip_line(&format!("Last assistant note: {last}")));
+    }
+    if !context.is_empty() {
+        push_list(&mut out, "## Context for Suffix", context.iter(), "- ");
+    }
+    out.trim_end().to_owned()
+}
+
+/// A first-person clause about how a change was made, from a decision sentence:
+/// "I decided to widen X, so Y." → "to widen X".
+pub(super) fn decision_clause(decision: &str) -> Option<String> {
+    let lower = decision.to_lowercase();
+    let (at, prefix) = [
+        ("decided to ", "to "),
+        ("decide to ", "to "),
+        ("chose to ", "to "),
+        ("opted to ", "to "),
+        ("i'll use ", "to use "),
+        ("i will use ", "to use "),
+        ("we'll use ", "to use "),
+        ("going with ", "to use "),
+        ("switched to ", "to use "),
+    ]
+    .iter()
+    .find_map(|(cue, prefix)| lower.find(cue).map(|i| (i + cue.len(), *prefix)))?;
+    let rest = &decision[at..];
+    let end = [", so ", ", because", " because ", ", which", "; ", ". "]
+        .iter()
+        .filter_map(|stop| rest.find(stop))
+        .min()
+        .unwrap_or(rest.len());
+    let clause = rest[..end].trim().trim_end_matches(['.', '!', ',']);
+    (!clause.is_empty()).then(|| one_line(&format!("{prefix}{clause}"), 160))
+}
+
+/// A sentence ending in one full stop, clipped.
+pub(super) fn sentence(text: &str) -> String {
+    let text = one_line(text, MAX_SHORT_SENTENCE_CHARS);
+    let text = text.trim_end_matches(['.', '!', ',', ';', ':', ' ']);
+    format!("{text}.")
+}
+
+/// Two or three first-person sentences about what changed: the files changed and added, and
+/// how (from the decisions), never how the work went.
+pub(super) fn short(req: &SummaryRequest, facts: &Facts) -> String {
+    let summary = req
+        .previous_summary
+        .as_deref()
+        .map(Sections::parse)
+        .unwrap_or_default();
+    let (_, mut modified) = file_lists(req, facts);
+    if modified.is_empty() {
+        modified = facts.modified.iter().cloned().collect();
+    }
+    // New files: written whole here, or reported as created by the summary.
+    let mut created: HashSet<String> = facts.created.clone().into_iter().collect();
+    for item in summary.done.iter() {
+        if (item.starts_with("Created `") || item.ends_with(NEW_FILE))
+            && let Some(path) = first_code_span(item)
+        {
+            created.insert(path.to_owned());
+        }
+    }
+    let shown = |paths: &[&String]| {
+        let mut names: Vec<String> = paths.iter().take(3).map(|p| format!("`{p}`")).collect();
+        if paths.len() > 3 {
+            names.push(format!("{} other files", paths.len() - 3));
+        }
+        and_list(&names)
+    };
+    let changed: Vec<&String> = modified.iter().filter(|p| !created.contains(*p)).collect();
+    let added: Vec<&String> = modified.iter().filter(|p| created.contains(*p)).collect();
+
+    // Decisions, latest first: those of the kept messages, then the summary's.
+    let decisions: Vec<&String> = facts
+        .decisions
+        .iter()
+        .rev()
+        .chain(summary.decisions.iter().rev())
+        .collect();
+    let clause = decisions
+        .iter()
+        .enumerate()
+        .find_map(|(i, d)| decision_clause(d).map(|c| (i, c)));
+
+    let mut out = Vec::new();
+    let how = clause
+        .as_ref()
+        .map(|(_, c)| format!(" {c}"))
+        .unwrap_or_default();
+    match (changed.is_empty(), added.is_empty()) {
+        (false, false) => out.push(sentence(&format!(
+            "I changed {}{how}; added {}",
+            shown(&changed),
+            shown(&added)
+        ))),
+        (false, true) => out.push(sentence(&format!("I changed {}{how}", shown(&changed)))),
+        (true, false) => out.push(sentence(&format!("I added {}{how}", shown(&added)))),
+        (true, true) => out.push("I made no changes to files.".to_owned()),
+    }
+    // Another decision or a statement of what was changed, in the assistant's own first
+    // person; never a report of reading, running or checking.
+    let used = clause.map(|(i, _)| dedupe_key(decisions[i]));
+    let first_person = |s: &&String| {
+        let lower = s.to_lowercase();
+        (lower.starts_with("i ") || lower.starts_with("i've ") || lower.starts_with("we "))
+            && ![" ran ", " run ", " read ", " look", " check", " test"]
+                .iter()
+                .any(|w| lower.contains(w))
+    };
+    let extra = decisions
+        .iter()
+        .copied()
+        .filter(|d| used.as_deref() != Some(dedupe_key(d).as_str()))
+        .chain(facts.statements.iter().rev())
+        .chain(summary.done.iter().rev())
+        .find(first_person);
+    if let Some(extra) = extra {
+        out.push(sentence(extra));
+    }
+    // Why: the cause the assistant found.
+    let finding = facts.findings.last().map(String::as_str).or_else(|| {
+        summary
+            .critical
+            .findings
+            .iter()
+            .next_back()
+            .map(|f| f.trim_start_matches(FINDING).trim())
+    });
+    if let Some(finding) = finding {
+        out.push(sentence(&cause_sentence(finding)));
+    }
+    if out.len() < 2 {
+        let goal = summary
+            .goal
+            .iter()
+            .next()
+            .cloned()
+            .or_else(|| facts.requests.first().map(|r| condense(r)));
+        if let Some(goal) = goal {
+            let goal = sentences(&goal).next().unwrap_or_default().to_owned();
+            out.push(sentence(&format!("I worked toward this goal: {goal}")));
+        }
+    }
+    out.truncate(3);
+    out.join(" ")
+}
+
+/// A finding as the cause of the change: "Found it: X" → "The cause: X".
+pub(super) fn cause_sentence(finding: &str) -> String {
+    let lower = finding.to_lowercase();
+    for lead in [
+        "found it:",
+        "found it.",
+        "found it",
+        "turns out",
+        "it turns out",
+    ] {
+        if lower.starts_with(lead) {
+            let rest = finding.get(lead.len()..).unwrap_or(finding);
+            let rest = rest.trim_start_matches([':', ',', ' ']);
+            return format!("The cause: {rest}");
+        }
+    }
+    finding.to_owned()
+}

@@ -1,0 +1,12 @@
+//! What compactd promises to the outside, checked against artifacts in the repository: the
+//! reference's real sessions load and cut as the reference does (`docs/conformance.md`), the
+//! examples of `docs/protocol.md` parse into the protocol's types, `schema/` is what the types
+//! generate, and the fuzzers' saved inputs still pass their checks.
+//!
+//! Run one file's tests with `cargo test --test contract <module>::`.
+
+mod conformance;
+mod fuzz_regressions;
+mod pi_fixtures;
+mod protocol_docs;
+mod schema;

@@ -1,0 +1,176 @@
+//! Concurrency through the daemon: slow compactions on several sessions do not hold up cheap
+//! requests; a background auto-compaction (`waitForCompaction: false`) still orders later
+//! mutating requests on its session behind it; raw entries keep their fields.
+
+use std::time::Duration;
+
+use devtools::daemon::{DaemonProcess, Framing, assistant, conversation, file_entries};
+use devtools::fake_llm::{FakeLlm, StreamEnd};
+use serde_json::{Value, json};
+
+const SESSIONS: usize = 4;
+
+#[tokio::test]
+async fn a_cheap_request_answers_while_four_slow_compactions_run() {
+    let llm = FakeLlm::start().await;
+    // Every summary request streams its first delta and then stalls (no finish, no `[DONE]`):
+    // the compactions stay running until they are aborted.
+    llm.set_default(
+        devtools::fake_llm::openai_sse(&["## Goal\n", "- keep going"], "stop")
+            .first_chunks(2)
+            .ending(StreamEnd::Hang),
+    );
+    let mut d = DaemonProcess::spawn_with(Framing::Ndjson, None).await;
+    let settings = json!({
+        "providers": {"fake": {"kind": "openai", "baseUrl": llm.url(), "apiKey": "test",
+                               "models": {"fake-model": {"contextWindow": 100000}}}},
+        "summarizer": {"kind": "openai", "model": "fake/fake-model"},
+        "compaction": {"keepRecentTokens": 200}
+    });
+    d.initialize(json!({}), json!({"settings": settings})).await;
+    let mut sessions = Vec::new();
+    for _ in 0..SESSIONS {
+        let session = d.create_session().await;
+        d.append(&session, conversation(4, 40)).await;
+        sessions.push(session);
+    }
+    let mut compacts = Vec::new();
+    for session in &sessions {
+        compacts.push(
+            d.send_request("session/compact", json!({"sessionId": session}))
+                .await,
+        );
+    }
+    // All four have started and are inside their summarizer calls, which never finish.
+    for _ in 0..SESSIONS {
+        d.expect_notification("session/compactionStarted").await;
+    }
+    llm.wait_for_requests(SESSIONS, Duration::from_secs(30))
+        .await;
+
+    let usage = d
+        .ok("session/usage", json!({"sessionId": sessions[0]}))
+        .await;
+    assert_eq!(usage["isCompacting"], true, "{usage}");
+    // No compaction answered before the usage request did.
+    for id in &compacts {
+        assert!(
+            !d.has_response(*id),
+            "session/compact {id} finished before session/usage answered"
+        );
+    }
+
+    let mut aborted = Vec::new();
+    for session in &sessions {
+        let answer = d
+            .ok("session/abortCompaction", json!({"sessionId": session}))
+            .await;
+        aborted.push(answer["aborted"].clone());
+    }
+    let mut responses = Vec::new();
+    for id in compacts {
+        responses.push(d.read_until_response(id).await);
+    }
+    for (answer, response) in aborted.iter().zip(&responses) {
+        assert_eq!(answer, true, "{response}");
+        assert_eq!(response["error"]["data"]["kind"], "cancelled", "{response}");
+    }
+    for _ in 0..SESSIONS {
+        let finished = d.expect_notification("session/compactionFinished").await;
+        assert_eq!(finished["aborted"], true);
+        assert_eq!(finished["error"]["kind"], "cancelled");
+    }
+    d.take_all("session/compactionDelta");
+    d.finish().await;
+}
+
+#[tokio::test]
+async fn a_background_auto_compaction_answers_at_once_and_later_appends_wait_for_it() {
+    let mut d = DaemonProcess::spawn_with(Framing::Ndjson, None).await;
+    let settings = json!({
+        "compaction": {"keepRecentTokens": 200, "reserveTokens": 1000, "autoContinue": false},
+        "providers": {"anthropic": {"models": {"claude-sonnet-4-5": {"contextWindow": 8000}}}}
+    });
+    d.initialize(json!({}), json!({"settings": settings})).await;
+    let session = d.create_session().await;
+    d.append(&session, conversation(6, 40)).await;
+
+    let first = d
+        .send_request(
+            "session/append",
+            json!({"sessionId": session, "entries": [assistant("big reply", 7_600)]}),
+        )
+        .await;
+    // Sent before the first is answered: queued on the session, and must wait for the
+    // compaction the first one started.
+    let second = d
+        .send_request(
+            "session/append",
+            json!({"sessionId": session, "entries": [devtools::daemon::user("next")]}),
+        )
+        .await;
+    let result = d.read_until_response(first).await;
+    assert_eq!(result["result"]["action"], "compacting", "{result}");
+    assert!(result["result"].get("autoCompaction").is_none());
+    let result = d.read_until_response(second).await;
+    assert_eq!(result["result"]["action"], "continue", "{result}");
+    // The compaction's end was reported before the second append answered.
+    let finished = d.take_all("session/autoCompactionFinished");
+    assert_eq!(finished.len(), 1, "the auto-compaction had not finished");
+    let started = d.take_all("session/autoCompactionStarted");
+    assert_eq!(started[0]["operationId"], finished[0]["operationId"]);
+    assert_eq!(finished[0]["reason"], "threshold");
+    assert!(
+        finished[0]["result"]["entryId"].is_string(),
+        "{}",
+        finished[0]
+    );
+    let compaction = d.take_all("session/compactionStarted");
+    assert_eq!(compaction[0]["operationId"], started[0]["operationId"]);
+    d.take_all("session/compactionFinished");
+    d.take_all("session/compactionDelta");
+    d.take_all("session/entriesAppended");
+    // The second append's entry is the child of the compaction.
+    let path = d.ok("session/tree", json!({"sessionId": session})).await;
+    let leaf = path["leafId"].clone();
+    let nodes = path["nodes"].as_array().unwrap();
+    let node = nodes.iter().find(|n| n["id"] == leaf).unwrap();
+    assert_eq!(node["parentId"], finished[0]["result"]["entryId"], "{node}");
+    d.finish().await;
+}
+
+#[tokio::test]
+async fn raw_entries_keep_every_field() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    let info = d.ok("session/open", json!({"sessionId": session})).await;
+    let raw_unknown = json!({"type": "my_extension_state", "state": {"step": 3, "flags": [true, null]},
+                             "note": null, "id": "client-id"});
+    let raw_known = json!({"type": "custom", "customType": "x", "data": {"a": 1}, "pinned": true});
+    d.append(
+        &session,
+        json!([{"type": "raw", "entry": raw_unknown}, {"type": "raw", "entry": raw_known}]),
+    )
+    .await;
+    let entries = file_entries(std::path::Path::new(info["path"].as_str().unwrap()));
+    let unknown = entries
+        .iter()
+        .find(|e| e["type"] == "my_extension_state")
+        .expect("the unknown entry is stored");
+    assert_eq!(unknown["state"], json!({"step": 3, "flags": [true, null]}));
+    assert_eq!(unknown["note"], Value::Null);
+    assert!(unknown.as_object().unwrap().contains_key("note"));
+    assert_ne!(unknown["id"], "client-id", "the server assigns ids");
+    let known = entries.iter().find(|e| e["type"] == "custom").unwrap();
+    assert_eq!(known["pinned"], true);
+    assert_eq!(known["data"], json!({"a": 1}));
+    // Reserved types are refused.
+    d.err(
+        "session/append",
+        json!({"sessionId": session, "entries": [{"type": "raw", "entry": {"type": "compaction",
+            "summary": "s", "firstKeptEntryId": "x", "tokensBefore": 1}}]}),
+        "invalidParams",
+    )
+    .await;
+    d.finish().await;
+}

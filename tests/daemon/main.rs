@@ -1,0 +1,17 @@
+//! The real `compactd` binary over real pipes, as clients drive it: the protocol's methods,
+//! the agent flow, concurrency, robustness against hostile clients and failing LLM servers,
+//! crash safety, two writers on one file, and what the process may touch.
+//!
+//! The harness (the daemon driver, the fake LLM server, the fixtures) is the `devtools`
+//! crate. Run one file's tests with `cargo test --test daemon <module>::`.
+
+mod agent_flow;
+mod concurrency;
+mod crash;
+mod exposure;
+mod faults;
+mod file_access;
+mod hostile;
+mod lifecycle;
+mod sessions;
+mod two_writers;

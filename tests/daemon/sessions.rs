@@ -1,0 +1,436 @@
+//! Session methods and compaction through the daemon (extractive summarizer, no network).
+
+use devtools::daemon::{DaemonProcess, assistant, conversation, file_entries, user};
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn create_append_context_tree_label_list_close() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    let id = d
+        .send_request(
+            "session/append",
+            json!({"sessionId": session, "entries": [user("hello"), assistant("hi there", 50)]}),
+        )
+        .await;
+    let appended = d.expect_notification("session/entriesAppended").await;
+    let result = d.read_until_response(id).await["result"].clone();
+    assert_eq!(result["action"], "continue");
+    assert_eq!(result["appended"].as_array().unwrap().len(), 2);
+    assert_eq!(appended["leafId"], result["leafId"]);
+    assert_eq!(appended["entries"][0]["message"]["content"], "hello");
+
+    let context = d
+        .ok(
+            "session/context",
+            json!({"sessionId": session, "perMessage": true}),
+        )
+        .await;
+    let messages = context["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[1]["role"], "assistant");
+    assert_eq!(context["messageTokens"].as_array().unwrap().len(), 2);
+    assert_eq!(context["leafId"], result["leafId"]);
+
+    let first = result["appended"][0].as_str().unwrap().to_owned();
+    let labelled = d
+        .ok(
+            "session/setLabel",
+            json!({"sessionId": session, "targetId": first, "label": "start"}),
+        )
+        .await;
+    d.expect_notification("session/entriesAppended").await;
+    let tree = d
+        .ok(
+            "session/tree",
+            json!({"sessionId": session, "includeEntries": true}),
+        )
+        .await;
+    assert_eq!(tree["leafId"], labelled["leafId"]);
+    let node = tree["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == first)
+        .unwrap();
+    assert_eq!(node["label"], "start");
+    assert_eq!(node["onActivePath"], true);
+    assert_eq!(node["entry"]["type"], "message");
+    assert_eq!(tree["roots"], json!([first]));
+
+    d.err(
+        "session/setLabel",
+        json!({"sessionId": session, "targetId": "nope1234", "label": "x"}),
+        "entryNotFound",
+    )
+    .await;
+
+    let list = d.ok("session/list", json!({"cwd": d.project()})).await;
+    assert_eq!(list["sessions"][0]["sessionId"], session);
+    assert_eq!(list["sessions"][0]["open"], true);
+    d.ok("session/close", json!({"sessionId": session})).await;
+    d.err(
+        "session/usage",
+        json!({"sessionId": session}),
+        "sessionNotFound",
+    )
+    .await;
+    // Re-open by id from the data directory.
+    let info = d.ok("session/open", json!({"sessionId": session})).await;
+    assert_eq!(info["entryCount"], 3);
+    d.err("session/open", json!({}), "invalidParams").await;
+    d.finish().await;
+}
+
+#[tokio::test]
+async fn two_appends_sent_back_to_back_apply_in_order() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    let ids: Vec<i64> = futures_lite(&mut d, &session).await;
+    let mut leaves = Vec::new();
+    for id in ids {
+        leaves.push(d.read_until_response(id).await["result"]["appended"][0].clone());
+    }
+    d.take_all("session/entriesAppended");
+    let context = d.ok("session/context", json!({"sessionId": session})).await;
+    let texts: Vec<Value> = context["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].clone())
+        .collect();
+    assert_eq!(texts, vec![json!("first"), json!("second"), json!("third")]);
+    d.finish().await;
+}
+
+/// Sends three appends without waiting for answers.
+async fn futures_lite(d: &mut DaemonProcess, session: &str) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for text in ["first", "second", "third"] {
+        ids.push(
+            d.send_request(
+                "session/append",
+                json!({"sessionId": session, "entries": [user(text)]}),
+            )
+            .await,
+        );
+    }
+    ids
+}
+
+#[tokio::test]
+async fn expected_leaf_mismatch_is_leaf_moved_and_changes_nothing() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    let first = d.append(&session, json!([user("one")])).await;
+    d.append(&session, json!([user("two")])).await;
+    let error = d.err(
+        "session/append",
+        json!({"sessionId": session, "expectedLeafId": first["leafId"], "entries": [user("three")]}),
+        "leafMoved",
+    ).await;
+    assert_eq!(error["code"], -32016);
+    assert_eq!(error["data"]["expectedLeafId"], first["leafId"]);
+    d.err(
+        "session/compact",
+        json!({"sessionId": session, "expectedLeafId": first["leafId"]}),
+        "leafMoved",
+    )
+    .await;
+    d.err(
+        "session/prune",
+        json!({"sessionId": session, "expectedLeafId": first["leafId"]}),
+        "leafMoved",
+    )
+    .await;
+    let context = d.ok("session/context", json!({"sessionId": session})).await;
+    assert_eq!(context["messages"].as_array().unwrap().len(), 2);
+    d.take_all("session/compactionStarted");
+    d.take_all("session/compactionFinished");
+    d.finish().await;
+}
+
+#[tokio::test]
+async fn manual_compaction_with_progress_preview_and_errors() {
+    let mut d = DaemonProcess::spawn().await;
+    d.initialize(
+        json!({}),
+        json!({"settings": {"compaction": {"keepRecentTokens": 200}}}),
+    )
+    .await;
+    let session = d.create_session().await;
+    d.err(
+        "session/compact",
+        json!({"sessionId": session}),
+        "nothingToCompact",
+    )
+    .await;
+    d.take_all("session/compactionStarted");
+    d.take_all("session/compactionFinished");
+    d.append(&session, conversation(8, 40)).await;
+
+    let preview = d
+        .ok(
+            "session/compact",
+            json!({"sessionId": session, "preview": true}),
+        )
+        .await;
+    assert_eq!(preview["preview"], true);
+    assert!(preview.get("entryId").is_none());
+    d.expect_notification("session/compactionStarted").await;
+    d.expect_notification("session/compactionFinished").await;
+    d.take_all("session/compactionDelta");
+
+    let id = d.send_request("session/compact", json!({"sessionId": session, "workDoneToken": "tok-1", "customInstructions": "Keep file names."})).await;
+    let begin = d.expect_notification("$/progress").await;
+    assert_eq!(begin["token"], "tok-1");
+    assert_eq!(begin["value"]["kind"], "begin");
+    let started = d.expect_notification("session/compactionStarted").await;
+    assert_eq!(started["reason"], "manual");
+    assert_eq!(started["workDoneToken"], "tok-1");
+    let response = d.read_until_response(id).await;
+    let result = response["result"].clone();
+    let entry_id = result["entryId"].as_str().expect("an entry id").to_owned();
+    assert!(result["summary"].as_str().unwrap().len() > 20);
+    let finished = d.expect_notification("session/compactionFinished").await;
+    assert_eq!(finished["operationId"], started["operationId"]);
+    assert_eq!(finished["result"]["entryId"], entry_id);
+    let progress = d.take_all("$/progress");
+    let last = progress.last().expect("progress end");
+    assert_eq!(last["value"], json!({"kind": "end", "message": "done"}));
+    assert!(progress.iter().all(|p| p["token"] == "tok-1"));
+    d.take_all("session/compactionDelta");
+    // The compaction entry is announced like any other entry.
+    let appended = d.take_all("session/entriesAppended");
+    let announced: Vec<&Value> = appended
+        .iter()
+        .flat_map(|n| n["entries"].as_array().unwrap())
+        .collect();
+    assert_eq!(announced.len(), 1, "{appended:?}");
+    assert_eq!(announced[0]["id"], entry_id);
+    assert_eq!(announced[0]["type"], "compaction");
+
+    let path = d.ok("session/usage", json!({"sessionId": session})).await;
+    assert_eq!(path["isCompacting"], false);
+    d.err(
+        "session/compact",
+        json!({"sessionId": session}),
+        "alreadyCompacted",
+    )
+    .await;
+    d.take_all("session/compactionStarted");
+    d.take_all("session/compactionFinished");
+    let context = d.ok("session/context", json!({"sessionId": session})).await;
+    let first = &context["messages"][0];
+    assert!(first.to_string().contains("summary"), "{first}");
+    let info = d.ok("session/list", json!({})).await;
+    let file = info["sessions"][0]["path"].as_str().unwrap().to_owned();
+    let compactions: Vec<Value> = file_entries(std::path::Path::new(&file))
+        .into_iter()
+        .filter(|e| e["type"] == "compaction")
+        .collect();
+    assert_eq!(compactions.len(), 1, "the preview wrote nothing");
+    d.finish().await;
+}
+
+#[tokio::test]
+async fn navigate_tree_moves_the_leaf_and_reports_it() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    let first = d
+        .append(&session, json!([user("one"), assistant("ok", 10)]))
+        .await;
+    d.append(&session, json!([user("two"), assistant("ok", 10)]))
+        .await;
+    let target = first["appended"][1].as_str().unwrap().to_owned();
+    let result = d
+        .ok(
+            "session/navigateTree",
+            json!({"sessionId": session, "targetId": target}),
+        )
+        .await;
+    assert_eq!(result["cancelled"], false);
+    assert_eq!(result["leafId"], target);
+    let navigated = d.expect_notification("session/treeNavigated").await;
+    assert_eq!(navigated["newLeafId"], target);
+    // A move without a summary appends only a hidden leaf marker: nothing to announce.
+    assert!(d.take_all("session/entriesAppended").is_empty());
+    d.err(
+        "session/navigateTree",
+        json!({"sessionId": session, "targetId": "missing1"}),
+        "entryNotFound",
+    )
+    .await;
+    let aborted = d
+        .ok("session/abortBranchSummary", json!({"sessionId": session}))
+        .await;
+    assert_eq!(aborted["aborted"], false);
+    let context = d.ok("session/context", json!({"sessionId": session})).await;
+    assert_eq!(context["messages"].as_array().unwrap().len(), 2);
+
+    // Back to the second turn, then to the first with a summary of the branch left: the
+    // summary entry is announced before `session/treeNavigated`.
+    let second = d.ok("session/tree", json!({"sessionId": session})).await["nodes"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["id"]
+        .clone();
+    d.ok(
+        "session/navigateTree",
+        json!({"sessionId": session, "targetId": second}),
+    )
+    .await;
+    d.expect_notification("session/treeNavigated").await;
+    let summarized = d
+        .ok(
+            "session/navigateTree",
+            json!({"sessionId": session, "targetId": target, "summarize": true}),
+        )
+        .await;
+    let summary_id = summarized["summaryEntry"]["id"].clone();
+    assert!(summary_id.is_string(), "{summarized} (left {second})");
+    let appended = d.expect_notification("session/entriesAppended").await;
+    assert_eq!(appended["entries"][0]["id"], summary_id);
+    assert_eq!(appended["entries"][0]["type"], "branch_summary");
+    let navigated = d.expect_notification("session/treeNavigated").await;
+    assert_eq!(navigated["summaryEntry"]["id"], summary_id);
+    d.finish().await;
+}
+
+#[tokio::test]
+async fn prune_and_settings_update() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    d.append(&session, json!([user("one")])).await;
+    let pruned = d
+        .ok(
+            "session/prune",
+            json!({"sessionId": session, "dryRun": true}),
+        )
+        .await;
+    assert_eq!(pruned["dryRun"], true);
+    assert_eq!(pruned["prunedCount"], 0);
+
+    let updated = d
+        .ok(
+            "settings/update",
+            json!({"target": "session", "patch": {"compaction": {"reserveTokens": 9000}}}),
+        )
+        .await;
+    assert_eq!(updated["settings"]["compaction"]["reserveTokens"], 9000);
+    let user_file = d
+        .ok(
+            "settings/update",
+            json!({"target": "user", "patch": {"compaction": {"keepRecentTokens": 777}}}),
+        )
+        .await;
+    let file = user_file["file"].as_str().unwrap();
+    assert!(std::fs::read_to_string(file).unwrap().contains("777"));
+    d.err(
+        "settings/update",
+        json!({"target": "user", "patch": {"compaction": {"noSuchKey": 1}}}),
+        "settingsInvalid",
+    )
+    .await;
+    let got = d.ok("settings/get", json!({"sessionId": session})).await;
+    assert_eq!(got["settings"]["compaction"]["keepRecentTokens"], 777);
+    assert_eq!(got["settings"]["compaction"]["reserveTokens"], 9000);
+    d.finish().await;
+}
+
+/// `session/fork` over the wire: a branch with its labels, and a whole copy; both are opened
+/// and usable, the source is unchanged, and bad requests get typed errors.
+#[tokio::test]
+async fn fork_makes_a_branch_or_a_copy_and_opens_it() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    let first = d
+        .append(&session, json!([user("one"), assistant("ok", 10)]))
+        .await;
+    let kept = first["appended"][1].as_str().unwrap().to_owned();
+    d.ok(
+        "session/setLabel",
+        json!({"sessionId": session, "targetId": kept, "label": "good"}),
+    )
+    .await;
+    d.take_all("session/entriesAppended");
+    d.append(&session, json!([user("two"), assistant("more", 10)]))
+        .await;
+    let source_path = d.ok("session/list", json!({})).await["sessions"][0]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let source_before = std::fs::read(&source_path).unwrap();
+
+    let target = d.project().join("branch.jsonl");
+    let branch = d
+        .ok(
+            "session/fork",
+            json!({"sessionId": session, "entryId": kept, "path": target, "title": "the good part"}),
+        )
+        .await;
+    let branch_id = branch["sessionId"].as_str().unwrap().to_owned();
+    assert_ne!(branch_id, session);
+    assert_eq!(branch["path"], target.to_string_lossy().as_ref());
+    let entries = file_entries(&target);
+    let types: Vec<&str> = entries
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["message", "message", "label"], "{entries:#?}");
+    let header: Value = serde_json::from_str(
+        std::fs::read_to_string(&target)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["parentSession"], source_path.as_str());
+    assert_eq!(header["title"], "the good part");
+    let context = d
+        .ok("session/context", json!({"sessionId": branch_id}))
+        .await;
+    assert_eq!(context["messages"].as_array().unwrap().len(), 2);
+    // The branch is a session like any other.
+    d.append(&branch_id, json!([user("three")])).await;
+
+    let copy = d.ok("session/fork", json!({"sessionId": session})).await;
+    let copy_path = copy["path"].as_str().unwrap().to_owned();
+    let source_entries = file_entries(std::path::Path::new(&source_path));
+    assert_eq!(source_entries.len(), 5);
+    assert_eq!(
+        file_entries(std::path::Path::new(&copy_path)),
+        source_entries
+    );
+    assert_eq!(
+        copy["leafId"],
+        d.ok("session/tree", json!({"sessionId": session})).await["leafId"]
+    );
+    assert_eq!(
+        std::fs::read(&source_path).unwrap(),
+        source_before,
+        "the source is only read"
+    );
+
+    d.err(
+        "session/fork",
+        json!({"sessionId": session, "entryId": "missing1"}),
+        "entryNotFound",
+    )
+    .await;
+    d.err(
+        "session/fork",
+        json!({"sessionId": session, "path": target}),
+        "sessionFileInvalid",
+    )
+    .await;
+    d.err(
+        "session/fork",
+        json!({"sessionId": session, "path": d.project().join("x.txt")}),
+        "pathOutsideAllowed",
+    )
+    .await;
+    d.finish().await;
+}

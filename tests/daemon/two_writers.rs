@@ -1,0 +1,238 @@
+//! Two writers on one session file (issue 6, item 2): two daemons, and a daemon with the CLI.
+//! Appends from both never interleave or corrupt lines, a rewrite (prune) by one never loses
+//! the other's appends, and each sees the other's entries without a restart. The protocol
+//! they follow is in `docs/robustness.md` ("Two writers").
+
+use std::path::{Path, PathBuf};
+
+use compactd::session::Session;
+use devtools::daemon::{DaemonProcess, user};
+use serde_json::{Value, json};
+
+/// A tool call and its large output (chars4: ~12k tokens), so pruning has work.
+fn tool_round(j: usize) -> Vec<Value> {
+    vec![
+        user(&format!("step {j}")),
+        json!({"type":"message","message":{"role":"assistant",
+            "content":[{"type":"toolCall","id":format!("call{j}"),"name":"bash","arguments":{}}],
+            "provider":"p","model":"m","usage":{"input":10,"output":10,"cacheRead":0,"cacheWrite":0,"totalTokens":20},
+            "stopReason":"toolUse","timestamp":2}}),
+        json!({"type":"message","message":{"role":"toolResult","toolCallId":format!("call{j}"),
+            "toolName":"bash","content":[{"type":"text","text":"output line\n".repeat(4000)}],
+            "isError":false,"timestamp":3}}),
+    ]
+}
+
+fn settings() -> Value {
+    json!({"tokenizer": "chars4", "compaction": {"enabled": false, "keepRecentTokens": 300}})
+}
+
+async fn spawn() -> DaemonProcess {
+    let mut d =
+        DaemonProcess::spawn_with(devtools::daemon::Framing::Ndjson, Some(settings())).await;
+    d.initialize(json!({}), json!({})).await;
+    d
+}
+
+async fn open(d: &mut DaemonProcess, path: &Path) -> String {
+    let info = d.ok("session/open", json!({"path": path})).await;
+    info["sessionId"].as_str().unwrap().to_owned()
+}
+
+/// Sends `n` appends tagged `tag` without waiting; returns the request ids and their texts.
+async fn send_appends(d: &mut DaemonProcess, s: &str, tag: &str, n: usize) -> Vec<(i64, String)> {
+    let mut sent = Vec::new();
+    for i in 0..n {
+        let text = format!("{tag}-{i}");
+        let id = d
+            .send_request(
+                "session/append",
+                json!({"sessionId": s, "entries": [user(&text)]}),
+            )
+            .await;
+        sent.push((id, text));
+    }
+    sent
+}
+
+/// Waits for the appends' responses; returns (entry id, text) of each.
+async fn acked(d: &mut DaemonProcess, sent: Vec<(i64, String)>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (id, text) in sent {
+        let r = d.read_until_response(id).await;
+        let entry = r["result"]["appended"][0]
+            .as_str()
+            .unwrap_or_else(|| panic!("append failed: {r}"));
+        out.push((entry.to_owned(), text));
+    }
+    d.take_all("session/entriesAppended");
+    out
+}
+
+/// The file loads with no malformed line, holds every `(id, text)`, and is one chain.
+fn assert_file_holds(path: &Path, expected: &[(String, String)]) -> Session {
+    let (s, report) = Session::open(path).unwrap();
+    assert!(report.skipped.is_empty(), "{report:?}");
+    assert!(report.torn_tail.is_none() && report.duplicate_ids.is_empty());
+    for (id, text) in expected {
+        let e = s.get(id).unwrap_or_else(|| panic!("{id} ({text}) lost"));
+        assert!(e.to_value().to_string().contains(text.as_str()));
+    }
+    assert_eq!(
+        s.path_to_leaf().len(),
+        s.entries().len(),
+        "the appends of both writers form one chain"
+    );
+    s
+}
+
+async fn context_texts(d: &mut DaemonProcess, s: &str) -> String {
+    d.ok("session/context", json!({"sessionId": s}))
+        .await
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_append_and_rewrite_the_same_file() {
+    let mut a = spawn().await;
+    let mut b = spawn().await;
+    let info = a.ok("session/create", json!({"cwd": a.project()})).await;
+    let path = PathBuf::from(info["path"].as_str().unwrap());
+    let sa = info["sessionId"].as_str().unwrap().to_owned();
+    let sb = open(&mut b, &path).await;
+
+    // Each sees the other's entries without a restart.
+    a.append(&sa, json!([user("from a")])).await;
+    assert!(context_texts(&mut b, &sb).await.contains("from a"));
+    b.append(&sb, json!([user("from b")])).await;
+    assert!(context_texts(&mut a, &sa).await.contains("from b"));
+
+    // Interleaved appends from both, in flight at the same time.
+    let sent_a = send_appends(&mut a, &sa, "A", 40).await;
+    let sent_b = send_appends(&mut b, &sb, "B", 40).await;
+    let mut all = acked(&mut a, sent_a).await;
+    all.extend(acked(&mut b, sent_b).await);
+    assert_file_holds(&path, &all);
+
+    // A rewrite (prune) by b while a appends: a's appends survive, the prune is applied.
+    for j in 0..8 {
+        b.append(&sb, Value::Array(tool_round(j))).await;
+    }
+    let sent_a = send_appends(&mut a, &sa, "during-prune", 30).await;
+    let pruned = b.ok("session/prune", json!({"sessionId": sb})).await;
+    assert!(pruned["prunedCount"].as_u64().unwrap() > 0, "{pruned}");
+    all.extend(acked(&mut a, sent_a).await);
+    let s = assert_file_holds(&path, &all);
+    for id in pruned["prunedEntryIds"].as_array().unwrap() {
+        let e = s.get(id.as_str().unwrap()).unwrap();
+        assert!(e.to_value().to_string().contains("prunedAt"), "{id} pruned");
+    }
+    // a picks up b's rewrite (a new inode) and appends after it without losing it.
+    a.append(&sa, json!([user("after the rewrite")])).await;
+    let s = assert_file_holds(&path, &all);
+    for id in pruned["prunedEntryIds"].as_array().unwrap() {
+        let e = s.get(id.as_str().unwrap()).unwrap();
+        assert!(
+            e.to_value().to_string().contains("prunedAt"),
+            "a kept b's prune"
+        );
+    }
+    assert!(
+        context_texts(&mut b, &sb)
+            .await
+            .contains("after the rewrite")
+    );
+    a.finish().await;
+    b.finish().await;
+}
+
+fn cli(args: &[&str], home: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_compactd"))
+        .args(args)
+        .env("COMPACTD_CONFIG_DIR", home.join("config"))
+        .env("COMPACTD_DATA_DIR", home.join("data"))
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .output()
+        .expect("the CLI runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_and_the_cli_share_a_file() {
+    let mut d = spawn().await;
+    let info = d.ok("session/create", json!({"cwd": d.project()})).await;
+    let path = PathBuf::from(info["path"].as_str().unwrap());
+    let s = info["sessionId"].as_str().unwrap().to_owned();
+    let home = d.home.path().to_path_buf();
+    std::fs::write(home.join("config/settings.json"), settings().to_string()).unwrap();
+    for j in 0..8 {
+        d.append(&s, Value::Array(tool_round(j))).await;
+    }
+    let mut all = Vec::new();
+
+    // `compactd prune` (a rewrite) and `compactd compact` (an append) run while the daemon
+    // has appends in flight.
+    for args in [
+        vec!["prune", "--json"],
+        vec!["compact", "--summarizer", "extractive", "--json"],
+    ] {
+        let sent = send_appends(&mut d, &s, args[0], 25).await;
+        let mut full: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        full.insert(1, path.to_string_lossy().into_owned());
+        let home = home.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            let refs: Vec<&str> = full.iter().map(String::as_str).collect();
+            cli(&refs, &home)
+        })
+        .await
+        .unwrap();
+        // A compaction summarizes the path it read; if the other writer moved the leaf
+        // meanwhile it writes nothing and says so (it is retried below).
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || stderr.contains("leaf moved"),
+            "{stderr}"
+        );
+        all.extend(acked(&mut d, sent).await);
+        assert_file_holds(&path, &all);
+    }
+    let out = cli(
+        &[
+            "compact",
+            &path.to_string_lossy(),
+            "--summarizer",
+            "extractive",
+        ],
+        &home,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_file_holds(&path, &all);
+    let (s_file, _) = Session::open(&path).unwrap();
+    assert!(
+        s_file
+            .entries()
+            .iter()
+            .any(|e| e.to_value()["type"] == "compaction"),
+        "the CLI's compaction is in the file"
+    );
+    assert!(
+        s_file
+            .entries()
+            .iter()
+            .any(|e| e.to_value().to_string().contains("prunedAt")),
+        "the CLI's prune is in the file"
+    );
+    // The daemon sees the CLI's compaction without a restart.
+    let ctx = context_texts(&mut d, &s).await;
+    assert!(
+        ctx.contains("<summary>"),
+        "the daemon's context starts with the summary"
+    );
+    d.append(&s, json!([user("after the cli")])).await;
+    assert_file_holds(&path, &all);
+    d.finish().await;
+}

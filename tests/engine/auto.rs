@@ -1,0 +1,652 @@
+//! The engine's registry and auto-compaction, end to end on real files with the offline
+//! extractive summarizer, plus the session CLI commands on the demo and reference fixtures.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use compactd::engine::{
+    AppendAction, CompactReason, Engine, EngineError, EngineEvent, EventSink, NoopObserver,
+};
+use compactd::session::{AgentMessage, Entry, EntryKind, Session};
+use compactd::settings::SettingsStack;
+use devtools::fixtures::{demo_session, pi_session, run_cli};
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<EngineEvent>>);
+
+impl EventSink for Recorder {
+    fn emit(&self, event: EngineEvent) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+impl Recorder {
+    fn names(&self) -> Vec<&'static str> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| match e {
+                EngineEvent::EntriesAppended { .. } => "appended",
+                EngineEvent::CompactionStarted { .. } => "compactionStarted",
+                EngineEvent::CompactionFinished { .. } => "compactionFinished",
+                EngineEvent::AutoCompactionStarted { .. } => "autoStarted",
+                EngineEvent::AutoCompactionFinished { .. } => "autoFinished",
+                EngineEvent::TreeNavigated { .. } => "treeNavigated",
+                EngineEvent::AutoContinue { .. } => "autoContinue",
+            })
+            .collect()
+    }
+    fn clear(&self) {
+        self.0.lock().unwrap().clear();
+    }
+}
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    engine: Engine,
+    events: Arc<Recorder>,
+    id: String,
+    path: PathBuf,
+}
+
+/// Every test gets its own directory as sessions dir and cwd, and `overrides` as the
+/// `initialize` settings layer (chars4 counting keeps the tests fast).
+async fn harness(overrides: Value) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let mut stack = SettingsStack::new();
+    let mut layer = json!({"tokenizer": "chars4"});
+    merge(&mut layer, overrides);
+    stack.set_initialize(&layer).unwrap();
+    let events = Arc::new(Recorder::default());
+    let engine = Engine::new(stack, events.clone()).with_sessions_dir(root.join("sessions"));
+    let info = engine.create(&root, None, None).await.unwrap();
+    Harness {
+        _dir: dir,
+        root,
+        engine,
+        events,
+        id: info.id,
+        path: info.path,
+    }
+}
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (a, b) => *a = b,
+    }
+}
+
+fn msg(v: Value) -> EntryKind {
+    EntryKind::Message(AgentMessage::from_value(v).unwrap())
+}
+
+fn user(text: &str) -> EntryKind {
+    msg(json!({"role":"user","content":text,"timestamp":now()}))
+}
+
+fn assistant(text: &str, extra: Value) -> EntryKind {
+    let mut v = json!({"role":"assistant","content":[{"type":"text","text":text}],
+        "provider":"test","model":"m","stopReason":"stop","timestamp":now()});
+    merge(&mut v, extra);
+    msg(v)
+}
+
+fn now() -> i64 {
+    compactd::session::ids::now_ms()
+}
+
+/// `words` distinct words of prose, so summaries and token counts are realistic.
+fn prose(tag: &str, words: usize) -> String {
+    (0..words)
+        .map(|i| format!("{tag}{i}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+async fn append(h: &Harness, kinds: Vec<EntryKind>) -> compactd::engine::AppendOutcome {
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        h.engine.append(&h.id, kinds, None, &NoopObserver),
+    )
+    .await
+    .expect("append finished")
+    .expect("append succeeded")
+}
+
+/// Several turns of conversation (no usage on the replies).
+async fn converse(h: &Harness, turns: usize, words: usize) {
+    for t in 0..turns {
+        append(
+            h,
+            vec![
+                user(&format!(
+                    "Turn {t}: please look at src/file{t}.rs. {}",
+                    prose("u", words)
+                )),
+                assistant(
+                    &format!("Done with turn {t}. {}", prose("a", words)),
+                    json!({}),
+                ),
+            ],
+        )
+        .await;
+    }
+}
+
+fn entries_on_disk(path: &Path) -> Vec<Entry> {
+    Session::open(path).unwrap().0.entries().to_vec()
+}
+
+fn compactions(path: &Path) -> usize {
+    entries_on_disk(path)
+        .iter()
+        .filter(|e| matches!(e.kind(), EntryKind::Compaction(_)))
+        .count()
+}
+
+#[tokio::test]
+async fn threshold_compaction_appends_a_compaction_and_a_continue_prompt() {
+    let h = harness(json!({"compaction": {"keepRecentTokens": 400}})).await;
+    converse(&h, 8, 300).await;
+    let before = h.engine.context(&h.id, None).await.unwrap().total_tokens;
+    // Threshold just under what the provider reports for the context.
+    h.engine
+        .update_settings(|s| {
+            s.set_initialize(&json!({"tokenizer":"chars4","compaction":{
+                "keepRecentTokens":400,"thresholdTokens": before}}))
+                .map_err(|e| EngineError::Settings(e.to_string()))
+        })
+        .unwrap();
+    h.events.clear();
+    let usage = json!({"usage":{"input":before + 50,"output":10,"totalTokens":before + 60}});
+    let out = append(&h, vec![assistant("All done.", usage)]).await;
+    assert_eq!(out.action, AppendAction::Compacted, "{out:?}");
+    let auto = out.auto.expect("auto result");
+    assert_eq!(auto.reason, CompactReason::Threshold);
+    assert!(auto.outcome.is_some() && auto.error_message.is_none());
+    assert_eq!(
+        h.events.names(),
+        [
+            "appended",
+            "autoStarted",
+            "compactionStarted",
+            "appended",
+            "compactionFinished",
+            "autoFinished",
+            "appended",
+            "autoContinue"
+        ]
+    );
+    let on_disk = entries_on_disk(&h.path);
+    assert_eq!(compactions(&h.path), 1);
+    let last = on_disk.last().unwrap();
+    assert_eq!(Some(last.id.clone()), auto.continue_entry_id);
+    match last.message() {
+        Some(AgentMessage::User(u)) => {
+            assert_eq!(u.synthetic, Some(true));
+            assert_eq!(
+                u.content.joined_text(""),
+                "Continue if you have next steps."
+            );
+        }
+        other => panic!("expected the continue prompt, got {other:?}"),
+    }
+    // The compaction shrank the context.
+    let after = h.engine.context(&h.id, None).await.unwrap();
+    assert!(
+        after.total_tokens < before,
+        "{} !< {before}",
+        after.total_tokens
+    );
+    // Usage since the compaction is unknown; our estimate is always known.
+    assert_eq!(after.usage.context_tokens, None);
+    assert_eq!(after.usage.estimated_tokens, after.total_tokens);
+}
+
+#[tokio::test]
+async fn a_kept_tail_above_the_threshold_fails_once_without_looping() {
+    let h =
+        harness(json!({"compaction": {"keepRecentTokens": 200, "thresholdTokens": 3000}})).await;
+    converse(&h, 4, 200).await;
+    // One giant final turn: it is kept whole, and alone exceeds the threshold.
+    append(&h, vec![user(&prose("huge", 4000))]).await;
+    h.events.clear();
+    let usage = json!({"usage":{"input":20000,"output":10,"totalTokens":20010}});
+    let out = append(&h, vec![assistant("ok", usage.clone())]).await;
+    assert_eq!(out.action, AppendAction::Failed, "{out:?}");
+    let auto = out.auto.unwrap();
+    let message = auto.error_message.unwrap();
+    assert!(message.starts_with("Auto-compaction failed: "), "{message}");
+    assert_eq!(auto.error_kind, Some("cannotGetUnderThreshold"));
+    assert!(auto.continue_entry_id.is_none());
+    assert_eq!(compactions(&h.path), 1);
+    assert!(!h.events.names().contains(&"autoContinue"));
+    // The reply that triggered it is older than the compaction now: its usage is not reused.
+    let usage_view = h.engine.usage(&h.id).await.unwrap();
+    assert_eq!(usage_view.context_tokens, None);
+}
+
+#[tokio::test]
+async fn overflow_moves_the_failed_reply_off_the_path_and_asks_for_a_retry() {
+    let h = harness(json!({"compaction": {"keepRecentTokens": 300}})).await;
+    converse(&h, 6, 250).await;
+    append(&h, vec![user("one more question")]).await;
+    let overflow = json!({"stopReason":"error",
+        "errorMessage":"prompt is too long: 210000 tokens > 200000 maximum","content":[]});
+    let out = append(&h, vec![assistant("", overflow.clone())]).await;
+    assert_eq!(out.action, AppendAction::Retry, "{out:?}");
+    let failed = out.appended[0].clone();
+    let auto = out.auto.unwrap();
+    assert!(auto.will_retry);
+    assert_eq!(auto.reason, CompactReason::Overflow);
+    assert_eq!(compactions(&h.path), 1);
+    let ctx = h.engine.context(&h.id, None).await.unwrap();
+    assert!(ctx.messages.iter().all(|m| m.entry_id != failed));
+    // The failed reply is still in the file, off the path.
+    assert!(entries_on_disk(&h.path).iter().any(|e| e.id == failed));
+
+    // The retry overflows again: no second recovery.
+    let again = append(&h, vec![assistant("", overflow)]).await;
+    assert_eq!(again.action, AppendAction::Failed, "{again:?}");
+    let auto = again.auto.unwrap();
+    assert!(!auto.will_retry);
+    assert!(
+        auto.error_message
+            .as_deref()
+            .unwrap()
+            .starts_with("Context overflow recovery failed: ")
+    );
+    assert_eq!(compactions(&h.path), 1);
+}
+
+#[tokio::test]
+async fn prune_dry_run_changes_nothing_and_a_real_prune_keeps_originals() {
+    let h = harness(json!({"compaction": {"enabled": false}})).await;
+    append(&h, vec![user("read everything")]).await;
+    for i in 0..8 {
+        let call = json!({"role":"assistant","content":[{"type":"toolCall","id":format!("c{i}"),
+            "name":"bash","arguments":{"command":format!("cat big{i}")}}],
+            "stopReason":"toolUse","timestamp":now()});
+        let result = json!({"role":"toolResult","toolCallId":format!("c{i}"),"toolName":"bash",
+            "content":[{"type":"text","text":"x".repeat(40_000)}],"isError":false,"timestamp":now()});
+        append(&h, vec![msg(call), msg(result)]).await;
+    }
+    let bytes = std::fs::read(&h.path).unwrap();
+    let dry = h.engine.prune(&h.id, true).await.unwrap();
+    assert!(
+        dry.pruned_count > 0 && dry.tokens_saved >= 20_000,
+        "{dry:?}"
+    );
+    assert_eq!(std::fs::read(&h.path).unwrap(), bytes, "dry run wrote");
+    let real = h.engine.prune(&h.id, false).await.unwrap();
+    assert_eq!(real.entry_ids, dry.entry_ids);
+    assert_eq!(real.tokens_saved, dry.tokens_saved);
+    let on_disk = entries_on_disk(&h.path);
+    for id in &real.entry_ids {
+        let mut e = on_disk.iter().find(|e| &e.id == id).unwrap().clone();
+        let Some(AgentMessage::ToolResult(r)) = e.message() else {
+            panic!("not a tool result")
+        };
+        assert!(r.pruned_at.is_some());
+        assert!(compactd::compaction::unprune(&mut e));
+        let Some(AgentMessage::ToolResult(r)) = e.message() else {
+            unreachable!()
+        };
+        assert_eq!(r.content[0].as_text().unwrap().len(), 40_000);
+    }
+    // Nothing left worth pruning.
+    assert_eq!(h.engine.prune(&h.id, true).await.unwrap().pruned_count, 0);
+}
+
+#[tokio::test]
+async fn paths_must_be_jsonl_files_and_ids_plain() {
+    let h = harness(json!({})).await;
+    for bad in [
+        "../../etc/passwd",
+        "a/../../b",
+        "x.txt",
+        "..",
+        "id with space",
+    ] {
+        match h.engine.open(bad).await {
+            Err(EngineError::PathOutsideAllowed(_)) => {}
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    match h
+        .engine
+        .create(&h.root, Some(h.root.join("notes.txt")), None)
+        .await
+    {
+        Err(EngineError::PathOutsideAllowed(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    // A plain id is looked up in the sessions dir.
+    h.engine.close(&h.id).await.unwrap();
+    let info = h.engine.open(&h.id).await.unwrap();
+    assert_eq!(info.path, h.path);
+    assert!(matches!(
+        h.engine.open("0123456789abcdef").await,
+        Err(EngineError::SessionNotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn an_unexpected_leaf_writes_nothing() {
+    let h = harness(json!({})).await;
+    let out = append(&h, vec![user("hello")]).await;
+    let bytes = std::fs::read(&h.path).unwrap();
+    let err = h
+        .engine
+        .append(
+            &h.id,
+            vec![user("again")],
+            Some(Some("00000000".into())),
+            &NoopObserver,
+        )
+        .await
+        .unwrap_err();
+    match err {
+        EngineError::LeafMoved { expected, actual } => {
+            assert_eq!(expected.as_deref(), Some("00000000"));
+            assert_eq!(actual, out.leaf_id);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(std::fs::read(&h.path).unwrap(), bytes);
+    // The right leaf is accepted.
+    h.engine
+        .append(&h.id, vec![user("again")], Some(out.leaf_id), &NoopObserver)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn appends_by_another_process_are_seen() {
+    let h = harness(json!({})).await;
+    append(&h, vec![user("hello")]).await;
+    let (mut other, _) = Session::open(&h.path).unwrap();
+    other.append(user("from elsewhere")).unwrap();
+    let ctx = h.engine.context(&h.id, None).await.unwrap();
+    assert_eq!(ctx.messages.len(), 2);
+}
+
+/// `session/usage` is remembered per session revision: repeated calls agree, and every kind
+/// of change (an append here, another process's append, a settings update) is seen.
+#[tokio::test]
+async fn usage_follows_appends_other_writers_and_settings() {
+    let h = harness(json!({})).await;
+    let usage = json!({"usage": {"input": 1000, "output": 10, "totalTokens": 1010}});
+    append(&h, vec![user("hello"), assistant("hi", usage)]).await;
+    let first = h.engine.usage(&h.id).await.unwrap();
+    assert_eq!(first.context_tokens, Some(1010), "{first:?}");
+    assert_eq!(h.engine.usage(&h.id).await.unwrap(), first);
+
+    append(&h, vec![user(&prose("q", 50))]).await;
+    let second = h.engine.usage(&h.id).await.unwrap();
+    assert!(
+        second.estimated_tokens > first.estimated_tokens,
+        "{second:?}"
+    );
+    assert!(second.context_tokens > first.context_tokens, "{second:?}");
+
+    let (mut other, _) = Session::open(&h.path).unwrap();
+    other.append(user(&prose("o", 50))).unwrap();
+    let third = h.engine.usage(&h.id).await.unwrap();
+    assert!(
+        third.estimated_tokens > second.estimated_tokens,
+        "{third:?}"
+    );
+
+    h.engine
+        .update_settings(|stack| {
+            stack
+                .set_initialize(
+                    &json!({"tokenizer": "chars4", "compaction": {"reserveTokens": 50000}}),
+                )
+                .map_err(|e| EngineError::Settings(e.to_string()))
+        })
+        .unwrap();
+    let fourth = h.engine.usage(&h.id).await.unwrap();
+    assert_ne!(fourth.threshold, third.threshold, "{fourth:?}");
+    assert_eq!(fourth.estimated_tokens, third.estimated_tokens);
+}
+
+// ---- CLI -------------------------------------------------------------------------------
+
+#[test]
+fn read_commands_print_and_never_modify_the_file() {
+    let path = demo_session();
+    let before = std::fs::read(&path).unwrap();
+    for cmd in ["context", "tree", "plan"] {
+        for json in [false, true] {
+            let mut args = vec![cmd, path.to_str().unwrap()];
+            if json {
+                args.push("--json");
+            }
+            let out = run_cli(&args);
+            assert!(
+                out.status.success(),
+                "{cmd}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if json {
+                let _: Value = serde_json::from_slice(&out.stdout).unwrap();
+            }
+        }
+    }
+    let out = run_cli(&["tree", path.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("<- leaf"), "{text}");
+    let out = run_cli(&[
+        "context",
+        "--tokenizer",
+        "chars4",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tokenizer"], "chars4");
+    assert!(v["totalTokens"].as_u64().unwrap() > 0);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn plan_on_the_reference_fixture_cuts_at_a_user_or_assistant_message() {
+    let path = pi_session("before-compaction.jsonl");
+    let before = std::fs::read(&path).unwrap();
+    // chars4: the reference's own estimate, so the cut is comparable with the reference's.
+    let out = run_cli(&[
+        "plan",
+        "--json",
+        "--tokenizer",
+        "chars4",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kind = v["firstKeptEntryKind"].as_str().unwrap();
+    let role = kind.strip_prefix("message/").expect(kind);
+    assert!(role == "user" || role == "assistant", "{kind}");
+    // The index counts entries after the header: that line holds a message of that role.
+    let index = v["firstKeptEntryIndex"].as_u64().unwrap() as usize;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line: Value = serde_json::from_str(text.lines().nth(index + 1).unwrap()).unwrap();
+    assert_eq!(line["message"]["role"], role);
+    assert!(v["messagesToSummarize"].as_u64().unwrap() > 0);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_broken_file_is_reported_with_its_line_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.jsonl");
+    std::fs::write(
+        &path,
+        b"{\"type\":\"not a session\"}\n{\"type\":\"message\"}\n",
+    )
+    .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for cmd in ["context", "tree", "plan", "prune"] {
+        let out = run_cli(&[cmd, path.to_str().unwrap()]);
+        assert!(!out.status.success(), "{cmd} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("broken.jsonl:1"), "{cmd}: {err}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn prune_cli_dry_run_leaves_the_file_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo.jsonl");
+    std::fs::copy(demo_session(), &path).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let out = run_cli(&["prune", "--dry-run", "--json", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["prunedCount"].is_u64() && v["tokensSaved"].is_u64() && v["entryIds"].is_array());
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+/// The operation ids of the auto and compaction events, in order.
+fn operation_ids(events: &Recorder) -> Vec<String> {
+    events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            EngineEvent::AutoCompactionStarted { operation_id, .. }
+            | EngineEvent::AutoCompactionFinished { operation_id, .. }
+            | EngineEvent::CompactionStarted { operation_id, .. }
+            | EngineEvent::CompactionFinished { operation_id, .. } => Some(operation_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn auto_runs_carry_one_operation_id_and_record_their_reason() {
+    let h = harness(json!({"compaction": {"keepRecentTokens": 300}})).await;
+    converse(&h, 6, 250).await;
+    append(&h, vec![user("one more question")]).await;
+    h.events.clear();
+    let overflow = json!({"stopReason":"error",
+        "errorMessage":"prompt is too long: 210000 tokens > 200000 maximum","content":[]});
+    let out = append(&h, vec![assistant("", overflow)]).await;
+    assert_eq!(out.action, AppendAction::Retry, "{out:?}");
+    let ids = operation_ids(&h.events);
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert!(
+        ids.iter().all(|id| id == &ids[0] && !id.is_empty()),
+        "{ids:?}"
+    );
+    let entry = entries_on_disk(&h.path)
+        .into_iter()
+        .find(|e| matches!(e.kind(), EntryKind::Compaction(_)))
+        .unwrap();
+    let EntryKind::Compaction(c) = entry.kind() else {
+        unreachable!()
+    };
+    assert_eq!(c.details.as_ref().unwrap()["reason"], "overflow");
+}
+
+#[tokio::test]
+async fn the_overflow_recovery_memory_survives_a_restart() {
+    let h = harness(json!({"compaction": {"keepRecentTokens": 300}})).await;
+    converse(&h, 6, 250).await;
+    append(&h, vec![user("one more question")]).await;
+    let overflow = json!({"stopReason":"error",
+        "errorMessage":"prompt is too long: 210000 tokens > 200000 maximum","content":[]});
+    let out = append(&h, vec![assistant("", overflow.clone())]).await;
+    assert_eq!(out.action, AppendAction::Retry, "{out:?}");
+
+    // A new engine (a restarted daemon) opens the same file: the retry overflows again and is
+    // not recovered a second time.
+    let mut stack = SettingsStack::new();
+    stack
+        .set_initialize(&json!({"tokenizer": "chars4", "compaction": {"keepRecentTokens": 300}}))
+        .unwrap();
+    let engine = Engine::new(stack, Arc::new(Recorder::default()));
+    let info = engine.open(h.path.to_str().unwrap()).await.unwrap();
+    let again = engine
+        .append(&info.id, vec![assistant("", overflow)], None, &NoopObserver)
+        .await
+        .unwrap();
+    assert_eq!(again.action, AppendAction::Failed, "{again:?}");
+    let message = again.auto.unwrap().error_message.unwrap();
+    assert!(
+        message.starts_with("Context overflow recovery failed: "),
+        "{message}"
+    );
+    assert_eq!(compactions(&h.path), 1);
+}
+
+#[tokio::test]
+async fn the_last_reply_of_a_batch_is_checked_even_when_tool_results_follow() {
+    let h = harness(json!({"compaction": {"keepRecentTokens": 400}})).await;
+    converse(&h, 8, 300).await;
+    let before = h.engine.context(&h.id, None).await.unwrap().total_tokens;
+    h.engine
+        .update_settings(|s| {
+            s.set_initialize(&json!({"tokenizer":"chars4","compaction":{
+                "keepRecentTokens":400,"thresholdTokens": before, "autoContinue": false}}))
+                .map_err(|e| EngineError::Settings(e.to_string()))
+        })
+        .unwrap();
+    let call = json!({"role":"assistant","content":[{"type":"toolCall","id":"c1",
+        "name":"read","arguments":{"path":"src/lib.rs"}}],"provider":"test","model":"m",
+        "usage":{"input":before + 50,"output":10,"totalTokens":before + 60},
+        "stopReason":"toolUse","timestamp":now()});
+    let result = json!({"role":"toolResult","toolCallId":"c1","toolName":"read",
+        "content":[{"type":"text","text":"fn main() {}"}],"isError":false,"timestamp":now()});
+    let out = append(&h, vec![msg(call), msg(result)]).await;
+    assert_eq!(out.action, AppendAction::Compacted, "{out:?}");
+    assert_eq!(compactions(&h.path), 1);
+}
+
+#[tokio::test]
+async fn a_large_reported_usage_over_a_real_session_ends_under_the_threshold() {
+    // The default 200k window and threshold (183,616); the session is ~150k tokens by our
+    // count and the provider reports 190k (system prompt and tools make the difference).
+    let h =
+        harness(json!({"providers": {"test": {"models": {"m": {"contextWindow": 200000}}}}})).await;
+    converse(&h, 23, 2_400).await;
+    let counted = h.engine.context(&h.id, None).await.unwrap().total_tokens;
+    assert!((140_000..175_000).contains(&counted), "{counted}");
+    let usage = json!({"usage":{"input":190_000,"output":100,"totalTokens":190_100}});
+    let out = append(&h, vec![assistant("All done.", usage)]).await;
+    assert_eq!(out.action, AppendAction::Compacted, "{out:?}");
+    let auto = out.auto.unwrap();
+    assert!(auto.error_message.is_none(), "{auto:?}");
+    assert_eq!(compactions(&h.path), 1);
+}
+
+#[test]
+fn the_fixed_overhead_is_bounded_by_what_the_window_leaves() {
+    use compactd::engine::auto::fixed_overhead;
+    assert_eq!(fixed_overhead(190_000, 150_000, 200_000), 40_000);
+    assert_eq!(fixed_overhead(100_000, 150_000, 200_000), 0);
+    // A usage above the window cannot mean more overhead than the window leaves.
+    assert_eq!(fixed_overhead(260_000, 150_000, 200_000), 50_000);
+}
