@@ -22,6 +22,7 @@ use std::io::{self, Write};
 use serde_json::{Value, json};
 
 use compactd::session::entry::{BranchSummaryEntry, CompactionEntry, CustomMessageEntry};
+use compactd::session::ids::iso_from_ms;
 use compactd::session::message::{
     AssistantMessage, ContentBlock, ExecutionMessage, Extra, ImageBlock, TextBlock, ThinkingBlock,
     ToolCall, ToolResultMessage, UserMessage,
@@ -235,29 +236,6 @@ fn mix32(mut x: u32) -> u32 {
     x ^= x >> 15;
     x = x.wrapping_mul(0x846c_a68b);
     x ^ (x >> 16)
-}
-
-/// ISO-8601 UTC with milliseconds, from ms since the epoch (civil-from-days, proleptic Gregorian).
-fn iso_timestamp(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        sod / 3600,
-        sod % 3600 / 60,
-        sod % 60
-    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -715,7 +693,7 @@ impl<W: Write> Generator<W> {
             version: Some(3),
             id: format!("{:016x}", self.rng.next()),
             title: None,
-            timestamp: iso_timestamp(self.clock_ms),
+            timestamp: iso_from_ms(self.clock_ms),
             cwd: format!("/home/dev/{}", self.rng.pick_str(CRATES)),
             parent_session: None,
             extra: Extra::new(),
@@ -882,7 +860,7 @@ impl<W: Write> Generator<W> {
         let entry = Entry::new(
             self.id_string(id),
             self.path.last().map(|n| self.id_string(n.id)),
-            iso_timestamp(self.clock_ms),
+            iso_from_ms(self.clock_ms),
             kind,
         );
         self.write_value(&entry.to_value())?;
@@ -1455,13 +1433,6 @@ mod tests {
         assert_ne!(a, c);
         assert_eq!(sa.bytes, a.len() as u64);
         assert!(sa.bytes >= 100_000 && sa.bytes < 400_000, "{}", sa.bytes);
-    }
-
-    #[test]
-    fn iso_timestamps_match_known_dates() {
-        assert_eq!(iso_timestamp(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso_timestamp(1_767_254_400_000), "2026-01-01T08:00:00.000Z");
-        assert_eq!(iso_timestamp(951_782_400_123), "2000-02-29T00:00:00.123Z");
     }
 
     #[test]

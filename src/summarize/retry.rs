@@ -12,6 +12,7 @@ use super::{
     Breaker, DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, Verdict,
     cancellable,
 };
+use crate::session::ids::days_from_civil;
 use crate::settings::RetrySettings;
 
 /// The error when there is nothing to try (spec §9).
@@ -450,17 +451,6 @@ pub fn parse_http_date(text: &str) -> Option<SystemTime> {
     u64::try_from(secs)
         .ok()
         .map(|secs| UNIX_EPOCH + Duration::from_secs(secs))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

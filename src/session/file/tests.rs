@@ -1,8 +1,10 @@
-use std::path::Path;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+use super::load::parse_line;
 use super::*;
 use crate::session::context::{ContextLeaf, build_session_context};
 use crate::session::message::AgentMessage;

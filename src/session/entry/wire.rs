@@ -1,0 +1,316 @@
+//! Entries to and from JSON: the common fields, each known type's fields, and everything
+//! else kept in `extra` (or the whole entry kept as unknown when a known type has the wrong
+//! shape).
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{Body, Entry, EntryKind, LEAF_MOVE_TYPE};
+use crate::session::message::AgentMessage;
+
+impl Entry {
+    /// The entry as a JSON object: `type`, `id`, `parentId`, `timestamp`, then its fields.
+    pub fn to_value(&self) -> Value {
+        let mut out = Map::new();
+        out.insert("type".into(), Value::from(self.type_name()));
+        out.insert("id".into(), Value::from(self.id.clone()));
+        out.insert(
+            "parentId".into(),
+            self.parent_id.clone().map_or(Value::Null, Value::from),
+        );
+        out.insert("timestamp".into(), Value::from(self.timestamp.clone()));
+        let fields = kind_fields(self.kind());
+        out.extend(fields);
+        for (k, v) in self.extra() {
+            out.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        Value::Object(out)
+    }
+
+    /// One JSONL line, without the newline. A loaded line nothing has modified is written
+    /// back byte for byte (key order, number spelling and escapes as read); so is a line whose
+    /// body could not be parsed, whatever happened to it since.
+    pub fn to_line(&self) -> String {
+        if let Body::Raw { line, .. } = &self.body
+            && line.head_matches(self)
+        {
+            return line.text().to_owned();
+        }
+        if let Some(line) = &self.fields().unparsed {
+            if !line.head_matches(self) {
+                tracing::warn!(id = %self.id, "writing an unparsed line with its original header");
+            }
+            return line.text().to_owned();
+        }
+        self.to_value().to_string()
+    }
+
+    /// Parses an entry object. An entry whose known type has fields of the wrong shape is kept
+    /// as [`EntryKind::Unknown`] so nothing is lost; `Err` only when it is not an object or has
+    /// no `type`.
+    pub fn from_value(value: Value) -> Result<Self, EntryError> {
+        let Value::Object(mut map) = value else {
+            return Err(EntryError::NotAnObject);
+        };
+        let type_name = match map.get("type").and_then(Value::as_str) {
+            Some(t) => t.to_owned(),
+            None => return Err(EntryError::NoType),
+        };
+        let id = match map.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            _ => String::new(),
+        };
+        let parent_id = match map.get("parentId") {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        };
+        let timestamp = map
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let original = map.clone();
+        for k in ["type", "id", "parentId", "timestamp"] {
+            map.remove(k);
+        }
+        match parse_kind(&type_name, &mut map) {
+            Some(kind) => Ok(Entry::with_extra(id, parent_id, timestamp, kind, map)),
+            None => {
+                let mut extra = original;
+                for k in ["type", "id", "parentId", "timestamp"] {
+                    extra.remove(k);
+                }
+                Ok(Entry::with_extra(
+                    id,
+                    parent_id,
+                    timestamp,
+                    EntryKind::Unknown { type_name },
+                    extra,
+                ))
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum EntryError {
+    #[error("entry is not a JSON object")]
+    NotAnObject,
+    #[error("entry has no string `type`")]
+    NoType,
+}
+
+fn take_string(map: &mut Map<String, Value>, key: &str) -> Option<String> {
+    match map.remove(key) {
+        Some(Value::String(s)) => Some(s),
+        Some(other) => {
+            map.insert(key.to_owned(), other);
+            None
+        }
+        None => None,
+    }
+}
+
+fn take<T: serde::de::DeserializeOwned>(map: &mut Map<String, Value>) -> Option<T> {
+    let value = Value::Object(std::mem::take(map));
+    serde_json::from_value(value).ok()
+}
+
+/// Moves the fields of a known entry type out of `map` into its kind. `None` when a required
+/// field has the wrong shape (the caller then keeps the entry as unknown).
+fn parse_kind(type_name: &str, map: &mut Map<String, Value>) -> Option<EntryKind> {
+    Some(match type_name {
+        "message" => {
+            let message = map.remove("message")?;
+            EntryKind::Message(AgentMessage::from_value(message).ok()?)
+        }
+        "thinking_level_change" => EntryKind::ThinkingLevelChange {
+            thinking_level: take_string(map, "thinkingLevel")?,
+        },
+        "model_change" => EntryKind::ModelChange {
+            model: take_string(map, "model"),
+            role: take_string(map, "role"),
+        },
+        "compaction" => EntryKind::Compaction(take(map)?),
+        "branch_summary" => EntryKind::BranchSummary(take(map)?),
+        "custom" => EntryKind::Custom {
+            custom_type: take_string(map, "customType").unwrap_or_default(),
+            data: map.remove("data"),
+        },
+        "custom_message" => EntryKind::CustomMessage(take(map)?),
+        "label" => EntryKind::Label {
+            target_id: take_string(map, "targetId")?,
+            label: take_string(map, "label"),
+        },
+        "ttsr_injection" => {
+            let rules = map.remove("injectedRules").unwrap_or(Value::Array(vec![]));
+            EntryKind::TtsrInjection {
+                injected_rules: serde_json::from_value(rules).ok()?,
+            }
+        }
+        "session_init" => EntryKind::SessionInit {
+            system_prompt: map.remove("systemPrompt").unwrap_or(Value::Null),
+            task: map.remove("task").unwrap_or(Value::Null),
+            tools: map.remove("tools").unwrap_or(Value::Null),
+            output_schema: map.remove("outputSchema"),
+        },
+        "mode_change" => EntryKind::ModeChange {
+            mode: take_string(map, "mode").unwrap_or_else(|| "none".into()),
+            data: map.remove("data"),
+        },
+        LEAF_MOVE_TYPE => EntryKind::LeafMove,
+        _ => return None,
+    })
+}
+
+/// The fields of a kind, in wire form (without the common fields).
+fn kind_fields(kind: &EntryKind) -> Map<String, Value> {
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+    fn ser<T: Serialize>(t: &T) -> Map<String, Value> {
+        // Cannot fail: all keys are strings.
+        obj(serde_json::to_value(t).expect("entry fields serialise"))
+    }
+    let mut m = Map::new();
+    match kind {
+        EntryKind::Message(msg) => {
+            m.insert("message".into(), msg.to_value());
+        }
+        EntryKind::ThinkingLevelChange { thinking_level } => {
+            m.insert("thinkingLevel".into(), Value::from(thinking_level.clone()));
+        }
+        EntryKind::ModelChange { model, role } => {
+            if let Some(model) = model {
+                m.insert("model".into(), Value::from(model.clone()));
+            }
+            if let Some(role) = role {
+                m.insert("role".into(), Value::from(role.clone()));
+            }
+        }
+        EntryKind::Compaction(c) => m = ser(c),
+        EntryKind::BranchSummary(b) => m = ser(b),
+        EntryKind::Custom { custom_type, data } => {
+            m.insert("customType".into(), Value::from(custom_type.clone()));
+            if let Some(data) = data {
+                m.insert("data".into(), data.clone());
+            }
+        }
+        EntryKind::CustomMessage(c) => m = ser(c),
+        EntryKind::Label { target_id, label } => {
+            m.insert("targetId".into(), Value::from(target_id.clone()));
+            if let Some(label) = label {
+                m.insert("label".into(), Value::from(label.clone()));
+            }
+        }
+        EntryKind::TtsrInjection { injected_rules } => {
+            m.insert("injectedRules".into(), Value::from(injected_rules.clone()));
+        }
+        EntryKind::SessionInit {
+            system_prompt,
+            task,
+            tools,
+            output_schema,
+        } => {
+            m.insert("systemPrompt".into(), system_prompt.clone());
+            m.insert("task".into(), task.clone());
+            m.insert("tools".into(), tools.clone());
+            if let Some(s) = output_schema {
+                m.insert("outputSchema".into(), s.clone());
+            }
+        }
+        EntryKind::ModeChange { mode, data } => {
+            m.insert("mode".into(), Value::from(mode.clone()));
+            if let Some(data) = data {
+                m.insert("data".into(), data.clone());
+            }
+        }
+        EntryKind::LeafMove | EntryKind::Unknown { .. } => {}
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn round_trip(v: Value) {
+        let e = Entry::from_value(v.clone()).unwrap();
+        assert_eq!(e.to_value(), v, "round trip of {v}");
+    }
+
+    #[test]
+    fn every_entry_type_round_trips() {
+        let base = |t: &str, extra: Value| {
+            let mut m = json!({"type": t, "id": "a1", "parentId": "p0", "timestamp": "2026-01-01T00:00:00.000Z"});
+            m.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            m
+        };
+        round_trip(base(
+            "message",
+            json!({"message": {"role":"user","content":"hi","timestamp":1}}),
+        ));
+        round_trip(base(
+            "thinking_level_change",
+            json!({"thinkingLevel":"high"}),
+        ));
+        round_trip(base(
+            "model_change",
+            json!({"model":"anthropic/claude","role":"smol"}),
+        ));
+        round_trip(base(
+            "compaction",
+            json!({"summary":"s","shortSummary":"x","firstKeptEntryId":"b","tokensBefore":5,"details":{"readFiles":[],"modifiedFiles":[]},"fromExtension":false}),
+        ));
+        round_trip(base(
+            "branch_summary",
+            json!({"fromId":"root","summary":"s"}),
+        ));
+        round_trip(base("custom", json!({"customType":"ext","data":{"k":1}})));
+        round_trip(base(
+            "custom_message",
+            json!({"customType":"ext","content":[{"type":"text","text":"x"}],"display":true}),
+        ));
+        round_trip(base("label", json!({"targetId":"a0","label":"bookmark"})));
+        round_trip(base("ttsr_injection", json!({"injectedRules":["r1"]})));
+        round_trip(base(
+            "session_init",
+            json!({"systemPrompt":"sp","task":"t","tools":["read"]}),
+        ));
+        round_trip(base("mode_change", json!({"mode":"plan","data":{"a":1}})));
+        round_trip(base(LEAF_MOVE_TYPE, json!({})));
+        round_trip(base(
+            "future_kind",
+            json!({"anything":[1,2,3],"nested":{"a":null}}),
+        ));
+        round_trip(base(
+            "compaction",
+            json!({"summary":"s","firstKeptEntryId":"b","tokensBefore":5,"newField":"kept"}),
+        ));
+    }
+
+    #[test]
+    fn malformed_known_type_is_kept_as_unknown() {
+        let v = json!({"type":"compaction","id":"x","parentId":null,"timestamp":"t","summary":42});
+        let e = Entry::from_value(v.clone()).unwrap();
+        assert!(matches!(e.kind(), EntryKind::Unknown { .. }));
+        assert_eq!(e.to_value(), v);
+    }
+
+    #[test]
+    fn from_hook_is_read_as_from_extension() {
+        let v = json!({"type":"compaction","id":"x","parentId":null,"timestamp":"t","summary":"s","firstKeptEntryId":"a","tokensBefore":1,"fromHook":true});
+        let e = Entry::from_value(v).unwrap();
+        let EntryKind::Compaction(c) = e.kind() else {
+            panic!("not a compaction")
+        };
+        assert_eq!(c.from_extension, Some(true));
+        assert_eq!(e.to_value()["fromExtension"], json!(true));
+    }
+}

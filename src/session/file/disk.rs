@@ -1,0 +1,434 @@
+//! The file on disk: creating and opening it, the sidecar lock, bringing memory up to date
+//! with what other writers did, appends, and atomic rewrites (the protocol in the module
+//! header of `session/file.rs`).
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::load::{TailMode, TailRepair};
+use super::{
+    CreateOptions, LoadReport, Result, Session, SessionError, SyncPolicy, file_leaf_of,
+    next_revision, parallel,
+};
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
+use crate::session::ids;
+
+/// Identity of the file on disk, to notice another process's rename-based rewrite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+pub(super) fn file_id(meta: &fs::Metadata) -> Option<FileId> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some(FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
+    }
+}
+
+/// What this process knows of the file's bytes.
+#[derive(Clone, Debug, Default)]
+pub(super) struct DiskState {
+    /// Bytes read and used; ends at a line boundary, or at the end of an accepted
+    /// unterminated last line (`missing_newline`).
+    pub(super) consumed: u64,
+    pub(super) missing_newline: bool,
+    /// Lines read so far, for line numbers in reports.
+    pub(super) lines: usize,
+    pub(super) id: Option<FileId>,
+}
+
+/// Holds the sidecar lock; closing the file releases it.
+pub(super) struct LockGuard(File);
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+impl Session {
+    /// Creates a new session file with its header (version 3) and no entries.
+    ///
+    /// The reference defers its first write until the session holds an assistant message, so
+    /// an abandoned session leaves no file. compactd writes the header at once: the daemon
+    /// hands the path to clients and other processes right away, and they must be able to open
+    /// it; a header-only file loads in the reference as a session without entries.
+    pub fn create(path: impl AsRef<Path>, cwd: &str, options: CreateOptions) -> Result<Session> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(io_err(&path))?;
+        }
+        let header = SessionHeader {
+            version: Some(CURRENT_SESSION_VERSION),
+            id: options.id.unwrap_or_else(ids::new_session_id),
+            title: options.title,
+            timestamp: ids::now_iso(),
+            cwd: cwd.to_owned(),
+            parent_session: options.parent_session,
+            extra: Default::default(),
+        };
+        let mut line = header.to_value().to_string().into_bytes();
+        line.push(b'\n');
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => SessionError::AlreadyExists { path: path.clone() },
+                _ => io_err(&path)(e),
+            })?;
+        file.write_all(&line).map_err(io_err(&path))?;
+        if options.sync == SyncPolicy::Fsync {
+            file.sync_all().map_err(io_err(&path))?;
+            // The new name must survive a power loss too, not only the bytes.
+            sync_parent_dir(&path).map_err(io_err(&path))?;
+        }
+        let meta = file.metadata().map_err(io_err(&path))?;
+        Ok(Session {
+            path,
+            header,
+            entries: Vec::new(),
+            index: HashMap::new(),
+            leaf: None,
+            file_leaf: None,
+            raw_lines: Vec::new(),
+            needs_rewrite: false,
+            disk: DiskState {
+                consumed: line.len() as u64,
+                missing_newline: false,
+                lines: 1,
+                id: file_id(&meta),
+            },
+            sync: options.sync,
+            lazy: true,
+            revision: next_revision(),
+            preparsed: VecDeque::new(),
+            path_cache: Default::default(),
+        })
+    }
+
+    /// Opens a session file without writing to it. Versions 1 and 2 are migrated in memory.
+    pub fn open(path: impl AsRef<Path>) -> Result<(Session, LoadReport)> {
+        let path = path.as_ref().to_path_buf();
+        let (data, id) = read_whole(&path)?;
+        let mut report = LoadReport::default();
+        let session = Session::parse(path, Arc::new(data), id, &mut report)?;
+        Ok((session, report))
+    }
+
+    /// Reads what other processes appended (or reloads after their rewrite) without writing.
+    /// Returns how many entries arrived.
+    pub fn refresh(&mut self) -> Result<usize> {
+        let before = self.entries.len();
+        let reloaded = self.sync_from_disk(TailMode::Wait)?.1;
+        Ok(if reloaded {
+            self.entries.len()
+        } else {
+            self.entries.len() - before
+        })
+    }
+
+    pub(super) fn lock(&self) -> Result<LockGuard> {
+        let lock_path = sidecar(&self.path, ".lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_err(&lock_path))?;
+        file.lock().map_err(io_err(&lock_path))?;
+        Ok(LockGuard(file))
+    }
+
+    /// Under the lock: ingests the file's new lines, builds new entries with `build`, writes
+    /// them (an append, or a full rewrite when one is due), then commits them to memory.
+    pub(super) fn locked_write(
+        &mut self,
+        build: impl FnOnce(&Self) -> Result<Vec<Entry>>,
+    ) -> Result<()> {
+        let _lock = self.lock()?;
+        let (repair, _) = self.sync_from_disk(TailMode::Locked)?;
+        let new = build(self)?;
+        if self.needs_rewrite {
+            let n = self.entries.len();
+            let leaves = (self.leaf.clone(), self.file_leaf.clone());
+            self.commit(new);
+            if let Err(e) = self.write_all_atomically() {
+                self.entries.truncate(n);
+                self.revision = next_revision();
+                self.rebuild_index();
+                (self.leaf, self.file_leaf) = leaves;
+                return Err(e);
+            }
+            return Ok(());
+        }
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = Vec::new();
+        if repair == TailRepair::AddNewline {
+            bytes.push(b'\n');
+        }
+        for e in &new {
+            bytes.extend_from_slice(e.to_line().as_bytes());
+            bytes.push(b'\n');
+        }
+        let mut file = OpenOptions::new()
+            .write(true)
+            .open(&self.path)
+            .map_err(io_err(&self.path))?;
+        if let TailRepair::Truncate(len) = repair {
+            file.set_len(len).map_err(io_err(&self.path))?;
+        }
+        file.seek(SeekFrom::End(0)).map_err(io_err(&self.path))?;
+        file.write_all(&bytes).map_err(io_err(&self.path))?;
+        if self.sync == SyncPolicy::Fsync {
+            file.sync_data().map_err(io_err(&self.path))?;
+        }
+        self.disk.consumed = file.stream_position().map_err(io_err(&self.path))?;
+        self.disk.missing_newline = false;
+        self.disk.lines += new.len();
+        self.commit(new);
+        Ok(())
+    }
+
+    /// Adds written entries to memory; the leaf becomes what the file now implies.
+    pub(super) fn commit(&mut self, new: Vec<Entry>) {
+        if new.is_empty() {
+            return;
+        }
+        let mut ignored = LoadReport::default();
+        for e in new {
+            self.push_entry(e, 0, &mut ignored);
+        }
+        self.file_leaf = file_leaf_of(&self.entries);
+        self.leaf = self.file_leaf.clone();
+    }
+
+    /// Brings memory up to date with the file. Returns the tail repair a write must do, and
+    /// whether the file was reloaded whole.
+    pub(super) fn sync_from_disk(&mut self, mode: TailMode) -> Result<(TailRepair, bool)> {
+        let meta = match fs::metadata(&self.path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // Deleted under us: the next write puts back everything we hold.
+                self.needs_rewrite = true;
+                return Ok((TailRepair::None, false));
+            }
+            Err(e) => return Err(io_err(&self.path)(e)),
+        };
+        let replaced = file_id(&meta) != self.disk.id;
+        if replaced || meta.len() < self.disk.consumed {
+            self.reload()?;
+            let repair = if self.disk.missing_newline {
+                TailRepair::AddNewline
+            } else {
+                TailRepair::None
+            };
+            return Ok((repair, true));
+        }
+        let mut data = Vec::new();
+        if meta.len() > self.disk.consumed {
+            let mut file = File::open(&self.path).map_err(io_err(&self.path))?;
+            file.seek(SeekFrom::Start(self.disk.consumed))
+                .map_err(io_err(&self.path))?;
+            file.read_to_end(&mut data).map_err(io_err(&self.path))?;
+        }
+        let mut report = LoadReport::default();
+        let mut parsed = Vec::new();
+        let data = Arc::new(data);
+        let repair = self.read_lines(&data, 0, mode, &mut report, &mut parsed);
+        if !parsed.is_empty() {
+            for (e, line) in parsed {
+                self.push_entry(e, line, &mut report);
+            }
+            self.follow_file();
+        }
+        Ok((repair, false))
+    }
+
+    /// After ingesting: the leaf follows the file unless it was moved here since the last sync.
+    pub(super) fn follow_file(&mut self) {
+        let new_file_leaf = file_leaf_of(&self.entries);
+        if self.leaf == self.file_leaf {
+            self.leaf = new_file_leaf.clone();
+        }
+        self.file_leaf = new_file_leaf;
+    }
+
+    /// Re-reads the whole file after another process replaced it.
+    pub(super) fn reload(&mut self) -> Result<()> {
+        let (data, id) = read_whole(&self.path)?;
+        let mut report = LoadReport::default();
+        let fresh = Session::parse(self.path.clone(), Arc::new(data), id, &mut report)?;
+        let moved_here = self.leaf != self.file_leaf;
+        let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
+        let sync = self.sync;
+        *self = fresh;
+        self.sync = sync;
+        if moved_here && keep_leaf.is_some() {
+            self.leaf = keep_leaf;
+        }
+        self.revision = next_revision();
+        Ok(())
+    }
+
+    /// Writes header, entries and kept malformed lines to a temp file and renames it over the
+    /// session file. Caller holds the lock.
+    pub(super) fn write_all_atomically(&mut self) -> Result<()> {
+        let mut header = self.header.clone();
+        if header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
+            header.version = Some(CURRENT_SESSION_VERSION);
+        }
+        let mut out = Vec::new();
+        let mut lines = 1;
+        out.extend_from_slice(header.to_value().to_string().as_bytes());
+        out.push(b'\n');
+        let mut raw = self.raw_lines.iter().peekable();
+        for (i, e) in self.entries.iter().enumerate() {
+            while let Some(r) = raw.next_if(|r| r.before_entry <= i) {
+                out.extend_from_slice(&r.bytes);
+                out.push(b'\n');
+                lines += 1;
+            }
+            out.extend_from_slice(e.to_line().as_bytes());
+            out.push(b'\n');
+            lines += 1;
+        }
+        for r in raw {
+            out.extend_from_slice(&r.bytes);
+            out.push(b'\n');
+            lines += 1;
+        }
+        remove_stale_temp_files(&self.path);
+        let id = atomic_write(&self.path, &out).map_err(io_err(&self.path))?;
+        self.header = header;
+        self.needs_rewrite = false;
+        self.disk = DiskState {
+            consumed: out.len() as u64,
+            missing_newline: false,
+            lines,
+            id,
+        };
+        self.file_leaf = file_leaf_of(&self.entries);
+        Ok(())
+    }
+}
+
+/// Reads the whole file once, with its identity.
+pub(super) fn read_whole(path: &Path) -> Result<(Vec<u8>, Option<FileId>)> {
+    let mut file = File::open(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => SessionError::NotFound {
+            path: path.to_path_buf(),
+        },
+        _ => io_err(path)(e),
+    })?;
+    let meta = file.metadata().map_err(io_err(path))?;
+    let len = usize::try_from(meta.len()).unwrap_or(0);
+    if len >= parallel::PARALLEL_MIN_BYTES {
+        let data = parallel::read_in_two(&mut file, len).map_err(io_err(path))?;
+        return Ok((data, file_id(&meta)));
+    }
+    let mut data = Vec::with_capacity(len);
+    file.read_to_end(&mut data).map_err(io_err(path))?;
+    Ok((data, file_id(&meta)))
+}
+
+/// `.<name><suffix>` next to `path`.
+pub(super) fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}{suffix}"))
+}
+
+/// Removes `.<name>.<hex>.tmp` files a crashed rewrite of `path` left behind. Only called
+/// under the write lock, so no other writer is between its temp write and its rename.
+pub(super) fn remove_stale_temp_files(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(listing) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in listing.flatten() {
+        let file_name = entry.file_name();
+        let file_name = file_name.to_string_lossy();
+        let Some(middle) = file_name
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+        else {
+            continue;
+        };
+        if middle.len() == 16 && middle.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Temp file in the same directory, fsync, rename over `path`, fsync the directory. Keeps the
+/// permissions of the file it replaces.
+pub(super) fn atomic_write(path: &Path, bytes: &[u8]) -> io::Result<Option<FileId>> {
+    let tmp = sidecar(path, &format!(".{:016x}.tmp", ids::random_u64()));
+    let result = (|| {
+        let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        if let Ok(meta) = fs::metadata(path) {
+            file.set_permissions(meta.permissions())?;
+        }
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_parent_dir(path)?;
+    Ok(file_id(&fs::metadata(path)?))
+}
+
+/// fsyncs the directory holding `path`, so a rename or a new name in it is durable.
+pub(super) fn sync_parent_dir(path: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        File::open(dir)?.sync_all()?;
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
+pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SessionError + '_ {
+    move |source| SessionError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}

@@ -1,0 +1,236 @@
+//! From bytes to entries: the header, each line (kept raw and parsed lazily in a current
+//! file), malformed lines and a torn tail reported and kept, duplicate ids noted.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::disk::{DiskState, FileId};
+use super::migrate::migrate;
+use super::{
+    DuplicateId, LoadReport, RawLine, Result, Session, SessionError, SkippedLine, SyncPolicy,
+    file_leaf_of, next_revision, parallel,
+};
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
+
+/// How to treat a trailing line with no `\n`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum TailMode {
+    /// At open: keep it if it parses, else report it as torn.
+    Open,
+    /// Another writer may be mid-append: leave it for later.
+    Wait,
+    /// Under the write lock nobody is mid-append: it is torn for good.
+    Locked,
+}
+
+/// What the next write must do about the end of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TailRepair {
+    None,
+    AddNewline,
+    Truncate(u64),
+}
+
+impl Session {
+    pub(super) fn parse(
+        path: PathBuf,
+        data: Arc<Vec<u8>>,
+        id: Option<FileId>,
+        report: &mut LoadReport,
+    ) -> Result<Session> {
+        let invalid = |reason: String| SessionError::InvalidHeader {
+            path: path.clone(),
+            line: 1,
+            reason,
+        };
+        if data.is_empty() {
+            return Err(invalid("the file is empty".into()));
+        }
+        let header_end = memchr::memchr(b'\n', &data);
+        let header_bytes = &data[..header_end.unwrap_or(data.len())];
+        let header_text = std::str::from_utf8(header_bytes)
+            .map_err(|e| invalid(format!("invalid UTF-8: {e}")))?;
+        let header_value: Value =
+            serde_json::from_str(header_text).map_err(|e| invalid(format!("not JSON: {e}")))?;
+        let header = SessionHeader::from_value(header_value)
+            .ok_or_else(|| invalid("not a `type:\"session\"` object with a string `id`".into()))?;
+        let mut session = Session {
+            path,
+            header,
+            entries: Vec::new(),
+            index: HashMap::new(),
+            leaf: None,
+            file_leaf: None,
+            raw_lines: Vec::new(),
+            needs_rewrite: false,
+            disk: DiskState {
+                consumed: header_end.map_or(data.len(), |e| e + 1) as u64,
+                missing_newline: header_end.is_none(),
+                lines: 1,
+                id,
+            },
+            sync: SyncPolicy::default(),
+            lazy: false,
+            revision: next_revision(),
+            preparsed: VecDeque::new(),
+            path_cache: Default::default(),
+        };
+        // Only current-version entries are kept raw: migration rewrites ids and fields.
+        session.lazy = session.header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
+        let mut parsed = Vec::new();
+        let from = session.disk.consumed as usize;
+        if session.lazy && data.len() >= parallel::PARALLEL_MIN_BYTES {
+            session.preparsed = parallel::preparse(&data, from);
+        }
+        session.read_lines(&data, from, TailMode::Open, report, &mut parsed);
+        session.preparsed = VecDeque::new();
+        if let Some(from) = migrate(&mut session.header, &mut parsed) {
+            report.migrated_from = Some(from);
+            session.needs_rewrite = true;
+        }
+        session.entries.reserve_exact(parsed.len());
+        session.index.reserve(parsed.len());
+        for (entry, line) in parsed {
+            session.push_entry(entry, line, report);
+        }
+        session.file_leaf = file_leaf_of(&session.entries);
+        session.leaf = session.file_leaf.clone();
+        Ok(session)
+    }
+
+    /// Splits `buf[from..]` (the bytes after `disk.consumed`) into lines and parses them;
+    /// advances `disk`. Returns what the next write must do about an unterminated tail.
+    pub(super) fn read_lines(
+        &mut self,
+        buf: &Arc<Vec<u8>>,
+        from: usize,
+        mode: TailMode,
+        report: &mut LoadReport,
+        out: &mut Vec<(Entry, usize)>,
+    ) -> TailRepair {
+        let data = &buf[from..];
+        let mut start = 0;
+        let mut continues_line = self.disk.missing_newline && !data.is_empty();
+        for end in memchr::memchr_iter(b'\n', data) {
+            if !continues_line {
+                self.disk.lines += 1;
+            }
+            continues_line = false;
+            self.take_line(buf, from + start, from + end, report, out);
+            start = end + 1;
+        }
+        if start > 0 {
+            self.disk.missing_newline = false;
+        }
+        self.disk.consumed += start as u64;
+        let tail = &data[start..];
+        if tail.is_empty() {
+            return if self.disk.missing_newline {
+                TailRepair::AddNewline
+            } else {
+                TailRepair::None
+            };
+        }
+        if mode == TailMode::Wait {
+            return TailRepair::None;
+        }
+        let line = self.disk.lines + usize::from(!continues_line);
+        match self.parse_span(buf, from + start, buf.len()) {
+            Ok(entry) => {
+                self.disk.lines = line;
+                self.disk.consumed += tail.len() as u64;
+                self.disk.missing_newline = true;
+                out.push((entry, line));
+                TailRepair::AddNewline
+            }
+            Err(_) if tail.iter().all(u8::is_ascii_whitespace) => {
+                TailRepair::Truncate(self.disk.consumed)
+            }
+            Err(reason) => {
+                tracing::warn!(path = %self.path.display(), line, %reason, "torn last line");
+                report.torn_tail = Some(SkippedLine { line, reason });
+                TailRepair::Truncate(self.disk.consumed)
+            }
+        }
+    }
+
+    pub(super) fn take_line(
+        &mut self,
+        buf: &Arc<Vec<u8>>,
+        start: usize,
+        end: usize,
+        report: &mut LoadReport,
+        out: &mut Vec<(Entry, usize)>,
+    ) {
+        let bytes = &buf[start..end];
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let line = self.disk.lines;
+        match self.parse_span(buf, start, end) {
+            Ok(entry) => out.push((entry, line)),
+            Err(reason) => {
+                tracing::warn!(path = %self.path.display(), line, %reason, "skipping malformed line");
+                report.skipped.push(SkippedLine { line, reason });
+                self.raw_lines.push(RawLine {
+                    before_entry: self.entries.len() + out.len(),
+                    bytes: bytes.to_vec(),
+                });
+            }
+        }
+    }
+
+    /// `buf[start..end]` as an entry: kept raw with only its header parsed when the file is
+    /// current and the header is ordinary, otherwise parsed whole as before.
+    pub(super) fn parse_span(
+        &mut self,
+        buf: &Arc<Vec<u8>>,
+        start: usize,
+        end: usize,
+    ) -> Result<Entry, String> {
+        while self.preparsed.front().is_some_and(|(at, _)| *at < start) {
+            self.preparsed.pop_front();
+        }
+        if self.lazy
+            && self.preparsed.front().is_some_and(|(at, _)| *at == start)
+            && let Some((_, entry)) = self.preparsed.pop_front()
+        {
+            return Ok(entry);
+        }
+        if self.lazy
+            && let Ok(entry) = Entry::from_shared_line(buf, start, end)
+        {
+            return Ok(entry);
+        }
+        parse_line(&buf[start..end]).or_else(|reason| {
+            // A whole object whose body `serde_json::Value` refuses (`1e400`, a lone surrogate)
+            // is an entry, as when it is loaded lazily: unknown, its line kept as written.
+            let entry = Entry::from_shared_line(buf, start, end).map_err(|()| reason)?;
+            let _ = entry.kind();
+            Ok(entry)
+        })
+    }
+
+    pub(super) fn push_entry(&mut self, entry: Entry, line: usize, report: &mut LoadReport) {
+        self.revision = next_revision();
+        if self.index.contains_key(&entry.id) {
+            report.duplicate_ids.push(DuplicateId {
+                id: entry.id.clone(),
+                line,
+            });
+        } else {
+            self.index.insert(entry.id.clone(), self.entries.len());
+        }
+        self.entries.push(entry);
+    }
+}
+
+/// One line to an entry, or why not.
+pub(super) fn parse_line(bytes: &[u8]) -> Result<Entry, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
+    Entry::from_value(value).map_err(|e| e.to_string())
+}
