@@ -52,6 +52,10 @@ pub struct CompactOptions {
     /// `Some(leaf)`: fail with `LeafMoved` unless the session's leaf is `leaf` (checked when
     /// preparing and again when persisting).
     pub expected_leaf_id: Option<Option<String>>,
+    /// Compact the branch that ends at this entry instead of the session's leaf: what another
+    /// program whose leaf is that entry would get (only with `preview`, as nothing can be
+    /// appended there).
+    pub leaf_id: Option<String>,
 }
 
 impl CompactOptions {
@@ -63,6 +67,7 @@ impl CompactOptions {
             preview: false,
             first_kept_entry_id: None,
             expected_leaf_id: None,
+            leaf_id: None,
         }
     }
 }
@@ -200,7 +205,18 @@ async fn prepare(
     let s = session.read().await;
     let leaf = s.leaf_id().map(str::to_owned);
     check_expected_leaf(&opts.expected_leaf_id, leaf.as_deref())?;
-    let path = s.path_to_leaf();
+    let (leaf, path) = match &opts.leaf_id {
+        None => (leaf, s.path_to_leaf()),
+        Some(_) if !opts.preview => {
+            return Err(EngineError::InvalidParams(
+                "leafId needs preview: a compaction is only appended at the session's leaf".into(),
+            ));
+        }
+        Some(id) => match s.get(id).filter(|e| !e.is_leaf_move()) {
+            Some(_) => (Some(id.clone()), s.path_to(id)),
+            None => return Err(EngineError::EntryNotFound(id.clone())),
+        },
+    };
     let params = CompactionParams {
         keep_recent_tokens: env.settings.compaction.keep_recent_tokens,
         ..CompactionParams::default()

@@ -40,6 +40,9 @@ pub enum EngineError {
     Settings(String),
     #[error("Path outside the allowed directories: {0}")]
     PathOutsideAllowed(String),
+    /// A write was asked of a session opened read-only (the session id).
+    #[error("Session {0} is open read-only")]
+    ReadOnly(String),
 }
 
 fn show(id: &Option<String>) -> &str {
@@ -73,6 +76,7 @@ impl EngineError {
             EngineError::CannotGetUnderThreshold { .. } => "cannotGetUnderThreshold",
             EngineError::Settings(_) => "settingsInvalid",
             EngineError::PathOutsideAllowed(_) => "pathOutsideAllowed",
+            EngineError::ReadOnly(_) => "sessionReadOnly",
         }
     }
 }

@@ -37,7 +37,7 @@ pub use crate::session::{Session, SessionError};
 pub use crate::summarize::{Prompts, RetryPolicy, Summarizer};
 pub use crate::tokens::TokenCounter;
 pub use auto::{AutoPlan, PendingAuto};
-pub use navigate::{NavigateOptions, NavigateOutcome, navigate_tree};
+pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
 pub use registry::{
     AppendAction, AppendOptions, AppendOutcome, ClientSummarizerFactory, Engine, NewEntry,
     SessionInfo, SessionSummary,

@@ -37,6 +37,12 @@ pub struct NavigateOptions {
     pub replace_instructions: bool,
     /// `Some(leaf)`: fail with `LeafMoved` unless the session's leaf is `leaf`.
     pub expected_leaf_id: Option<Option<String>>,
+    /// Compute everything, write nothing and leave the leaf where it is: the outcome's
+    /// `preview_summary` holds the summary a navigation would attach.
+    pub preview: bool,
+    /// Navigate from this entry instead of the session's leaf (only with `preview`): what
+    /// another program whose leaf is that entry would get.
+    pub from_leaf_id: Option<String>,
 }
 
 /// What a navigation did.
@@ -56,6 +62,21 @@ pub struct NavigateOutcome {
     /// Which summarizer wrote the branch summary and why earlier rungs gave up (`None`
     /// without a summary written by compactd); also in the entry's `details.summarizers`.
     pub report: Option<SummaryReport>,
+    /// For a preview: the summary the navigation would attach (`None` when it would attach
+    /// none).
+    pub preview_summary: Option<BranchSummaryPreview>,
+}
+
+/// The branch summary a previewed navigation would attach.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BranchSummaryPreview {
+    /// The entry's `summary` text (preamble and file tags included).
+    pub summary: String,
+    /// `{readFiles, modifiedFiles, retainedFacts?}`, or what a hook supplied.
+    pub details: Option<Value>,
+    pub from_extension: bool,
+    /// Which summarizer wrote it (`extractive`, `openai/gpt-4o`, `client`, `hook`, …).
+    pub summarizer: String,
 }
 
 impl NavigateOutcome {
@@ -75,6 +96,7 @@ struct BranchSummary {
     text: String,
     details: Option<Value>,
     from_extension: bool,
+    summarizer: String,
     report: Option<SummaryReport>,
 }
 
@@ -90,7 +112,16 @@ pub async fn navigate_tree(
     observer.phase(Phase::Preparing, "Preparing navigation", None);
     let (old_leaf, target, collection) = {
         let s = session.read().await;
-        let old_leaf = s.leaf_id().map(str::to_owned);
+        let old_leaf = match &opts.from_leaf_id {
+            None => s.leaf_id().map(str::to_owned),
+            Some(_) if !opts.preview => {
+                return Err(EngineError::InvalidParams(
+                    "leafId needs preview: only the session's own leaf can be moved".into(),
+                ));
+            }
+            Some(id) if s.get(id).is_some_and(|e| !e.is_leaf_move()) => Some(id.clone()),
+            Some(id) => return Err(EngineError::EntryNotFound(id.clone())),
+        };
         if let Some(expected) = &opts.expected_leaf_id
             && expected != &old_leaf
         {
@@ -139,6 +170,7 @@ pub async fn navigate_tree(
             text,
             details,
             from_extension: true,
+            summarizer: "hook".into(),
             report: None,
         }),
         None if opts.summarize && !collection.entries.is_empty() => {
@@ -155,6 +187,12 @@ pub async fn navigate_tree(
     };
 
     let (new_leaf, editor_text) = new_leaf_for(&target);
+    if opts.preview {
+        if cancel.is_cancelled() {
+            return Ok(NavigateOutcome::cancelled(old_leaf, true));
+        }
+        return Ok(preview(old_leaf, new_leaf, editor_text, summary));
+    }
     observer.phase(Phase::Persisting, "Moving to the new position", None);
     let mut s = session.write().await;
     s.refresh()?;
@@ -195,7 +233,31 @@ pub async fn navigate_tree(
         old_leaf_id: old_leaf,
         from_extension,
         report,
+        preview_summary: None,
     })
+}
+
+/// The outcome of a previewed navigation: `leaf_id` is where the leaf would go.
+fn preview(
+    old_leaf: Option<String>,
+    new_leaf: Option<String>,
+    editor_text: Option<String>,
+    summary: Option<BranchSummary>,
+) -> NavigateOutcome {
+    NavigateOutcome {
+        editor_text,
+        leaf_id: new_leaf,
+        old_leaf_id: old_leaf,
+        from_extension: summary.as_ref().map(|s| s.from_extension),
+        report: summary.as_ref().and_then(|s| s.report.clone()),
+        preview_summary: summary.map(|s| BranchSummaryPreview {
+            summary: s.text,
+            details: s.details,
+            from_extension: s.from_extension,
+            summarizer: s.summarizer,
+        }),
+        ..NavigateOutcome::default()
+    }
 }
 
 /// The new leaf and editor text for a target (spec §6.4 step 6): a user message or custom
@@ -290,6 +352,7 @@ async fn summarize_branch(
         text: branch_summary_text(&prompts.branch_preamble, &guarded, &file_block),
         details: Some(details),
         from_extension: false,
+        summarizer: output.model,
         report: Some(fitted.report),
     }))
 }

@@ -46,6 +46,8 @@ pub struct SessionInfo {
     pub version: u64,
     /// What loading found (skipped lines, torn tail, migration), one line each.
     pub warnings: Vec<String>,
+    /// Opened read-only (see [`Engine::open`]).
+    pub read_only: bool,
 }
 
 /// A session file found by [`Engine::list`].
@@ -340,12 +342,14 @@ impl Engine {
         Arc::clone(&self.events)
     }
 
-    /// Registers a loaded session (or returns the one already open with that id and path).
+    /// Registers a loaded session (or returns the one already open with that id and path, when
+    /// it was opened the same way, read-only or not).
     fn register(
         &self,
         session: Session,
         warnings: Vec<String>,
         version: u64,
+        read_only: bool,
     ) -> Result<SessionInfo, EngineError> {
         let id = session.header().id.clone();
         let cwd = session.header().cwd.clone();
@@ -355,6 +359,7 @@ impl Engine {
             if same_file(&existing.path, &path) {
                 let existing = Arc::clone(existing);
                 drop(sessions);
+                check_open_mode(&existing, read_only)?;
                 return Ok(self.info_of_state(&existing, warnings, version));
             }
             return Err(EngineError::InvalidParams(format!(
@@ -378,10 +383,12 @@ impl Engine {
             entry_count: visible_count(&session),
             warnings,
             version,
+            read_only,
         };
         let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
         let mut state = SessionState::new(id.clone(), path, cwd, shared, stack);
         state.original_version = version;
+        state.read_only = read_only;
         let state = Arc::new(state);
         sessions.insert(id, state);
         Ok(info)
@@ -412,6 +419,7 @@ impl Engine {
             entry_count,
             warnings,
             version,
+            read_only: state.read_only,
         }
     }
 
@@ -442,7 +450,7 @@ impl Engine {
             ..Default::default()
         };
         let session = Session::create(&path, &cwd_text, options)?;
-        self.register(session, Vec::new(), CURRENT_SESSION_VERSION)
+        self.register(session, Vec::new(), CURRENT_SESSION_VERSION, false)
     }
 
     /// A new session made from `session_id`, and opened: with `entry_id`, its root→entry branch
@@ -483,18 +491,34 @@ impl Engine {
         };
         drop(source);
         let session = made.map_err(entry_error)?;
-        self.register(session, Vec::new(), CURRENT_SESSION_VERSION)
+        self.register(session, Vec::new(), CURRENT_SESSION_VERSION, false)
     }
 
     /// Opens a session by `.jsonl` path or by id (an open session, or a file in the sessions
     /// directory). Opening never writes to the file.
     pub async fn open(&self, path_or_id: &str) -> Result<SessionInfo, EngineError> {
+        self.open_with(path_or_id, false).await
+    }
+
+    /// [`Engine::open`] for a file another program owns (an agent that appends to it): the
+    /// session is never written, reads and previews see the owner's appends, and every write
+    /// fails with [`EngineError::ReadOnly`].
+    pub async fn open_read_only(&self, path_or_id: &str) -> Result<SessionInfo, EngineError> {
+        self.open_with(path_or_id, true).await
+    }
+
+    async fn open_with(
+        &self,
+        path_or_id: &str,
+        read_only: bool,
+    ) -> Result<SessionInfo, EngineError> {
         let path = if path_or_id.ends_with(".jsonl") {
             let p = PathBuf::from(path_or_id);
             check_session_path(&p)?;
             p
         } else if is_plain_id(path_or_id) {
             if let Ok(state) = self.state(path_or_id) {
+                check_open_mode(&state, read_only)?;
                 self.refresh(&state).await?;
                 let version = state.original_version;
                 return Ok(self.info_of_state(&state, Vec::new(), version));
@@ -507,7 +531,7 @@ impl Engine {
         };
         let (session, report) = Session::open(&path)?;
         let version = report.migrated_from.unwrap_or(CURRENT_SESSION_VERSION);
-        self.register(session, load_warnings(&report), version)
+        self.register(session, load_warnings(&report), version, read_only)
     }
 
     /// The file of session `id` in the sessions directory.
@@ -655,6 +679,7 @@ impl Engine {
         observer: &dyn OperationObserver,
     ) -> Result<AppendOutcome, EngineError> {
         let state = self.state(session_id)?;
+        state.check_writable()?;
         let gate = Arc::clone(&state.write_gate).lock_owned().await;
         if cancel.is_cancelled() {
             return Err(EngineError::Cancelled("request cancelled".into()));
@@ -762,6 +787,7 @@ impl Engine {
         expected_leaf: Option<Option<String>>,
     ) -> Result<Entry, EngineError> {
         let state = self.state(session_id)?;
+        state.check_writable()?;
         let _gate = state.write_gate.lock().await;
         let entry = {
             let mut session = state.session.write().await;
@@ -800,6 +826,9 @@ impl Engine {
         observer: &dyn OperationObserver,
     ) -> Result<CompactOutcome, EngineError> {
         let state = self.state(session_id)?;
+        if !opts.preview {
+            state.check_writable()?;
+        }
         let guard = state
             .ops
             .start(OpKind::Manual, &cancel)
@@ -841,6 +870,9 @@ impl Engine {
         dry_run: bool,
     ) -> Result<PruneOutcome, EngineError> {
         let state = self.state(session_id)?;
+        if !dry_run {
+            state.check_writable()?;
+        }
         let _gate = state.write_gate.lock().await;
         let settings = self.session_settings(&state)?;
         let counter = self.counter(&settings, None)?;
@@ -864,11 +896,15 @@ impl Engine {
         observer: &dyn OperationObserver,
     ) -> Result<NavigateOutcome, EngineError> {
         let state = self.state(session_id)?;
+        if !opts.preview {
+            state.check_writable()?;
+        }
         let guard = state
             .ops
             .start(OpKind::Branch, &cancel)
             .ok_or(EngineError::CompactionInProgress)?;
         let env = self.fresh_compact_env(&state).await?;
+        let preview = opts.preview;
         let outcome = super::navigate_tree(
             &state.session,
             &env,
@@ -878,7 +914,7 @@ impl Engine {
             observer,
         )
         .await?;
-        if !outcome.cancelled && !outcome.aborted {
+        if !outcome.cancelled && !outcome.aborted && !preview {
             if let Some(entry) = &outcome.summary_entry {
                 self.emit(EngineEvent::EntriesAppended {
                     session_id: state.id.clone(),
@@ -904,6 +940,23 @@ impl Engine {
         self.state(session_id)
             .is_ok_and(|state| state.ops.abort_branch())
     }
+}
+
+/// An open session is reused only in the mode it was opened in: a read-only open must not
+/// hand out a writable session, nor the reverse.
+fn check_open_mode(state: &SessionState, read_only: bool) -> Result<(), EngineError> {
+    if state.read_only == read_only {
+        return Ok(());
+    }
+    let mode = if state.read_only {
+        "read-only"
+    } else {
+        "for writing"
+    };
+    Err(EngineError::InvalidParams(format!(
+        "session {} is already open {mode}",
+        state.id
+    )))
 }
 
 /// `Entry <id> not found` from the store becomes the engine's typed error.

@@ -152,6 +152,9 @@ pub struct SessionState {
     pub write_gate: Arc<tokio::sync::Mutex<()>>,
     /// The file's format version when it was opened (before any in-memory migration).
     pub original_version: u64,
+    /// Opened read-only: another program owns the file (an agent that appends to it), and
+    /// every request that would write it fails with [`EngineError::ReadOnly`].
+    pub read_only: bool,
     /// The last usage view computed, so repeated `session/usage` calls on an unchanged
     /// session cost a comparison instead of a walk of the whole branch.
     usage_memo: Mutex<Option<UsageMemo>>,
@@ -189,8 +192,17 @@ impl SessionState {
             auto: Mutex::new(AutoMemory::default()),
             write_gate: Arc::new(tokio::sync::Mutex::new(())),
             original_version: crate::session::CURRENT_SESSION_VERSION,
+            read_only: false,
             usage_memo: Mutex::new(None),
         }
+    }
+
+    /// `Err(ReadOnly)` when the session was opened read-only.
+    pub fn check_writable(&self) -> Result<(), EngineError> {
+        if self.read_only {
+            return Err(EngineError::ReadOnly(self.id.clone()));
+        }
+        Ok(())
     }
 
     /// The usage view of the session at `revision` with `settings` and `tokenizer`: the one

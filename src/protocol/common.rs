@@ -97,9 +97,9 @@ impl JsonSchema for WireMessage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Empty {}
 
-/// Files the summarised history touched, as recorded in a compaction or branch summary entry
-/// (`details`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+/// Files the summarised history touched and what the retention check added, as recorded in a
+/// compaction or branch summary entry (`details`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SummaryDetails {
     /// Files read but not modified.
@@ -112,5 +112,19 @@ pub struct SummaryDetails {
     /// it (file paths, error strings, the user's constraints, the last request). Absent when
     /// nothing had to be added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retained_facts: Option<Vec<String>>,
+    pub retained_facts: Option<Vec<RetainedFact>>,
+    /// Whatever else the entry's `details` hold: `reason` (why the compaction ran), a hook's
+    /// own fields.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// One fact the retention check put back into a summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetainedFact {
+    /// `lastUserRequest`, `pendingQuestion`, `modifiedFile`, `error` or `userConstraint`.
+    pub kind: String,
+    /// The fact as it was added to the summary.
+    pub text: String,
 }

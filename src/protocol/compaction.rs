@@ -28,6 +28,11 @@ pub struct SessionCompactParams {
     /// Fail with `leafMoved` unless this is the current leaf.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_leaf_id: Option<EntryId>,
+    /// Compact the branch that ends at this entry instead of the session's leaf (only with
+    /// `preview`): what a program whose leaf is that entry, such as the agent owning a
+    /// read-only session, would get.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf_id: Option<EntryId>,
     /// LSP client-initiated progress: `$/progress` for this compaction uses this token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_done_token: Option<ProgressToken>,
@@ -61,6 +66,10 @@ pub struct CompactResult {
     pub preview: bool,
     /// Whether a hook supplied the compaction.
     pub from_extension: bool,
+    /// Which summarizer wrote the history summary: `extractive`, `provider/model`, `client`,
+    /// `remote`, `hook`, or `none` when nothing was summarised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<String>,
 }
 
 /// Result of `session/abortCompaction` and `session/abortBranchSummary`.
@@ -119,9 +128,31 @@ pub struct NavigateTreeParams {
     /// Fail with `leafMoved` unless this is the current leaf.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_leaf_id: Option<EntryId>,
+    /// Summarise (when asked) but write nothing and leave the leaf where it is: the result's
+    /// `summary` is what the navigation would attach, `leafId` where the leaf would go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<bool>,
+    /// Navigate from this entry instead of the session's leaf (only with `preview`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf_id: Option<EntryId>,
     /// LSP client-initiated progress for the branch summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_done_token: Option<ProgressToken>,
+}
+
+/// The branch summary a previewed `session/navigateTree` would attach.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchSummaryPreview {
+    /// The entry's `summary` (preamble and file tags included).
+    pub summary: String,
+    /// File lists and retained facts, or what a hook supplied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    /// Whether a hook supplied it.
+    pub from_extension: bool,
+    /// Which summarizer wrote it (`extractive`, `provider/model`, `client`, `hook`, …).
+    pub summarizer: String,
 }
 
 /// Result of `session/navigateTree` (spec §6.4, plus the new leaf).
@@ -139,6 +170,9 @@ pub struct NavigateTreeResult {
     /// The appended `branch_summary` entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_entry: Option<WireEntry>,
+    /// For a preview: the summary the navigation would attach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<BranchSummaryPreview>,
     /// The leaf now (unchanged when cancelled); `null` when the branch is empty.
     pub leaf_id: Option<EntryId>,
 }

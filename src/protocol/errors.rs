@@ -1,6 +1,6 @@
 //! The protocol's typed errors: one stable numeric code and one `data.kind` string each.
 //!
-//! Codes -32010 to -32020 are compactd's own; kinds that have a standard JSON-RPC or LSP code
+//! Codes -32010 to -32021 are compactd's own; kinds that have a standard JSON-RPC or LSP code
 //! use it (`invalidParams` -32602, `notInitialized` -32002, `cancelled` -32800). Messages are
 //! the reference agent's strings where it has one (spec §9), since clients match on them.
 
@@ -51,11 +51,14 @@ pub enum ErrorKind {
     /// A path (session file, cwd) lies outside the directories compactd may write to.
     /// `data.path`.
     PathOutsideAllowed,
+    /// The session was opened with `readOnly: true` (its file belongs to another program), and
+    /// the request would write it.
+    SessionReadOnly,
 }
 
 impl ErrorKind {
     /// Every kind, in code order.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::SessionNotFound,
         ErrorKind::EntryNotFound,
         ErrorKind::AlreadyCompacted,
@@ -67,6 +70,7 @@ impl ErrorKind {
         ErrorKind::CannotGetUnderThreshold,
         ErrorKind::SettingsInvalid,
         ErrorKind::PathOutsideAllowed,
+        ErrorKind::SessionReadOnly,
         ErrorKind::InvalidParams,
         ErrorKind::NotInitialized,
         ErrorKind::Cancelled,
@@ -86,6 +90,7 @@ impl ErrorKind {
             ErrorKind::CannotGetUnderThreshold => -32018,
             ErrorKind::SettingsInvalid => -32019,
             ErrorKind::PathOutsideAllowed => -32020,
+            ErrorKind::SessionReadOnly => -32021,
             ErrorKind::InvalidParams => error_code::INVALID_PARAMS,
             ErrorKind::NotInitialized => error_code::NOT_INITIALIZED,
             ErrorKind::Cancelled => error_code::REQUEST_CANCELLED,
@@ -109,6 +114,7 @@ impl ErrorKind {
             ErrorKind::CannotGetUnderThreshold => "cannotGetUnderThreshold",
             ErrorKind::SettingsInvalid => "settingsInvalid",
             ErrorKind::PathOutsideAllowed => "pathOutsideAllowed",
+            ErrorKind::SessionReadOnly => "sessionReadOnly",
         }
     }
 
@@ -137,6 +143,7 @@ impl ErrorKind {
             }
             ErrorKind::SettingsInvalid => "Invalid settings",
             ErrorKind::PathOutsideAllowed => "Path outside the allowed directories",
+            ErrorKind::SessionReadOnly => "The session is open read-only",
         }
     }
 

@@ -28,11 +28,12 @@ mod session;
 mod settings;
 
 pub use common::{
-    Empty, EntryId, OperationId, ProgressToken, SessionId, SummaryDetails, WireEntry, WireMessage,
+    Empty, EntryId, OperationId, ProgressToken, RetainedFact, SessionId, SummaryDetails, WireEntry,
+    WireMessage,
 };
 pub use compaction::{
-    AbortResult, CompactResult, NavigateTreeParams, NavigateTreeResult, PruneResult,
-    SessionCompactParams, SessionPruneParams,
+    AbortResult, BranchSummaryPreview, CompactResult, NavigateTreeParams, NavigateTreeResult,
+    PruneResult, SessionCompactParams, SessionPruneParams,
 };
 pub use errors::{
     AUTO_COMPACTION_FAILED_PREFIX, ErrorInfo, ErrorKind, OVERFLOW_RECOVERY_FAILED_PREFIX,

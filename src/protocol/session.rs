@@ -38,6 +38,10 @@ pub struct SessionOpenParams {
     /// Narrows the `sessionId` lookup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// Never write the file (another program owns it, e.g. an agent that appends to it):
+    /// reads and previews see the owner's appends, every write fails with `sessionReadOnly`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
 }
 
 /// Which session `session/open` names.
@@ -78,6 +82,9 @@ pub struct SessionInfo {
     pub entry_count: u64,
     /// The file's version before any in-memory migration (1, 2 or 3).
     pub version: u32,
+    /// Opened with `readOnly: true`: compactd never writes this file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 /// Params of `session/list`.

@@ -34,8 +34,7 @@ pub fn compact_result(outcome: &CompactOutcome) -> CompactResult {
         first_kept_entry_id: outcome.first_kept_entry_id.clone(),
         tokens_before: outcome.tokens_before,
         tokens_after: Some(outcome.tokens_after),
-        details: serde_json::from_value::<SummaryDetails>(outcome.details.clone())
-            .unwrap_or_default(),
+        details: summary_details(&outcome.details),
         preserve_data: match &outcome.preserve_data {
             Some(Value::Object(map)) => Some(map.clone()),
             Some(other) => Some(Map::from_iter([("value".to_owned(), other.clone())])),
@@ -43,7 +42,21 @@ pub fn compact_result(outcome: &CompactOutcome) -> CompactResult {
         },
         preview: outcome.preview,
         from_extension: outcome.from_extension,
+        summarizer: Some(outcome.summarizer.clone()),
     }
+}
+
+/// An entry's `details` on the wire. Details that do not have the usual shape (a hook's own)
+/// are kept whole under their own keys rather than dropped.
+fn summary_details(details: &Value) -> SummaryDetails {
+    serde_json::from_value::<SummaryDetails>(details.clone()).unwrap_or_else(|_| SummaryDetails {
+        other: match details {
+            Value::Object(map) => map.clone(),
+            Value::Null => Map::new(),
+            other => Map::from_iter([("value".to_owned(), other.clone())]),
+        },
+        ..SummaryDetails::default()
+    })
 }
 
 /// The wire description of an open session.
@@ -56,6 +69,7 @@ pub fn session_info(info: EngineSessionInfo) -> SessionInfo {
         leaf_id: info.leaf_id,
         entry_count: info.entry_count as u64,
         version: u32::try_from(info.version).unwrap_or(u32::MAX),
+        read_only: info.read_only,
     }
 }
 

@@ -194,5 +194,8 @@ pub(crate) fn engine_error(error: EngineError) -> RpcError {
         error @ EngineError::PathOutsideAllowed(_) => {
             ErrorKind::PathOutsideAllowed.with_message(error.to_string())
         }
+        error @ EngineError::ReadOnly(_) => {
+            ErrorKind::SessionReadOnly.with_message(error.to_string())
+        }
     }
 }

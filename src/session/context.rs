@@ -398,6 +398,9 @@ fn convert_one(m: &AgentMessage) -> Option<AgentMessage> {
             &c.timestamp,
         ),
         AgentMessage::FileMention(f) => user(file_mention_blocks(f), &f.timestamp),
+        // oh-my-pi 13.19 sends its own prompts (the synthetic "Continue if you have next
+        // steps.") to the model with the LLM role `developer`; it stays one.
+        AgentMessage::Unknown(_) if m.role() == "developer" => m.clone(),
         AgentMessage::Unknown(_) => return None,
     })
 }
@@ -910,6 +913,7 @@ mod tests {
             {"role": "hookMessage", "customType": "t", "content": [{"type": "text", "text": "legacy"}], "display": true},
             {"role": "branchSummary", "summary": "BS", "fromId": "x", "timestamp": 8},
             {"role": "compactionSummary", "summary": "CS", "tokensBefore": 5},
+            {"role": "developer", "content": [{"type": "text", "text": "Continue if you have next steps."}], "timestamp": 9},
             {"role": "telepathy", "thought": "dropped"}
         ]);
         let msgs: Vec<AgentMessage> = serde_json::from_value(raw).unwrap();
@@ -928,7 +932,8 @@ mod tests {
                 "user",
                 "user",
                 "user",
-                "user"
+                "user",
+                "developer"
             ]
         );
         assert_eq!(user_text(&out[3]), "Ran `ls`\n```\na\nb\n```");

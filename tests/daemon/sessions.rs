@@ -434,3 +434,151 @@ async fn fork_makes_a_branch_or_a_copy_and_opens_it() {
     .await;
     d.finish().await;
 }
+
+/// A file another program owns (an agent that appends to it, as the oh-my-pi extension
+/// opens the agent's own file): compactd reads and previews it at the owner's leaf, sees
+/// the owner's appends, refuses every write, and never touches the file.
+#[tokio::test]
+async fn a_read_only_session_follows_its_owner_and_is_never_written() {
+    let mut d = DaemonProcess::spawn().await;
+    d.initialize(json!({}), json!({})).await;
+    let path = d.project().join("owned.jsonl");
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/demo-session.jsonl");
+    std::fs::copy(demo, &path).unwrap();
+    let file = path.to_str().unwrap();
+    let info = d
+        .ok("session/open", json!({"path": file, "readOnly": true}))
+        .await;
+    assert_eq!(info["readOnly"], true);
+    let session = info["sessionId"].as_str().unwrap().to_owned();
+    d.err("session/open", json!({"path": file}), "invalidParams")
+        .await;
+
+    // The owner appends a turn; compactd sees it without being told.
+    let leaf = info["leafId"].as_str().unwrap().to_owned();
+    let owned_line = json!({"type": "message", "id": "0wner001", "parentId": leaf,
+        "timestamp": "2026-01-01T10:00:00.000Z",
+        "message": {"role": "user", "content": "One more thing from the owner.", "timestamp": 1767261600000_i64}});
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(format!("{owned_line}\n").as_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let context = d.ok("session/context", json!({"sessionId": session})).await;
+    assert_eq!(context["leafId"], "0wner001");
+
+    let refused = [
+        (
+            "session/append",
+            json!({"sessionId": session, "entries": [user("x")]}),
+        ),
+        ("session/compact", json!({"sessionId": session})),
+        ("session/prune", json!({"sessionId": session})),
+        (
+            "session/setLabel",
+            json!({"sessionId": session, "targetId": leaf, "label": "x"}),
+        ),
+        (
+            "session/navigateTree",
+            json!({"sessionId": session, "targetId": leaf}),
+        ),
+    ];
+    for (method, params) in refused {
+        d.err(method, params, "sessionReadOnly").await;
+    }
+
+    // A preview at the owner's leaf, and one at an earlier entry (the leaf the owner had).
+    let at_owner = d
+        .ok(
+            "session/compact",
+            json!({"sessionId": session, "preview": true}),
+        )
+        .await;
+    assert_eq!(at_owner["preview"], true);
+    assert!(at_owner.get("entryId").is_none());
+    assert_eq!(at_owner["summarizer"], "extractive");
+    let at_leaf = d
+        .ok(
+            "session/compact",
+            json!({"sessionId": session, "preview": true, "leafId": leaf}),
+        )
+        .await;
+    assert!(
+        !at_leaf["summary"]
+            .as_str()
+            .unwrap()
+            .contains("One more thing"),
+        "the preview at {leaf} must not see the owner's later turn"
+    );
+    d.err(
+        "session/compact",
+        json!({"sessionId": session, "preview": true, "leafId": "missing1"}),
+        "entryNotFound",
+    )
+    .await;
+
+    // The branch summary a navigation from the owner's leaf to the first user message would
+    // attach; the leaf stays where it is.
+    let entries = file_entries(&path);
+    let first_user = entries
+        .iter()
+        .find(|e| e["message"]["role"] == "user")
+        .unwrap();
+    let nav = d
+        .ok(
+            "session/navigateTree",
+            json!({"sessionId": session, "targetId": first_user["id"], "summarize": true,
+                   "preview": true, "leafId": "0wner001"}),
+        )
+        .await;
+    assert_eq!(nav["cancelled"], false);
+    assert!(nav.get("summaryEntry").is_none());
+    let preview = &nav["summary"];
+    assert_eq!(preview["summarizer"], "extractive");
+    assert_eq!(preview["fromExtension"], false);
+    assert!(preview["summary"].as_str().unwrap().contains("## Goal"));
+    assert!(preview["details"]["readFiles"].is_array());
+    assert_eq!(nav["leafId"], first_user["parentId"]);
+    assert!(d.take_all("session/treeNavigated").is_empty());
+
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "compactd wrote the file"
+    );
+    assert!(
+        !d.project().join(".owned.jsonl.lock").exists(),
+        "compactd took the write lock of a read-only file"
+    );
+    for event in [
+        "session/compactionStarted",
+        "session/compactionDelta",
+        "session/compactionFinished",
+    ] {
+        d.take_all(event);
+    }
+    d.finish().await;
+}
+
+/// `leafId` and navigation `preview` are for reading: they cannot write elsewhere than the
+/// session's own leaf.
+#[tokio::test]
+async fn a_compaction_at_another_leaf_must_be_a_preview() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    let appended = d.append(&session, conversation(4, 30)).await;
+    let first = appended["appended"][1].clone();
+    d.err(
+        "session/compact",
+        json!({"sessionId": session, "leafId": first}),
+        "invalidParams",
+    )
+    .await;
+    d.err(
+        "session/navigateTree",
+        json!({"sessionId": session, "targetId": first, "leafId": first}),
+        "invalidParams",
+    )
+    .await;
+    d.take_all("session/compactionStarted");
+    d.take_all("session/compactionFinished");
+    d.finish().await;
+}

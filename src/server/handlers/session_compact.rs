@@ -43,6 +43,7 @@ pub async fn compact(
         preview: params.preview.unwrap_or(false),
         first_kept_entry_id: params.first_kept_entry_id,
         expected_leaf_id: expected_leaf(params.expected_leaf_id),
+        leaf_id: params.leaf_id,
     };
     let result = daemon
         .engine

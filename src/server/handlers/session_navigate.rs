@@ -6,7 +6,9 @@ use std::sync::Arc;
 use super::expected_leaf;
 use super::session_compact::progress_token;
 use crate::engine::NavigateOptions;
-use crate::protocol::{AbortResult, NavigateTreeParams, NavigateTreeResult, SessionRef};
+use crate::protocol::{
+    AbortResult, BranchSummaryPreview, NavigateTreeParams, NavigateTreeResult, SessionRef,
+};
 use crate::rpc::{RequestCtx, RpcError};
 use crate::server::{Daemon, OpObserver, OperationKind, convert, engine_error};
 
@@ -39,6 +41,8 @@ pub async fn navigate(
         custom_instructions: params.custom_instructions,
         replace_instructions: params.replace_instructions.unwrap_or(false),
         expected_leaf_id: expected_leaf(params.expected_leaf_id),
+        preview: params.preview.unwrap_or(false),
+        from_leaf_id: params.leaf_id,
     };
     let result = daemon
         .engine
@@ -59,6 +63,12 @@ pub async fn navigate(
         cancelled: outcome.cancelled,
         aborted: outcome.aborted.then_some(true),
         summary_entry: outcome.summary_entry.as_ref().map(convert::wire_entry),
+        summary: outcome.preview_summary.map(|s| BranchSummaryPreview {
+            summary: s.summary,
+            details: s.details,
+            from_extension: s.from_extension,
+            summarizer: s.summarizer,
+        }),
         leaf_id: outcome.leaf_id,
     })
 }

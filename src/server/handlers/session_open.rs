@@ -56,7 +56,12 @@ pub async fn open(
         Ok(SessionLocator::Path(path)) | Ok(SessionLocator::Id(path)) => path.to_owned(),
         Err(detail) => return Err(invalid("session/open", "path", detail)),
     };
-    let info = daemon.engine.open(&target).await.map_err(engine_error)?;
+    let info = if params.read_only.unwrap_or(false) {
+        daemon.engine.open_read_only(&target).await
+    } else {
+        daemon.engine.open(&target).await
+    }
+    .map_err(engine_error)?;
     for warning in &info.warnings {
         tracing::warn!(session = %info.id, "{warning}");
     }

@@ -1,0 +1,335 @@
+/**
+ * What the hooks ask compactd, and how its answers become the agent's. compactd opens the
+ * agent's own session file read-only and computes a compaction or branch summary at the
+ * agent's leaf without writing; the agent persists what the hook returns (`fromExtension:
+ * true`). Whenever compactd cannot answer (missing, crashed, timed out, an error), the hook
+ * returns nothing and the agent's own path runs, after one notice saying why.
+ */
+import { execFile } from "node:child_process";
+import { type SummarizeParams, AgentModel } from "./agent-model";
+import { Daemon, DaemonMissing } from "./daemon";
+import { PeerClosed, RequestTimeout, RpcError } from "./jsonrpc";
+import type {
+  CompactionResult,
+  ExtensionContext,
+  SessionBeforeCompactEvent,
+  SessionBeforeCompactResult,
+  SessionBeforeTreeEvent,
+  SessionBeforeTreeResult,
+} from "./omp";
+import { type Options, isObject } from "./options";
+
+const STATUS_KEY = "compactd";
+
+/** compactd's `CompactResult` (the fields this reads). */
+interface CompactResult {
+  summary: string;
+  shortSummary?: string;
+  firstKeptEntryId: string;
+  tokensBefore: number;
+  tokensAfter?: number;
+  details: Record<string, unknown>;
+  preserveData?: Record<string, unknown>;
+  summarizer?: string;
+}
+
+/** compactd's `NavigateTreeResult` for a preview. */
+interface NavigatePreview {
+  cancelled: boolean;
+  aborted?: boolean;
+  summary?: { summary: string; details?: Record<string, unknown>; summarizer?: string };
+}
+
+/** Which open compactd session holds which agent file, for the daemon that opened it. */
+interface OpenSession {
+  sessionId: string;
+  generation: number;
+}
+
+export class Compactd {
+  readonly options: Options;
+  readonly daemon: Daemon;
+  #model = new AgentModel();
+  #useAgentModel: boolean;
+  #sessions = new Map<string, OpenSession>();
+  #serverRequests = new Map<number | string, AbortController>();
+  #ctx: ExtensionContext | undefined;
+  #progressToken = 0;
+  #progressLabel = new Map<string, string>();
+  #noticesGiven = new Set<string>();
+  #sentCompaction: string | undefined;
+
+  constructor(options: Options) {
+    this.options = options;
+    this.#useAgentModel = options.summarizer === "agent";
+    this.daemon = new Daemon({
+      bin: options.bin,
+      clientSummarizer: this.#useAgentModel,
+      settings: this.#initialSettings(),
+      onNotification: (method, params) => this.#onNotification(method, params),
+      onRequest: (method, params, id) => this.#onRequest(method, params, id),
+    });
+  }
+
+  /** Starts the daemon early (at session start) so the first compaction does not wait. */
+  async warmUp(ctx: ExtensionContext): Promise<void> {
+    if (this.#useAgentModel) {
+      const problem = await this.#model.check();
+      if (problem) {
+        this.#useAgentModel = false;
+        this.#noticeOnce(ctx, "model", `compactd: the agent's model cannot write summaries (${problem}); compactd uses its own summarizer`);
+      }
+    }
+    try {
+      await this.daemon.peer();
+    } catch (error) {
+      this.#fallbackNotice(ctx, error, "start");
+    }
+  }
+
+  stop(): void {
+    this.daemon.stop();
+  }
+
+  /** `session_before_compact`: compactd's compaction of the agent's branch, or nothing. */
+  async compact(event: SessionBeforeCompactEvent, ctx: ExtensionContext): Promise<SessionBeforeCompactResult | undefined> {
+    const file = ctx.sessionManager.getSessionFile();
+    const leafId = event.branchEntries[event.branchEntries.length - 1]?.id;
+    if (!file || !leafId) return undefined;
+    this.#enter(ctx);
+    const token = this.#newProgressToken("compacting");
+    let sessionId: string | undefined;
+    const onAbort = () => {
+      if (sessionId) void this.#peerRequest("session/abortCompaction", { sessionId }).catch(() => undefined);
+    };
+    event.signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      sessionId = await this.#open(file);
+      await this.#syncCompactionSettings(event.preparation.settings);
+      const result = await this.#peerRequest<CompactResult>(
+        "session/compact",
+        {
+          sessionId,
+          preview: true,
+          leafId,
+          customInstructions: event.customInstructions,
+          workDoneToken: token,
+        },
+        this.options.timeoutMs,
+      );
+      return { compaction: toCompaction(result, this.#model.answered()) };
+    } catch (error) {
+      if (event.signal.aborted) return { cancel: true };
+      if (error instanceof RequestTimeout) onAbort();
+      // compactd agrees with the agent that there is nothing to do: let the agent say so.
+      if (error instanceof RpcError && (error.kind === "nothingToCompact" || error.kind === "alreadyCompacted")) {
+        return undefined;
+      }
+      this.#fallbackNotice(ctx, error, "compaction");
+      return undefined;
+    } finally {
+      event.signal.removeEventListener("abort", onAbort);
+      this.#endProgress(token);
+    }
+  }
+
+  /** `session_before_tree`: compactd's summary of the branch being left, when one is wanted. */
+  async branchSummary(event: SessionBeforeTreeEvent, ctx: ExtensionContext): Promise<SessionBeforeTreeResult | undefined> {
+    const { preparation } = event;
+    const file = ctx.sessionManager.getSessionFile();
+    if (!preparation.userWantsSummary || preparation.entriesToSummarize.length === 0 || !file) return undefined;
+    this.#enter(ctx);
+    const token = this.#newProgressToken("summarizing the branch");
+    let sessionId: string | undefined;
+    const onAbort = () => {
+      if (sessionId) void this.#peerRequest("session/abortBranchSummary", { sessionId }).catch(() => undefined);
+    };
+    event.signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      sessionId = await this.#open(file);
+      const result = await this.#peerRequest<NavigatePreview>(
+        "session/navigateTree",
+        {
+          sessionId,
+          targetId: preparation.targetId,
+          leafId: preparation.oldLeafId,
+          summarize: true,
+          preview: true,
+          workDoneToken: token,
+        },
+        this.options.timeoutMs,
+      );
+      if (result.cancelled || !result.summary) {
+        return event.signal.aborted || result.aborted ? { cancel: true } : undefined;
+      }
+      const details = {
+        ...(result.summary.details ?? {}),
+        compactd: compactdDetails(result.summary.summarizer, this.#model.answered()),
+      };
+      return { summary: { summary: result.summary.summary, details } };
+    } catch (error) {
+      if (event.signal.aborted) return { cancel: true };
+      if (error instanceof RequestTimeout) onAbort();
+      this.#fallbackNotice(ctx, error, "branch summary");
+      return undefined;
+    } finally {
+      event.signal.removeEventListener("abort", onAbort);
+      this.#endProgress(token);
+    }
+  }
+
+  /** `/compactd`: where a compaction would cut now and what it would summarise (writes nothing). */
+  async plan(ctx: ExtensionContext, keepRecentTokens: number | undefined): Promise<string> {
+    const file = ctx.sessionManager.getSessionFile();
+    if (!file) return "compactd: this session has no file yet (nothing to plan)";
+    await flushAgentWrites(ctx);
+    const args = ["plan", file];
+    if (keepRecentTokens !== undefined) args.push("--keep-recent-tokens", String(keepRecentTokens));
+    return new Promise(resolve => {
+      execFile(this.options.bin, args, { timeout: 30_000 }, (error, stdout, stderr) => {
+        if (error) resolve(`compactd plan failed: ${(stderr || error.message).trim()}`);
+        else resolve(`compactd plan for ${file}:\n${stdout.trim()}`);
+      });
+    });
+  }
+
+  /** The settings layer compactd starts with: the user's, plus the summarizer choice. */
+  #initialSettings(): Record<string, unknown> {
+    const settings = structuredClone(this.options.settings);
+    if (this.#useAgentModel) {
+      const summarizer = isObject(settings.summarizer) ? settings.summarizer : {};
+      settings.summarizer = { ...summarizer, kind: "client" };
+    }
+    return settings;
+  }
+
+  /** The agent's `compaction.keepRecentTokens` and `reserveTokens` apply to compactd's cut too,
+   * unless compactd.json sets them. */
+  async #syncCompactionSettings(agent: { keepRecentTokens: number; reserveTokens: number }): Promise<void> {
+    const own = isObject(this.options.settings.compaction) ? this.options.settings.compaction : {};
+    const compaction = {
+      keepRecentTokens: own.keepRecentTokens ?? agent.keepRecentTokens,
+      reserveTokens: own.reserveTokens ?? agent.reserveTokens,
+    };
+    const key = `${this.daemon.generation}:${JSON.stringify(compaction)}`;
+    if (key === this.#sentCompaction) return;
+    await this.#peerRequest("settings/update", { target: "session", patch: { compaction } });
+    this.#sentCompaction = key;
+  }
+
+  /** Hands the hook's context to the summarizer and flushes the agent's pending writes, so the
+   * file compactd reads ends at the agent's leaf. */
+  #enter(ctx: ExtensionContext): void {
+    this.#ctx = ctx;
+    this.#model.use(ctx);
+  }
+
+  /** The compactd session of `file` (opened read-only: compactd never writes the agent's file). */
+  async #open(file: string): Promise<string> {
+    const ctx = this.#ctx;
+    if (ctx) await flushAgentWrites(ctx);
+    const peer = await this.daemon.peer();
+    const known = this.#sessions.get(file);
+    if (known && known.generation === this.daemon.generation && !peer.closed) return known.sessionId;
+    const info = await this.#peerRequest<{ sessionId: string }>("session/open", { path: file, readOnly: true });
+    this.#sessions.set(file, { sessionId: info.sessionId, generation: this.daemon.generation });
+    return info.sessionId;
+  }
+
+  async #peerRequest<T>(method: string, params: Record<string, unknown>, timeoutMs?: number): Promise<T> {
+    const peer = await this.daemon.peer();
+    return peer.request<T>(method, params, timeoutMs);
+  }
+
+  #onNotification(method: string, params: unknown): void {
+    if (!isObject(params)) return;
+    if (method === "$/progress") {
+      const token = String(params.token);
+      const label = this.#progressLabel.get(token);
+      const value = isObject(params.value) ? params.value : {};
+      if (label && value.kind !== "end" && typeof value.message === "string") {
+        this.#ctx?.ui.setStatus(STATUS_KEY, `compactd: ${label} (${value.message})`);
+      }
+    } else if (method === "$/cancelRequest") {
+      this.#serverRequests.get(params.id as number | string)?.abort();
+    }
+  }
+
+  async #onRequest(method: string, params: unknown, id: number | string): Promise<unknown> {
+    if (method === "window/workDoneProgress/create") return null;
+    if (method !== "summarizer/summarize") throw new RpcError(-32601, `method not found: ${method}`);
+    const abort = new AbortController();
+    this.#serverRequests.set(id, abort);
+    try {
+      return await this.#model.summarize(params as SummarizeParams, abort.signal);
+    } finally {
+      this.#serverRequests.delete(id);
+    }
+  }
+
+  #newProgressToken(label: string): string {
+    const token = `omp-${++this.#progressToken}`;
+    this.#progressLabel.set(token, label);
+    this.#ctx?.ui.setStatus(STATUS_KEY, `compactd: ${label}`);
+    return token;
+  }
+
+  #endProgress(token: string): void {
+    this.#progressLabel.delete(token);
+    this.#ctx?.ui.setStatus(STATUS_KEY, undefined);
+  }
+
+  /** One notice per kind of failure and process: the agent's own path runs meanwhile. */
+  #fallbackNotice(ctx: ExtensionContext, error: unknown, what: string): void {
+    const message = describe(error, this.daemon.stderrTail());
+    const kind = error instanceof DaemonMissing ? "missing" : `${what}:${message}`;
+    this.#noticeOnce(ctx, kind, `compactd: ${what} failed (${message}); the agent's own ${what === "branch summary" ? "branch summary" : "compaction"} runs instead`);
+  }
+
+  #noticeOnce(ctx: ExtensionContext, kind: string, message: string): void {
+    if (this.#noticesGiven.has(kind)) return;
+    this.#noticesGiven.add(kind);
+    ctx.ui.notify(message, "warning");
+  }
+}
+
+/** The agent's `CompactionResult` from compactd's. `details` keeps compactd's file lists and
+ * `retainedFacts`, and says under `compactd` which summarizer wrote the summary. */
+function toCompaction(result: CompactResult, models: string[]): CompactionResult {
+  // compactd ran this as a request of its client; why the agent compacted is the agent's to say.
+  const { reason: _trigger, ...details } = result.details;
+  const compaction: CompactionResult = {
+    summary: result.summary,
+    firstKeptEntryId: result.firstKeptEntryId,
+    tokensBefore: result.tokensBefore,
+    details: { ...details, compactd: compactdDetails(result.summarizer, models, result.tokensAfter) },
+  };
+  if (result.shortSummary) compaction.shortSummary = result.shortSummary;
+  if (result.preserveData) compaction.preserveData = result.preserveData;
+  return compaction;
+}
+
+/** `details.compactd`: which compactd summarizer wrote the summary (`client` when the agent's
+ * model answered compactd's prompts, then `models` names it; `extractive` for compactd's
+ * offline one, …) and compactd's estimate of the context after. */
+function compactdDetails(summarizer: string | undefined, models: string[], tokensAfter?: number): Record<string, unknown> {
+  const details: Record<string, unknown> = { summarizer: summarizer ?? "unknown" };
+  if (summarizer === "client" && models.length > 0) details.models = models;
+  if (tokensAfter !== undefined) details.tokensAfter = tokensAfter;
+  return details;
+}
+
+/** The agent writes its session file asynchronously; its session manager can flush. */
+async function flushAgentWrites(ctx: ExtensionContext): Promise<void> {
+  const manager = ctx.sessionManager as { flush?: () => Promise<void> };
+  if (typeof manager.flush === "function") await manager.flush();
+}
+
+function describe(error: unknown, stderrTail: string): string {
+  if (error instanceof PeerClosed) {
+    const last = stderrTail.split("\n").filter(Boolean).pop();
+    return last ? `${error.message}; last log line: ${last}` : error.message;
+  }
+  if (error instanceof Error) return error.message;
+  return String(error);
+}

@@ -1,0 +1,120 @@
+/**
+ * The parts of oh-my-pi's extension API (13.19, `extensibility/extensions/types.ts`) that this
+ * extension uses, written out structurally so the extension typechecks without the agent's
+ * sources. The real-agent test (`scripts/test.d/omp.sh`) checks them against the agent itself.
+ */
+
+/** A session entry as the agent holds it (one line of its session file). */
+export interface SessionEntry {
+  type: string;
+  id: string;
+  parentId: string | null;
+  timestamp: string;
+  [field: string]: unknown;
+}
+
+/** The agent's `CompactionPreparation` (only what this extension reads). */
+export interface CompactionPreparation {
+  firstKeptEntryId: string;
+  tokensBefore: number;
+  isSplitTurn: boolean;
+  previousSummary?: string;
+  settings: { keepRecentTokens: number; reserveTokens: number };
+}
+
+/** The agent's `CompactionResult`: what `session_before_compact` may return to be persisted. */
+export interface CompactionResult {
+  summary: string;
+  shortSummary?: string;
+  firstKeptEntryId: string;
+  tokensBefore: number;
+  details?: unknown;
+  preserveData?: Record<string, unknown>;
+}
+
+export interface SessionBeforeCompactEvent {
+  type: "session_before_compact";
+  preparation: CompactionPreparation;
+  /** Root to leaf. */
+  branchEntries: SessionEntry[];
+  customInstructions?: string;
+  signal: AbortSignal;
+}
+
+export interface SessionBeforeCompactResult {
+  cancel?: boolean;
+  compaction?: CompactionResult;
+}
+
+export interface TreePreparation {
+  targetId: string;
+  oldLeafId: string | null;
+  commonAncestorId: string | null;
+  entriesToSummarize: SessionEntry[];
+  userWantsSummary: boolean;
+}
+
+export interface SessionBeforeTreeEvent {
+  type: "session_before_tree";
+  preparation: TreePreparation;
+  signal: AbortSignal;
+}
+
+export interface SessionBeforeTreeResult {
+  cancel?: boolean;
+  summary?: { summary: string; details?: unknown };
+}
+
+/** The agent's `Model` (only what this extension reads or passes on). */
+export interface Model {
+  id: string;
+  provider: string;
+  api: string;
+  contextWindow?: number;
+  maxTokens?: number;
+}
+
+export interface ModelRegistry {
+  getApiKey(model: Model, sessionId?: string): Promise<string | undefined>;
+}
+
+export interface ReadonlySessionManager {
+  getSessionFile(): string | undefined;
+  getSessionId(): string;
+  getLeafId(): string | null;
+  getCwd(): string;
+}
+
+export interface ExtensionUIContext {
+  notify(message: string, type?: "info" | "warning" | "error"): void;
+  setStatus(key: string, text: string | undefined): void;
+}
+
+export interface ExtensionContext {
+  ui: ExtensionUIContext;
+  hasUI: boolean;
+  cwd: string;
+  sessionManager: ReadonlySessionManager;
+  modelRegistry: ModelRegistry;
+  model: Model | undefined;
+}
+
+export interface ExtensionCommandContext extends ExtensionContext {
+  navigateTree(targetId: string, options?: { summarize?: boolean }): Promise<{ cancelled: boolean }>;
+}
+
+type Handler<E, R = undefined> = (event: E, ctx: ExtensionContext) => Promise<R | undefined> | R | undefined;
+
+/** The `pi` object an extension factory receives. */
+export interface ExtensionAPI {
+  on(event: "session_before_compact", handler: Handler<SessionBeforeCompactEvent, SessionBeforeCompactResult>): void;
+  on(event: "session_before_tree", handler: Handler<SessionBeforeTreeEvent, SessionBeforeTreeResult>): void;
+  on(event: "session_start" | "session_switch" | "session_shutdown", handler: Handler<{ type: string }>): void;
+  registerCommand(
+    name: string,
+    options: { description?: string; handler: (args: string, ctx: ExtensionCommandContext) => Promise<void> },
+  ): void;
+  logger: { warn(message: string, meta?: Record<string, unknown>): void; debug(message: string, meta?: Record<string, unknown>): void };
+  /** The agent package's own exports. */
+  pi: { getAgentDir(): string; VERSION?: string };
+}

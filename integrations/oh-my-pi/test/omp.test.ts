@@ -1,0 +1,392 @@
+/**
+ * The extension inside the real oh-my-pi agent (`--mode rpc`), with the fake model on
+ * 127.0.0.1 as the agent's own model, and the real compactd. Assertions are on the agent's own
+ * session file and state. Run by `scripts/test.d/omp.sh`, which installs the agent and Bun and
+ * sets OMP_AGENT_PKG, OMP_BUN and COMPACTD_BIN.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { Agent, type AgentSetup, MODEL, PROVIDER, writeAgentDir } from "./agent";
+import { AGENT_OWN_SUMMARY, FakeLlm, MODEL_SUMMARY_MARK, textOf } from "./fake-llm";
+
+const AGENT_PKG = required("OMP_AGENT_PKG");
+const BUN = required("OMP_BUN");
+const COMPACTD = required("COMPACTD_BIN");
+const EXTENSION = path.resolve(import.meta.dir, "../src/index.ts");
+const PROBE = path.resolve(import.meta.dir, "probe-extension.ts");
+const KEEP_RECENT = 1500;
+const TEST_TIMEOUT = 240_000;
+
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set (scripts/test.d/omp.sh sets it)`);
+  return value;
+}
+
+type Entry = Record<string, any> & { type: string; id: string; parentId: string | null };
+
+/** The entries of a session file (header excluded). */
+function entriesOf(file: string): Entry[] {
+  return fs
+    .readFileSync(file, "utf8")
+    .split("\n")
+    .slice(1)
+    .filter(line => line.trim())
+    .map(line => JSON.parse(line) as Entry);
+}
+
+/** The file's entries once `ready` holds of them: the agent writes its file asynchronously, so a
+ * command's response can arrive before the entry it made is on disk. */
+async function settled(file: string, ready: (entries: Entry[]) => boolean): Promise<Entry[]> {
+  for (let i = 0; i < 100; i++) {
+    const entries = entriesOf(file);
+    if (ready(entries)) return entries;
+    await Bun.sleep(100);
+  }
+  return entriesOf(file);
+}
+
+const lastIs = (type: string) => (entries: Entry[]) => entries[entries.length - 1]?.type === type;
+const count = (type: string, n: number) => (entries: Entry[]) => entries.filter(e => e.type === type).length >= n;
+
+/** Root-to-leaf path ending at `leafId`. */
+function pathTo(entries: Entry[], leafId: string): Entry[] {
+  const byId = new Map(entries.map(e => [e.id, e]));
+  const out: Entry[] = [];
+  for (let e = byId.get(leafId); e; e = e.parentId ? byId.get(e.parentId) : undefined) out.unshift(e);
+  return out;
+}
+
+function compactd(...args: string[]): string {
+  return execFileSync(COMPACTD, args, { encoding: "utf8" });
+}
+
+/** compactd's context shows summaries as the user messages the LLM reads; the agent keeps them
+ * as `compactionSummary` / `branchSummary` messages (its own `convertToLlm` wraps them later). */
+const COMPACTD_WRAPPERS: [string, string][] = [
+  ["compactionSummary", fs.readFileSync(path.resolve(import.meta.dir, "../../../prompts/compaction-summary-context.md"), "utf8")],
+  ["branchSummary", fs.readFileSync(path.resolve(import.meta.dir, "../../../prompts/branch-summary-context.md"), "utf8")],
+];
+
+/** A message reduced to what both views share: role and text. */
+function norm(message: any): string {
+  const role = message.role;
+  if (role === "compactionSummary" || role === "branchSummary") return `${role}: ${message.summary}`;
+  if (role === "assistant") {
+    const parts = (message.content as any[]).map(p =>
+      p.type === "text" ? p.text : p.type === "toolCall" ? `call ${p.name} ${JSON.stringify(p.arguments)}` : "",
+    );
+    return `${role}: ${parts.join("")}`;
+  }
+  const text = textOf(message.content);
+  if (role === "user") {
+    for (const [summaryRole, template] of COMPACTD_WRAPPERS) {
+      const [head, tail] = template.trim().split("{{summary}}");
+      if (text.startsWith(head) && text.endsWith(tail)) return `${summaryRole}: ${text.slice(head.length, text.length - tail.length)}`;
+    }
+  }
+  return `${role}: ${text}`;
+}
+
+/** The agent's rebuilt messages must be compactd's context of the same file. */
+async function expectSameContext(agent: Agent, file: string): Promise<void> {
+  const { messages } = await agent.ok<{ messages: any[] }>({ type: "get_messages" });
+  const ours = JSON.parse(compactd("context", file, "--json")) as { messages: { message: any }[] };
+  expect(ours.messages.map(m => norm(m.message))).toEqual(messages.map(norm));
+}
+
+/** A piece of a message that any summary input holding the message contains. */
+function probeText(message: any): string {
+  if (message.role === "assistant") {
+    const text = (message.content as any[]).filter(p => p.type === "text").map(p => p.text).join("");
+    if (text) return text.slice(0, 40);
+    const call = (message.content as any[]).find(p => p.type === "toolCall");
+    return String(call?.arguments?.path ?? "");
+  }
+  return textOf(message.content).slice(0, 40);
+}
+
+/** Child processes of `pid` whose command name is `name`. */
+function childrenNamed(pid: number, name: string): number[] {
+  const found: number[] = [];
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    const children = fs.readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim();
+    for (const child of children ? children.split(/\s+/).map(Number) : []) {
+      if (fs.readFileSync(`/proc/${child}/comm`, "utf8").trim() === name) found.push(child);
+    }
+  }
+  return found;
+}
+
+class World {
+  readonly llm = new FakeLlm();
+  readonly root = fs.mkdtempSync(path.join(os.tmpdir(), "compactd-omp-"));
+  readonly cwd = path.join(this.root, "project");
+  readonly record = path.join(this.root, "preparations.jsonl");
+  readonly baseUrl = this.llm.start();
+
+  constructor() {
+    fs.mkdirSync(path.join(this.cwd, "src"), { recursive: true });
+    for (let i = 1; i <= 9; i++) {
+      const body = Array.from({ length: 120 }, (_, n) => `fn step_${i}_${n}() -> u32 { ${n} }`).join("\n");
+      fs.writeFileSync(path.join(this.cwd, `src/mod${i}.rs`), `// module ${i}\n${body}\n`);
+    }
+    // A turn whose usage says this is over the threshold (40,000 of a 64,000 window).
+    this.llm.bigPromptTokens = 45_000;
+  }
+
+  async agent(name: string, env: Record<string, string>): Promise<Agent> {
+    const setup: AgentSetup = {
+      baseUrl: this.baseUrl,
+      contextWindow: 64_000,
+      compaction: { thresholdTokens: 40_000, keepRecentTokens: KEEP_RECENT, reserveTokens: 2_000 },
+      extensions: [EXTENSION, PROBE],
+      env: { ...env, OMP_TEST_RECORD: this.record },
+    };
+    const dir = path.join(this.root, name);
+    writeAgentDir(dir, setup);
+    const agent = new Agent({ agentPkg: AGENT_PKG, bun: BUN }, dir, this.cwd, setup);
+    await agent.waitForEvent(e => e.type === "ready", 90_000, 0);
+    return agent;
+  }
+
+  stop(): void {
+    this.llm.stop();
+  }
+}
+
+describe("compactd inside the real oh-my-pi agent", () => {
+  let world: World;
+  let agent: Agent;
+  let file: string;
+
+  beforeAll(async () => {
+    world = new World();
+    agent = await world.agent("agent", { COMPACTD_BIN: COMPACTD });
+  }, TEST_TIMEOUT);
+
+  afterAll(async () => {
+    await agent?.stop();
+    world?.stop();
+  }, 30_000);
+
+  test(
+    "a manual compaction with instructions comes from compactd",
+    async () => {
+      for (const n of [1, 2, 3]) await agent.prompt(`read src/mod${n}.rs`);
+      const state = await agent.ok<{ sessionFile: string; model: { id: string } }>({ type: "get_state" });
+      file = state.sessionFile;
+      expect(state.model.id).toBe(MODEL);
+      const before = fs.readFileSync(file, "utf8");
+      const result = await agent.ok<any>({ type: "compact", customInstructions: "Keep the list of modules read." });
+
+      const entries = await settled(file, lastIs("compaction"));
+      const c1 = entries[entries.length - 1];
+      expect(c1.type).toBe("compaction");
+      expect(c1.fromExtension).toBe(true);
+      expect(result.summary).toBe(c1.summary);
+      // The agent's model wrote it inside compactd's layout, and compactd's retention guard put
+      // back the last request the model's summary left out.
+      expect(c1.summary).toContain(MODEL_SUMMARY_MARK);
+      expect(c1.summary).toContain("## Goal");
+      expect(c1.summary).toContain("<read-files>");
+      expect(c1.summary).toContain("read src/mod3.rs");
+      const facts = c1.details.retainedFacts as { kind: string; text: string }[];
+      expect(facts.some(f => f.kind === "lastUserRequest" && f.text.includes("read src/mod3.rs"))).toBe(true);
+      expect(c1.details.compactd.summarizer).toBe("client");
+      expect(c1.details.compactd.models).toContain(`${PROVIDER}/${MODEL}`);
+      expect(c1.details.readFiles).toEqual(expect.arrayContaining(["src/mod1.rs"]));
+      // The instructions reached compactd's history prompt.
+      const prompts = world.llm.received.filter(r => r.kind === "compactd-summary").map(r => JSON.stringify(r.body.messages));
+      expect(prompts.some(p => p.includes("Keep the list of modules read."))).toBe(true);
+
+      // The first kept entry is compactd's cut (its plan of the file as it was, with the
+      // agent's keepRecentTokens), whatever the agent's own cut was.
+      const copy = path.join(world.root, "before-c1.jsonl");
+      fs.writeFileSync(copy, before);
+      const plan = JSON.parse(compactd("plan", copy, "--keep-recent-tokens", String(KEEP_RECENT), "--json"));
+      expect(c1.firstKeptEntryId).toBe(plan.firstKeptEntryId);
+      const agentsOwn = fs.readFileSync(world.record, "utf8").trim().split("\n").map(l => JSON.parse(l));
+      expect(agentsOwn[0].customInstructions).toBe("Keep the list of modules read.");
+      console.log(`first compaction: compactd kept from ${c1.firstKeptEntryId}, the agent would have kept from ${agentsOwn[0].firstKeptEntryId}`);
+
+      await expectSameContext(agent, file);
+    },
+    TEST_TIMEOUT,
+  );
+
+  test(
+    "a threshold compaction goes through compactd and keeps or summarises what the first kept",
+    async () => {
+      const c1 = entriesOf(file).filter(e => e.type === "compaction")[0];
+      const summarisedBefore = world.llm.received.length;
+      await agent.prompt("read src/mod4.rs");
+      await agent.prompt("BIG read src/mod5.rs");
+      expect(agent.events.some(e => e.type === "auto_compaction_start" && e.reason === "threshold")).toBe(true);
+
+      const entries = await settled(file, count("compaction", 2));
+      const compactions = entries.filter(e => e.type === "compaction");
+      expect(compactions.length).toBe(2);
+      const c2 = compactions[1];
+      expect(c2.fromExtension).toBe(true);
+      expect(c2.summary).toContain(MODEL_SUMMARY_MARK);
+      expect(c2.details.compactd.summarizer).toBe("client");
+      // The agent continued after the threshold compaction.
+      const after = entries.slice(entries.indexOf(c2) + 1);
+      // (13.19 sends its synthetic prompt with the `developer` role.)
+      const continued = after.some(
+        e => ["user", "developer"].includes(e.message?.role) && textOf(e.message.content) === "Continue if you have next steps.",
+      );
+      expect(continued).toBe(true);
+
+      // Every message the first compaction kept is kept again or was in the second's summary
+      // input; the reference's window starts after the first compaction and drops them.
+      const branch = pathTo(entries, c2.id);
+      const c1At = branch.findIndex(e => e.id === c1.id);
+      const kept1 = branch.slice(branch.findIndex(e => e.id === c1.firstKeptEntryId), c1At);
+      const c2KeptAt = branch.findIndex(e => e.id === c2.firstKeptEntryId);
+      const inputs = world.llm.received
+        .slice(summarisedBefore)
+        .filter(r => r.kind === "compactd-summary")
+        .map(r => JSON.stringify(r.body.messages));
+      const kept = kept1.filter(e => e.type === "message");
+      expect(kept.length).toBeGreaterThan(0);
+      for (const entry of kept) {
+        const text = probeText(entry.message);
+        const keptAgain = branch.indexOf(entry) >= c2KeptAt;
+        const summarised = inputs.some(p => p.includes(JSON.stringify(text).slice(1, -1)));
+        expect({ entry: entry.id, text, keptOrSummarised: keptAgain || summarised }).toEqual({
+          entry: entry.id,
+          text,
+          keptOrSummarised: true,
+        });
+      }
+      await expectSameContext(agent, file);
+    },
+    TEST_TIMEOUT,
+  );
+
+  test(
+    "a later manual compaction and a branch summary come from compactd",
+    async () => {
+      await agent.prompt("read src/mod6.rs");
+      await agent.ok({ type: "compact" });
+      let entries = await settled(file, lastIs("compaction"));
+      const c3 = entries[entries.length - 1];
+      expect(c3.type).toBe("compaction");
+      expect(c3.fromExtension).toBe(true);
+      await expectSameContext(agent, file);
+
+      await agent.prompt("read src/mod7.rs");
+      const target = entries.find(e => e.message?.role === "user" && textOf(e.message.content) === "read src/mod2.rs")!;
+      await agent.runCommand(`/goto ${target.id}`, m => m.startsWith("goto:"));
+      expect(agent.notices().some(n => n.message === "goto: done")).toBe(true);
+      entries = await settled(file, lastIs("branch_summary"));
+      const summary = entries[entries.length - 1];
+      expect(summary.type).toBe("branch_summary");
+      expect(summary.fromExtension).toBe(true);
+      expect(summary.parentId).toBe(target.parentId);
+      expect(summary.summary).toContain("The user explored a different branch of this conversation");
+      expect(summary.summary).toContain(MODEL_SUMMARY_MARK);
+      expect(summary.details.compactd.summarizer).toBe("client");
+      await expectSameContext(agent, file);
+
+      // `/compactd` shows compactd's plan of the file now, with the agent's keepRecentTokens.
+      const lines = fs.readFileSync(file, "utf8");
+      await agent.runCommand("/compactd", m => m.startsWith("compactd plan"));
+      const plan = agent.notices().find(n => n.message.startsWith("compactd plan"))!;
+      expect(plan.message).toContain("first kept entry:");
+      expect(plan.message).toContain(`keep recent tokens: ${KEEP_RECENT}`);
+      expect(fs.readFileSync(file, "utf8")).toBe(lines);
+    },
+    TEST_TIMEOUT,
+  );
+
+  test(
+    "the agent's file holds only the agent's own lines",
+    async () => {
+      const dump = path.join(world.root, "dump.json");
+      await agent.runCommand(`/dump ${dump}`, m => m === "dump: done");
+      const memory = JSON.parse(fs.readFileSync(dump, "utf8")) as { entries: Entry[]; leafId: string };
+      const entries = entriesOf(file);
+      expect(entries).toEqual(memory.entries);
+      expect(entries.some(e => e.type === "compactd_leaf")).toBe(false);
+      const lock = path.join(path.dirname(file), `.${path.basename(file)}.lock`);
+      expect(fs.existsSync(lock)).toBe(false);
+      // The progress showed in the agent's UI.
+      const status = agent.events.filter(e => e.type === "extension_ui_request" && e.method === "setStatus" && e.statusKey === "compactd");
+      expect(status.some(e => String(e.statusText).startsWith("compactd: compacting"))).toBe(true);
+      expect(status.some(e => String(e.statusText).startsWith("compactd: summarizing the branch"))).toBe(true);
+    },
+    TEST_TIMEOUT,
+  );
+
+  test(
+    "compactd killed mid-compaction: the agent compacts on its own, and the next one is compactd's again",
+    async () => {
+      await agent.prompt("read src/mod8.rs");
+      world.llm.hold();
+      const compaction = agent.command({ type: "compact" }, 120_000);
+      await world.llm.whenHeld();
+      const [daemon] = childrenNamed(agent.pid, "compactd");
+      expect(daemon).toBeGreaterThan(0);
+      process.kill(daemon, "SIGKILL");
+      const response = await compaction;
+      world.llm.release();
+      expect(response.success).toBe(true);
+      let entries = await settled(file, count("compaction", 4));
+      const fallback = entries[entries.length - 1];
+      expect(fallback.type).toBe("compaction");
+      expect(fallback.fromExtension).not.toBe(true);
+      expect(fallback.summary).toContain(AGENT_OWN_SUMMARY);
+      const notices = agent.notices().filter(n => n.message.startsWith("compactd:"));
+      expect(notices.length).toBe(1);
+      expect(notices[0].notifyType).toBe("warning");
+      expect(notices[0].message).toContain("exited");
+      await expectSameContext(agent, file);
+
+      // The session goes on, and compactd (started again) answers the next compaction.
+      await agent.prompt("read src/mod9.rs");
+      await agent.ok({ type: "compact" });
+      entries = await settled(file, count("compaction", 5));
+      expect(entries[entries.length - 1].type).toBe("compaction");
+      expect(entries[entries.length - 1].fromExtension).toBe(true);
+      expect(childrenNamed(agent.pid, "compactd").length).toBe(1);
+      await expectSameContext(agent, file);
+    },
+    TEST_TIMEOUT,
+  );
+});
+
+describe("without compactd", () => {
+  test(
+    "the agent compacts on its own, after one clear notice",
+    async () => {
+      const world = new World();
+      const agent = await world.agent("no-compactd", { COMPACTD_BIN: path.join(world.root, "no-such-compactd") });
+      try {
+        for (const n of [1, 2]) await agent.prompt(`read src/mod${n}.rs`);
+        await agent.ok({ type: "compact" });
+        await agent.prompt("read src/mod3.rs");
+        await agent.ok({ type: "compact" });
+        const state = await agent.ok<{ sessionFile: string }>({ type: "get_state" });
+        const compactions = (await settled(state.sessionFile, count("compaction", 2))).filter(e => e.type === "compaction");
+        expect(compactions.length).toBe(2);
+        for (const c of compactions) {
+          expect(c.fromExtension).not.toBe(true);
+          expect(c.summary).toContain(AGENT_OWN_SUMMARY);
+        }
+        const notices = agent.notices().filter(n => n.message.startsWith("compactd:"));
+        expect(notices.length).toBe(1);
+        expect(notices[0].message).toContain("not found");
+      } finally {
+        await agent.stop();
+        world.stop();
+      }
+    },
+    TEST_TIMEOUT,
+  );
+});
