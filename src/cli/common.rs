@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use compactd::session::{LoadReport, Session};
 use compactd::settings::{Settings, SettingsStack};
-use compactd::tokens::{TokenCounter, counter_by_name};
+use compactd::tokens::TokenCounter;
 
 /// `--tokenizer` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -18,7 +18,7 @@ pub enum TokenizerArg {
 }
 
 impl TokenizerArg {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             TokenizerArg::Chars4 => "chars4",
             TokenizerArg::O200k => "o200k",
@@ -67,7 +67,7 @@ fn warn_report(path: &Path, report: &LoadReport) {
 /// layer is skipped with a warning. Applies `storage.sync` to the session's appends.
 pub fn settings_for(session: &mut Session) -> Settings {
     let settings = settings_of(session);
-    session.set_sync_policy(compactd::engine::registry::sync_policy(&settings));
+    session.set_sync_policy(compactd::engine::sync_policy(&settings));
     settings
 }
 
@@ -90,11 +90,10 @@ pub fn counter(
     arg: Option<TokenizerArg>,
     settings: &Settings,
 ) -> Result<Arc<dyn TokenCounter>, CliError> {
-    let name = match arg {
-        Some(a) => a.name().to_owned(),
-        None => compactd::engine::registry::tokenizer_name(settings),
-    };
-    counter_by_name(&name).ok_or_else(|| CliError(format!("unknown tokenizer {name}")))
+    Ok(compactd::engine::token_counter(
+        settings,
+        arg.map(TokenizerArg::name),
+    )?)
 }
 
 /// Writes `text` to stdout.

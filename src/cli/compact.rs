@@ -6,12 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use compactd::engine::{
-    CompactEnv, CompactOptions, CompactOutcome, NoHooks, OperationObserver, Phase, SharedSession,
-    SummaryPart, compact, summarizers_from_settings,
+    CompactEnv, CompactOptions, CompactOutcome, EnvSource, OperationObserver, Phase, Purpose,
+    SharedSession, compact, session_window,
 };
 use compactd::session::Session;
-use compactd::settings::{DEFAULT_CONTEXT_WINDOW, Settings, SummarizerKind};
-use compactd::summarize::Prompts;
+use compactd::settings::{Settings, SummarizerKind};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -96,32 +95,21 @@ pub(crate) fn open_writable(path: &Path) -> Result<Session, CliError> {
     common::open(path)
 }
 
-/// The engine environment for a CLI command: the session's settings, the counter, the
-/// summarizers (no client summarizer, no hooks), prompts from the config dir if present.
+/// The engine environment for a CLI command, built as the daemon builds it: the session's
+/// settings and context window, the counter (`--tokenizer` or the setting), the summarizers
+/// (no client summarizer, no hooks), the user's prompt overrides.
 pub(crate) fn engine_env(
     session: &Session,
     settings: Settings,
     tokenizer: Option<TokenizerArg>,
 ) -> Result<CompactEnv, CliError> {
-    let counter = common::counter(tokenizer, &settings)?;
-    let summarizers = summarizers_from_settings(&settings, None)?;
-    let prompt_dir = compactd::settings::config_dir().map(|d| d.join("prompts"));
-    let prompts = Prompts::load(prompt_dir.as_deref())?;
-    let context_window = session
-        .context()
-        .models
-        .get("default")
-        .map_or(DEFAULT_CONTEXT_WINDOW, |m| settings.context_window_for(m));
-    Ok(CompactEnv {
+    let window = session_window(session, &settings);
+    Ok(EnvSource::standalone().env(
+        &session.header().id,
         settings,
-        counter,
-        summarizers,
-        hooks: Arc::new(NoHooks),
-        prompts: Arc::new(prompts),
-        context_window,
-        session_id: session.header().id.clone(),
-        operation_id: String::new(),
-    })
+        window,
+        tokenizer.map(TokenizerArg::name),
+    )?)
 }
 
 /// Runs `op` on a single-threaded runtime; Ctrl-C cancels it (nothing is written then).
@@ -229,13 +217,13 @@ impl OperationObserver for StderrProgress {
         }
     }
 
-    fn restart(&self, _part: SummaryPart) {
+    fn restart(&self, _part: Purpose) {
         if let Ok(mut state) = self.state.lock() {
             state.1 = 0;
         }
     }
 
-    fn delta(&self, _part: SummaryPart, text: &str) {
+    fn delta(&self, _part: Purpose, text: &str) {
         let Ok(mut state) = self.state.lock() else {
             return;
         };

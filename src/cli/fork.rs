@@ -38,7 +38,7 @@ pub fn run(args: &ForkArgs) -> Result<(), CliError> {
             Some(_) => args.session.to_string_lossy().into_owned(),
             None => source.header().id.clone(),
         }),
-        sync: compactd::engine::registry::sync_policy(&settings),
+        sync: compactd::engine::sync_policy(&settings),
         ..CreateOptions::default()
     };
     let made = match &args.at {

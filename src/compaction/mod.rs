@@ -1,6 +1,6 @@
 //! Pure compaction planning, no I/O and no LLM: where to cut (spec §4.8), what to summarise
 //! and keep (§4.6), file-operation tracking (§4.13), the summarizer's transcript (§4.11),
-//! the threshold and overflow tests (§4.2, §4.3), tool-output pruning (§5) and the entries a
+//! the threshold test (§4.2), tool-output pruning (§5) and the entries a
 //! branch summary covers (§6.1, §6.2).
 //!
 //! Every function takes entries and a [`TokenCounter`](crate::tokens::TokenCounter) and
@@ -9,7 +9,6 @@
 pub mod branch;
 pub mod cut_point;
 pub mod file_ops;
-pub mod overflow;
 pub mod prepare;
 pub mod prune;
 pub mod serialize;
@@ -26,7 +25,6 @@ pub use cut_point::{
     find_turn_start_index_with,
 };
 pub use file_ops::{FileOps, compute_file_lists, file_lists_details, format_file_operations};
-pub use overflow::{is_context_overflow, is_transient_error};
 pub use prepare::{
     BoundaryError, CompactionParams, CompactionPreparation, effective_window, prepare_compaction,
     prepare_compaction_at, validate_boundary,

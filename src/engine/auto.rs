@@ -2,8 +2,8 @@
 //! appended, decide whether to recover from a context overflow or to compact because the
 //! context passed the threshold, run that compaction, and report it.
 //!
-//! The decision is the pure [`decide`]; the registry runs it and carries out the result with
-//! [`run`]. The rules that keep it from looping:
+//! The decision is the pure [`decide`]; [`plan`] prunes and decides after an append, and
+//! [`AutoPlan::execute`] carries the decision out. The rules that keep it from looping:
 //! * one overflow recovery per overflow: when the latest compaction on the path was itself an
 //!   overflow recovery and no successful reply came after it, a second overflow fails instead
 //!   of compacting again;
@@ -12,7 +12,7 @@
 //! * a threshold compaction that leaves the context above the threshold ends with the typed
 //!   [`EngineError::CannotGetUnderThreshold`] and no auto-continue prompt.
 
-use std::collections::HashSet;
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
@@ -20,17 +20,17 @@ use crate::session::entry::{Entry, EntryKind};
 use crate::session::message::{AssistantMessage, Content, UserMessage};
 use crate::session::{AgentMessage, Session};
 use crate::settings::Settings;
+use crate::tokens::TokenCache;
 
-use std::sync::Arc;
-
-use super::registry::{AppendAction, Engine, refresh_locked};
-use super::state::{OpGuard, OpKind, SessionState};
+use super::env::{EnvSource, token_counter};
+use super::events::new_operation_id;
+use super::overflow::is_context_overflow;
+use super::run::run_compaction;
+use super::state::{AutoMemory, OpGuard, OpKind, SessionState};
 use super::{
     CompactEnv, CompactOptions, CompactOutcome, CompactReason, EngineError, EngineEvent, EventSink,
-    OperationError, OperationObserver,
+    OperationObserver,
 };
-use crate::compaction::is_context_overflow;
-use crate::tokens::TokenCache;
 
 /// The prompt appended after a successful threshold compaction when `autoContinue` is on.
 pub const AUTO_CONTINUE_PROMPT: &str = "Continue if you have next steps.";
@@ -39,11 +39,22 @@ pub const OVERFLOW_FAILED_PREFIX: &str = "Context overflow recovery failed: ";
 /// Error prefix of a failed threshold compaction (reference string).
 pub const AUTO_FAILED_PREFIX: &str = "Auto-compaction failed: ";
 
-/// What the registry remembers between auto runs of one session.
-#[derive(Debug, Default, Clone)]
-pub struct AutoMemory {
-    /// Ids of the compaction entries written by overflow recovery.
-    pub overflow_recoveries: HashSet<String>,
+/// What the client should do after an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendAction {
+    /// Nothing to do.
+    Continue,
+    /// A threshold compaction ran; with auto-continue, a synthetic prompt was appended: run a
+    /// turn on the new context.
+    Compacted,
+    /// An overflow was recovered: re-send the request with the new context.
+    Retry,
+    /// Auto-compaction failed (see the auto result's `error_message`).
+    Failed,
+    /// A threshold compaction runs in the background (`AppendOutcome::pending`).
+    Compacting,
+    /// An overflow recovery runs in the background (`AppendOutcome::pending`).
+    Recovering,
 }
 
 /// Why an appended entry leads to no auto-compaction.
@@ -211,23 +222,25 @@ impl std::fmt::Debug for AutoPlan {
 }
 
 /// Prunes, then [`decide`]s on `last` (the last assistant message of an append) and, when a
-/// compaction (or a failed recovery) is due, returns the plan. The caller holds the session's
-/// write gate. The run's cancellation token is a child of `cancel`.
+/// compaction (or a failed recovery) is due, returns the plan, whose environment comes from
+/// `source` and whose events go to `events`. The caller holds the session's write gate. The
+/// run's cancellation token is a child of `cancel`.
 pub(crate) async fn plan(
-    engine: &Engine,
     state: &Arc<SessionState>,
     last: &Entry,
     cancel: &CancellationToken,
+    source: &EnvSource,
+    events: Arc<dyn EventSink>,
 ) -> Result<Option<AutoPlan>, EngineError> {
     let settings = state.effective_settings()?;
     if !settings.compaction.enabled {
         return Ok(None);
     }
-    let counter = engine.counter(&settings, None)?;
+    let counter = token_counter(&settings, None)?;
     let cache = state.cache_for(&counter);
     let (decision, window, counted) = {
         let mut session = state.session.write().await;
-        refresh_locked(state, &mut session)?;
+        state.refresh_locked(&mut session)?;
         let pruned = if settings.compaction.prune_enabled {
             let outcome = super::prune::prune_live_cached(&mut session, &cache, false)?;
             state.invalidate_counts(&outcome.entry_ids);
@@ -256,11 +269,11 @@ pub(crate) async fn plan(
         AutoDecision::RecoveryExhausted { .. } => None,
         _ => state.ops.start(OpKind::Auto, cancel),
     };
-    let operation_id = super::registry::new_operation_id("auto");
-    let mut env = engine.compact_env(state, settings, window)?;
+    let operation_id = new_operation_id("auto");
+    let mut env = source.env(&state.id, settings, window, None)?;
     env.operation_id = operation_id.clone();
     Ok(Some(AutoPlan {
-        events: engine.events(),
+        events,
         state: Arc::clone(state),
         decision,
         reason,
@@ -328,37 +341,16 @@ impl AutoPlan {
         let mut result = AutoResult::new(reason);
         let mut continue_after = false;
         let compact = |guard: Option<OpGuard>| {
-            let events = Arc::clone(&events);
-            let (session_id, operation_id) = (session_id.clone(), operation_id.clone());
-            let env = &env;
-            let state = &state;
+            let (events, env, state) = (events.as_ref(), &env, &state);
             async move {
                 let Some(guard) = guard else {
                     return Err(EngineError::CompactionInProgress);
                 };
-                events.emit(EngineEvent::CompactionStarted {
-                    session_id: session_id.clone(),
-                    operation_id: operation_id.clone(),
+                let opts = CompactOptions {
                     reason,
-                });
-                let mut opts = CompactOptions::manual();
-                opts.reason = reason;
-                let run =
-                    super::compact(&state.session, env, opts, guard.token().clone(), observer)
-                        .await;
-                drop(guard);
-                if let Some(event) = appended_compaction(state, &run).await {
-                    events.emit(event);
-                }
-                let (outcome, aborted, error) = finished(&run);
-                events.emit(EngineEvent::CompactionFinished {
-                    session_id,
-                    operation_id,
-                    outcome,
-                    aborted,
-                    error,
-                });
-                run
+                    ..CompactOptions::manual()
+                };
+                run_compaction(events, state, env, opts, guard, observer).await
             }
         };
         let action = match decision {
@@ -472,31 +464,6 @@ impl PendingAuto {
         let out = plan.execute(observer).await;
         drop(gate);
         out
-    }
-}
-
-/// `EntriesAppended` for the entry a compaction wrote (none for a preview or a failure), so
-/// clients learn of it like of any other entry, just before `CompactionFinished`.
-pub(crate) async fn appended_compaction(
-    state: &SessionState,
-    run: &Result<CompactOutcome, EngineError>,
-) -> Option<EngineEvent> {
-    let id = run.as_ref().ok()?.entry_id.as_deref()?;
-    let entry = state.session.read().await.get(id).cloned()?;
-    Some(EngineEvent::EntriesAppended {
-        session_id: state.id.clone(),
-        entries: vec![entry],
-    })
-}
-
-/// The event fields of a finished compaction.
-pub(crate) fn finished(
-    run: &Result<CompactOutcome, EngineError>,
-) -> (Option<Box<CompactOutcome>>, bool, Option<OperationError>) {
-    match run {
-        Ok(o) => (Some(Box::new(o.clone())), false, None),
-        Err(EngineError::Cancelled(_)) => (None, true, None),
-        Err(e) => (None, false, Some(OperationError::from(e))),
     }
 }
 

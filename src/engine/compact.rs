@@ -7,8 +7,6 @@
 //! append the entry. A preview stops before the append. Cancellation at any point writes
 //! nothing: the token is checked once more right before the append.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -20,7 +18,6 @@ use crate::compaction::{
 use crate::session::context::compaction_summary_text;
 use crate::session::entry::CompactionEntry;
 use crate::session::{AgentMessage, Entry, EntryKind, convert_to_llm};
-use crate::settings::Settings;
 use crate::summarize::prompts::{
     HistoryPrompt, history_max_tokens, short_summary_max_tokens, turn_prefix_max_tokens,
 };
@@ -29,9 +26,8 @@ use crate::summarize::{Purpose, SummarizeError, SummaryOutput};
 use super::fit::{PromptBuilder, SummaryJob, SummaryReport, summarize_fitted};
 use super::retention;
 use super::{
-    BeforeCompactRequest, CompactReason, CompactingReply, CompactingRequest, EngineError,
-    EngineHooks, OperationObserver, Phase, Prompts, SharedSession, SummarizerSet, SummaryPart,
-    TokenCounter,
+    BeforeCompactRequest, CompactEnv, CompactReason, CompactingReply, CompactingRequest,
+    EngineError, OperationObserver, Phase, SharedSession, SummarizerSet, TokenCounter,
 };
 
 /// The history text when there is nothing to summarise and no previous summary (spec §4.9).
@@ -92,24 +88,7 @@ pub struct CompactOutcome {
     pub summarizer: String,
     /// Which summarizer wrote each part (history, turn prefix, short summary), what its
     /// answer checks found, and why the rungs before it gave up; also in `details.summarizers`.
-    pub reports: Vec<(SummaryPart, SummaryReport)>,
-}
-
-/// Everything a compaction needs besides the session; built by the registry from settings.
-#[derive(Clone)]
-pub struct CompactEnv {
-    pub settings: Settings,
-    pub counter: Arc<dyn TokenCounter>,
-    pub summarizers: SummarizerSet,
-    pub hooks: Arc<dyn EngineHooks>,
-    pub prompts: Arc<Prompts>,
-    /// The session model's context window (for budgets such as the branch summary's).
-    pub context_window: u64,
-    /// The session id, for hook requests and the client summarizer.
-    pub session_id: String,
-    /// The operation id of this run (what its events carry), for hook requests; may be empty
-    /// when nothing reports events (CLI, tests).
-    pub operation_id: String,
+    pub reports: Vec<(Purpose, SummaryReport)>,
 }
 
 /// What was prepared under the read lock.
@@ -130,7 +109,7 @@ struct Drafted {
     preserve_data: Option<Value>,
     from_extension: bool,
     summarizer: String,
-    reports: Vec<(SummaryPart, SummaryReport)>,
+    reports: Vec<(Purpose, SummaryReport)>,
     /// Messages kept after the summary, to estimate the context afterwards.
     kept: Vec<AgentMessage>,
 }
@@ -413,12 +392,12 @@ struct Summaries<'a> {
     hook: &'a CompactingReply,
     cancel: &'a CancellationToken,
     observer: &'a dyn OperationObserver,
-    reports: std::sync::Mutex<Vec<(SummaryPart, SummaryReport)>>,
+    reports: std::sync::Mutex<Vec<(Purpose, SummaryReport)>>,
 }
 
 impl Summaries<'_> {
     /// The reports of the parts summarised so far, history first.
-    fn take_reports(&self) -> Vec<(SummaryPart, SummaryReport)> {
+    fn take_reports(&self) -> Vec<(Purpose, SummaryReport)> {
         let mut reports = std::mem::take(
             &mut *self
                 .reports
@@ -426,10 +405,10 @@ impl Summaries<'_> {
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
         reports.sort_by_key(|(part, _)| match part {
-            SummaryPart::History => 0,
-            SummaryPart::TurnPrefix => 1,
-            SummaryPart::Short => 2,
-            SummaryPart::Branch => 3,
+            Purpose::History => 0,
+            Purpose::TurnPrefix => 1,
+            Purpose::Short => 2,
+            Purpose::Branch => 3,
         });
         reports
     }
@@ -500,7 +479,7 @@ impl Summaries<'_> {
             &build,
             history_max_tokens(self.reserve()),
         );
-        self.run(&job, SummaryPart::History)
+        self.run(&job)
             .await
             .map_err(|e| failed("Summarization failed", e))
     }
@@ -525,7 +504,7 @@ impl Summaries<'_> {
             &build,
             turn_prefix_max_tokens(self.reserve()),
         );
-        self.run(&job, SummaryPart::TurnPrefix)
+        self.run(&job)
             .await
             .map_err(|e| failed("Turn prefix summarization failed", e))
     }
@@ -546,7 +525,7 @@ impl Summaries<'_> {
         );
         job.reasoning = false;
         job.tail_only = true;
-        match self.run(&job, SummaryPart::Short).await {
+        match self.run(&job).await {
             Ok(output) => Ok(Some(output.text.trim().to_owned()).filter(|s| !s.is_empty())),
             Err(SummarizeError::Cancelled) => Err(EngineError::compaction_cancelled()),
             Err(e) => {
@@ -583,24 +562,19 @@ impl Summaries<'_> {
         }
     }
 
-    async fn run(
-        &self,
-        job: &SummaryJob<'_>,
-        part: SummaryPart,
-    ) -> Result<SummaryOutput, SummarizeError> {
+    async fn run(&self, job: &SummaryJob<'_>) -> Result<SummaryOutput, SummarizeError> {
         let fitted = summarize_fitted(
             job,
             &self.set,
             self.env.counter.as_ref(),
             self.cancel,
             self.observer,
-            part,
         )
         .await?;
         self.reports
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((part, fitted.report));
+            .push((job.purpose, fitted.report));
         Ok(fitted.output)
     }
 }
@@ -628,7 +602,7 @@ pub(crate) fn failed(prefix: &str, e: SummarizeError) -> EngineError {
 
 /// Records which summarizer wrote each part and why earlier rungs failed in `details`
 /// (`summarizers`, see [`super::fit::report_json`]).
-fn record_reports(details: &mut Value, reports: &[(SummaryPart, SummaryReport)]) {
+fn record_reports(details: &mut Value, reports: &[(Purpose, SummaryReport)]) {
     if let Value::Object(map) = details
         && !reports.is_empty()
     {

@@ -50,6 +50,15 @@ fn show(id: &Option<String>) -> &str {
 }
 
 impl EngineError {
+    /// A store error of a lookup by entry id: `Entry <id> not found` becomes the typed
+    /// [`EngineError::EntryNotFound`].
+    pub fn from_lookup(e: SessionError) -> Self {
+        match e {
+            SessionError::EntryNotFound(id) => EngineError::EntryNotFound(id),
+            other => EngineError::SessionFile(other),
+        }
+    }
+
     /// The compaction-cancelled error with the reference's text.
     pub fn compaction_cancelled() -> Self {
         EngineError::Cancelled("Compaction cancelled".into())

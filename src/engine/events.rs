@@ -4,6 +4,12 @@
 use crate::session::Entry;
 
 use super::{CompactOutcome, EngineError};
+use crate::summarize::Purpose;
+
+/// A fresh operation id with `prefix` (`compact-…`, `auto-…`), as its events carry it.
+pub(crate) fn new_operation_id(prefix: &str) -> String {
+    format!("{prefix}-{}", crate::session::ids::new_session_id())
+}
 
 /// Why a compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,27 +50,6 @@ impl Phase {
             Phase::Preparing => "preparing",
             Phase::Summarizing => "summarizing",
             Phase::Persisting => "persisting",
-        }
-    }
-}
-
-/// Which summary a streamed delta belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SummaryPart {
-    History,
-    TurnPrefix,
-    Short,
-    Branch,
-}
-
-impl SummaryPart {
-    /// The protocol's name of the part.
-    pub fn name(self) -> &'static str {
-        match self {
-            SummaryPart::History => "history",
-            SummaryPart::TurnPrefix => "turnPrefix",
-            SummaryPart::Short => "short",
-            SummaryPart::Branch => "branch",
         }
     }
 }
@@ -130,13 +115,13 @@ pub trait OperationObserver: Send + Sync {
     fn phase(&self, phase: Phase, message: &str, percentage: Option<u32>);
     /// Streamed summary text. A retried attempt starts its part over (the observer receives
     /// the new attempt's text from the beginning, after [`OperationObserver::restart`]).
-    fn delta(&self, part: SummaryPart, text: &str);
+    fn delta(&self, part: Purpose, text: &str);
     /// The text streamed so far for `part` is void: an attempt failed and another (a retry,
     /// the next summarizer, the next chunk of a long input) starts from the beginning.
-    fn restart(&self, _part: SummaryPart) {}
+    fn restart(&self, _part: Purpose) {}
     /// Where a summary stands: queued, waiting for the model, retrying; which chunk of how
     /// many.
-    fn status(&self, _part: SummaryPart, _status: &SummaryStatus) {}
+    fn status(&self, _part: Purpose, _status: &SummaryStatus) {}
 }
 
 /// An observer that ignores everything.
@@ -145,7 +130,7 @@ pub struct NoopObserver;
 
 impl OperationObserver for NoopObserver {
     fn phase(&self, _phase: Phase, _message: &str, _percentage: Option<u32>) {}
-    fn delta(&self, _part: SummaryPart, _text: &str) {}
+    fn delta(&self, _part: Purpose, _text: &str) {}
 }
 
 /// Why an operation failed, as events carry it: the protocol error kind (`data.kind`, see

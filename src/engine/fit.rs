@@ -28,7 +28,7 @@ use crate::summarize::{
 use crate::tokens::TokenCounter;
 
 use super::events::{SummaryState, SummaryStatus};
-use super::{OperationObserver, SummarizerSet, SummaryPart};
+use super::{OperationObserver, SummarizerSet};
 
 /// Characters kept of each tool result once the input has to shrink.
 pub const TIGHT_TOOL_RESULT_CHARS: usize = 500;
@@ -92,7 +92,7 @@ pub struct Fitted {
 
 /// A report as stored in `details.summarizers` and sent to clients:
 /// `{"part", "summarizer", "checks"?, "chunks", "failures": [{"summarizer", "reason"}]}`.
-pub fn report_json(part: SummaryPart, report: &SummaryReport) -> Value {
+pub fn report_json(part: Purpose, report: &SummaryReport) -> Value {
     let mut value = serde_json::json!({
         "part": part.name(),
         "summarizer": report.summarizer,
@@ -123,15 +123,15 @@ pub fn input_budget(window: u64, max_output: u32) -> u64 {
 }
 
 /// Runs `job` down `set`'s ladder with its input bounded for each rung (see the module doc);
-/// streamed text, restarts and statuses go to `observer` as `part`.
+/// streamed text, restarts and statuses go to `observer` under the job's purpose.
 pub async fn summarize_fitted(
     job: &SummaryJob<'_>,
     set: &SummarizerSet,
     counter: &dyn TokenCounter,
     cancel: &CancellationToken,
     observer: &dyn OperationObserver,
-    part: SummaryPart,
 ) -> Result<Fitted, SummarizeError> {
+    let part = job.purpose;
     let rungs: Vec<(&dyn Summarizer, bool)> = set
         .candidates
         .iter()
@@ -193,7 +193,7 @@ struct RungRun<'r, 'a> {
     counter: &'r dyn TokenCounter,
     cancel: &'r CancellationToken,
     observer: &'r dyn OperationObserver,
-    part: SummaryPart,
+    part: Purpose,
 }
 
 impl RungRun<'_, '_> {
@@ -771,7 +771,6 @@ mod tests {
             &Chars4,
             &CancellationToken::new(),
             &NoopObserver,
-            SummaryPart::History,
         )
         .await
         .unwrap();
@@ -794,7 +793,6 @@ mod tests {
             &Chars4,
             &CancellationToken::new(),
             &NoopObserver,
-            SummaryPart::History,
         )
         .await
         .unwrap();
@@ -818,7 +816,6 @@ mod tests {
             &Chars4,
             &CancellationToken::new(),
             &NoopObserver,
-            SummaryPart::History,
         )
         .await
         .unwrap();
@@ -855,7 +852,6 @@ mod tests {
             &Chars4,
             &CancellationToken::new(),
             &NoopObserver,
-            SummaryPart::History,
         )
         .await
         .unwrap();
@@ -876,7 +872,6 @@ mod tests {
             &Chars4,
             &CancellationToken::new(),
             &NoopObserver,
-            SummaryPart::History,
         )
         .await
         .unwrap_err();
@@ -905,7 +900,6 @@ mod tests {
             &Chars4,
             &CancellationToken::new(),
             &NoopObserver,
-            SummaryPart::History,
         )
         .await
     }
@@ -980,7 +974,7 @@ mod tests {
         let fresh = set.for_operation();
         fitted(&j, &fresh).await.unwrap();
         assert_eq!(down.calls(), 4);
-        let json = report_json(SummaryPart::History, &next.report);
+        let json = report_json(Purpose::History, &next.report);
         assert_eq!(json["part"], "history");
         assert_eq!(json["summarizer"], "extractive");
         assert_eq!(json["failures"][0]["summarizer"], "test/tiny");

@@ -6,27 +6,36 @@
 //! summarizer with no lock held, then take the write lock, check the leaf has not moved, and
 //! append.
 
+pub mod append;
 pub mod auto;
 pub mod compact;
+pub mod env;
 pub mod error;
 pub mod events;
 pub mod fit;
 pub mod hooks;
 pub mod navigate;
+pub mod overflow;
 pub mod prune;
 pub mod registry;
 pub mod retention;
+pub mod run;
+pub mod sessions;
 pub mod state;
 pub mod summarizers;
 pub mod usage;
 
 use std::sync::Arc;
 
-pub use compact::{CompactEnv, CompactOptions, CompactOutcome, compact};
+pub use append::{AppendOptions, AppendOutcome, NewEntry};
+pub use compact::{CompactOptions, CompactOutcome, compact};
+pub use env::{
+    ClientSummarizerFactory, CompactEnv, EnvSource, PromptSource, token_counter, tokenizer_name,
+};
 pub use error::EngineError;
 pub use events::{
     CompactReason, EngineEvent, EventSink, NoopObserver, OperationError, OperationObserver, Phase,
-    SummaryPart, SummaryState, SummaryStatus,
+    SummaryState, SummaryStatus,
 };
 pub use hooks::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
@@ -34,15 +43,15 @@ pub use hooks::{
 };
 // The lower layers' types the engine's API is made of, re-exported for the engine's callers.
 pub use crate::session::{Session, SessionError};
-pub use crate::summarize::{Prompts, RetryPolicy, Summarizer};
+pub use crate::summarize::{Prompts, Purpose, RetryPolicy, Summarizer};
 pub use crate::tokens::TokenCounter;
-pub use auto::{AutoPlan, PendingAuto};
+pub use auto::{AppendAction, AutoPlan, AutoResult, PendingAuto};
 pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
-pub use registry::{
-    AppendAction, AppendOptions, AppendOutcome, ClientSummarizerFactory, Engine, NewEntry,
-    SessionInfo, SessionSummary,
-};
+pub use registry::Engine;
+pub use sessions::{SessionInfo, SessionSummary};
+pub use state::sync_policy;
 pub use summarizers::{SummarizerSet, summarizers_from_settings};
+pub use usage::session_window;
 
 /// A session shared between the registry and running operations. Reads take the read lock;
 /// appends take the write lock only for the append itself.

@@ -22,10 +22,7 @@ use crate::summarize::{Purpose, SummarizeError};
 use super::compact::failed;
 use super::fit::{SummaryJob, SummaryReport, report_json, summarize_fitted};
 use super::retention;
-use super::{
-    BeforeTreeRequest, CompactEnv, EngineError, OperationObserver, Phase, SharedSession,
-    SummaryPart,
-};
+use super::{BeforeTreeRequest, CompactEnv, EngineError, OperationObserver, Phase, SharedSession};
 
 /// How to navigate.
 #[derive(Debug, Clone, Default)]
@@ -332,7 +329,6 @@ async fn summarize_branch(
         env.counter.as_ref(),
         cancel,
         observer,
-        SummaryPart::Branch,
     )
     .await?;
     let output = fitted.output;
@@ -345,7 +341,7 @@ async fn summarize_branch(
     if let Value::Object(map) = &mut details {
         map.insert(
             "summarizers".to_owned(),
-            Value::Array(vec![report_json(SummaryPart::Branch, &fitted.report)]),
+            Value::Array(vec![report_json(Purpose::Branch, &fitted.report)]),
         );
     }
     Ok(Some(BranchSummary {

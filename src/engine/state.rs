@@ -2,19 +2,26 @@
 //! session's project layer), a token cache, the running operations and the auto-compaction
 //! memory.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::settings::{Settings, SettingsStack};
+use crate::session::{Session, SyncPolicy};
+use crate::settings::{Settings, SettingsStack, StorageSync};
 use crate::tokens::{TokenCache, TokenCounter};
 
-use super::auto::AutoMemory;
 use super::usage::UsageView;
 use super::{EngineError, SharedSession};
+
+/// What auto-compaction remembers between runs on one session.
+#[derive(Debug, Default, Clone)]
+pub struct AutoMemory {
+    /// Ids of the compaction entries written by overflow recovery.
+    pub overflow_recoveries: HashSet<String>,
+}
 
 /// Which slot a running operation occupies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,6 +283,48 @@ impl SessionState {
     /// The auto-compaction memory.
     pub fn auto_memory(&self) -> MutexGuard<'_, AutoMemory> {
         lock(&self.auto)
+    }
+
+    /// Ingests other writers' appends (see [`SessionState::refresh_locked`]).
+    pub async fn refresh(&self) -> Result<(), EngineError> {
+        let mut session = self.session.write().await;
+        self.refresh_locked(&mut session)
+    }
+
+    /// Ingests other writers' appends under a held write lock, before every write. Cached
+    /// token counts stay valid: an entry's content only changes in place when it is pruned,
+    /// and the cache key includes that. The sync policy is re-read here so a
+    /// `settings/update` of `storage.sync` applies to sessions that are already open.
+    pub fn refresh_locked(&self, session: &mut Session) -> Result<(), EngineError> {
+        if let Ok(settings) = self.effective_settings() {
+            session.set_sync_policy(sync_policy(&settings));
+        }
+        session.refresh()?;
+        Ok(())
+    }
+}
+
+/// Fails with `LeafMoved` unless `expected` is `None` or names `session`'s leaf.
+pub(crate) fn check_leaf(
+    session: &Session,
+    expected: &Option<Option<String>>,
+) -> Result<(), EngineError> {
+    if let Some(expected) = expected
+        && expected.as_deref() != session.leaf_id()
+    {
+        return Err(EngineError::LeafMoved {
+            expected: expected.clone(),
+            actual: session.leaf_id().map(str::to_owned),
+        });
+    }
+    Ok(())
+}
+
+/// The store's sync policy for `storage.sync`.
+pub fn sync_policy(settings: &Settings) -> SyncPolicy {
+    match settings.storage.sync {
+        StorageSync::Fsync => SyncPolicy::Fsync,
+        StorageSync::Os => SyncPolicy::Os,
     }
 }
 

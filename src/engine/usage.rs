@@ -300,6 +300,37 @@ pub fn render_tree(view: &TreeView) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_window_falls_back_to_the_default_role_then_to_the_default_window() {
+        use crate::settings::{ModelSettings, ProviderSettings};
+        let dir = tempfile::tempdir().unwrap();
+        let session = Session::create(
+            dir.path().join("s.jsonl"),
+            "/tmp/p",
+            crate::session::CreateOptions::default(),
+        )
+        .unwrap();
+        let mut settings = Settings::default();
+        assert_eq!(
+            session_window(&session, &settings),
+            crate::settings::DEFAULT_CONTEXT_WINDOW
+        );
+        let mut acme = ProviderSettings::default();
+        acme.models.insert(
+            "big".into(),
+            ModelSettings {
+                context_window: 1_000_000,
+                max_output_tokens: None,
+            },
+        );
+        settings.providers.insert("acme".into(), acme);
+        settings
+            .model_roles
+            .insert("default".into(), "acme/big".into());
+        // The session names no model: `modelRoles.default` decides.
+        assert_eq!(session_window(&session, &settings), 1_000_000);
+    }
+
     fn node(id: &str, parent: Option<&str>, label: Option<&str>) -> FlatTreeNode {
         FlatTreeNode {
             id: id.into(),

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::convert;
 use crate::engine::{
-    CompactReason, EngineEvent, EventSink, OperationError, OperationObserver, Phase, SummaryPart,
+    CompactReason, EngineEvent, EventSink, OperationError, OperationObserver, Phase, Purpose,
 };
 use crate::protocol::SummaryPart as WirePart;
 use crate::protocol::method::*;
@@ -302,7 +302,7 @@ impl Hub {
         );
     }
 
-    fn delta(&self, session_id: &str, part: SummaryPart, text: &str) {
+    fn delta(&self, session_id: &str, part: Purpose, text: &str) {
         self.with_op(session_id, |hub, op| {
             op.characters += text.chars().count() as u64;
             if let Some(part) = wire_part(part) {
@@ -324,7 +324,7 @@ impl Hub {
 
     /// An attempt starts `part` over: text not sent yet is dropped, and a client that already
     /// received some is told to discard it (`reset: true`, empty text) before the new text.
-    fn restart(&self, session_id: &str, part: SummaryPart) {
+    fn restart(&self, session_id: &str, part: Purpose) {
         let Some(part) = wire_part(part) else {
             return;
         };
@@ -638,22 +638,22 @@ impl OperationObserver for OpObserver {
         self.hub.phase(&self.session_id, phase, percentage);
     }
 
-    fn delta(&self, part: SummaryPart, text: &str) {
+    fn delta(&self, part: Purpose, text: &str) {
         self.hub.delta(&self.session_id, part, text);
     }
 
-    fn restart(&self, part: SummaryPart) {
+    fn restart(&self, part: Purpose) {
         self.hub.restart(&self.session_id, part);
     }
 }
 
 /// The wire name of a streamed part; `None` for a branch summary, which the protocol shows as
 /// progress only.
-fn wire_part(part: SummaryPart) -> Option<WirePart> {
+fn wire_part(part: Purpose) -> Option<WirePart> {
     match part {
-        SummaryPart::History => Some(WirePart::History),
-        SummaryPart::TurnPrefix => Some(WirePart::TurnPrefix),
-        SummaryPart::Short => Some(WirePart::Short),
-        SummaryPart::Branch => None,
+        Purpose::History => Some(WirePart::History),
+        Purpose::TurnPrefix => Some(WirePart::TurnPrefix),
+        Purpose::Short => Some(WirePart::Short),
+        Purpose::Branch => None,
     }
 }

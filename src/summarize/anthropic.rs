@@ -15,7 +15,7 @@ use super::http::{self, Clock, HttpOptions};
 use super::openai::default_output_limit;
 use super::{
     DeltaSink, RequestQueue, SummarizeError, Summarizer, SummaryOutput, SummaryRequest,
-    cancellable, looks_like_overflow,
+    cancellable, is_overflow_message,
 };
 use crate::session::Usage;
 use crate::settings::SecretString;
@@ -224,7 +224,7 @@ fn stream_error(error: &Value) -> SummarizeError {
     let kind = error["type"].as_str().unwrap_or("error");
     let message = error["message"].as_str().unwrap_or("unknown error");
     let text = format!("{kind}: {message}");
-    if looks_like_overflow(&text) {
+    if is_overflow_message(&text) {
         SummarizeError::Overflow(text)
     } else {
         SummarizeError::Other(format!("Summarization failed: {text}"))

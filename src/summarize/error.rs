@@ -102,9 +102,8 @@ impl SummarizeError {
         )
     }
 
-    /// Turns an HTTP, protocol or other error whose message `is_overflow` recognises into
-    /// [`SummarizeError::Overflow`], so a fuller classifier than [`looks_like_overflow`] can be
-    /// swapped in by the caller.
+    /// Turns an HTTP, protocol or other error whose message `is_overflow` recognises (normally
+    /// [`is_overflow_message`](super::is_overflow_message)) into [`SummarizeError::Overflow`].
     pub fn reclassify_overflow(self, is_overflow: impl Fn(&str) -> bool) -> Self {
         let text = match &self {
             SummarizeError::Http {
@@ -121,29 +120,6 @@ impl SummarizeError {
             self
         }
     }
-}
-
-/// A quick check for the context-overflow messages of common providers (spec §4.3 (a), a
-/// subset). The full classifier lives with the compaction engine.
-pub fn looks_like_overflow(message: &str) -> bool {
-    const PATTERNS: &[&str] = &[
-        "prompt is too long",
-        "input is too long",
-        "exceeds the context window",
-        "context_length_exceeded",
-        "context length exceeded",
-        "maximum context length",
-        "reduce the length of the messages",
-        "exceeds the available context size",
-        "greater than the context length",
-        "context window exceeds limit",
-        "exceeded model token limit",
-        "too many tokens",
-        "token limit exceeded",
-        "request_too_large",
-    ];
-    let lower = message.to_ascii_lowercase();
-    PATTERNS.iter().any(|p| lower.contains(p))
 }
 
 /// What a refused-as-too-long message says of the sizes, when it does: the prompt's tokens and
@@ -208,15 +184,6 @@ pub(crate) fn excerpt(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn overflow_messages_are_recognised_case_insensitively() {
-        assert!(looks_like_overflow(
-            "{\"error\":{\"code\":\"context_length_exceeded\"}}"
-        ));
-        assert!(looks_like_overflow("Prompt is too long: 210000 tokens"));
-        assert!(!looks_like_overflow("rate limit exceeded"));
-    }
 
     #[test]
     fn reclassify_uses_the_given_classifier() {

@@ -13,7 +13,8 @@ use futures::{Stream, StreamExt};
 use reqwest::Url;
 
 use super::SummarizeError;
-use super::error::{excerpt, looks_like_overflow};
+use super::error::excerpt;
+use super::overflow::is_overflow_message;
 use super::retry::parse_retry_after;
 use crate::settings::SecretString;
 
@@ -186,7 +187,7 @@ pub(crate) async fn error_from_response(
         status.canonical_reason().unwrap_or(""),
         excerpt(body.trim(), BODY_EXCERPT_CHARS)
     );
-    if looks_like_overflow(&body) {
+    if is_overflow_message(&body) {
         return SummarizeError::Overflow(message);
     }
     SummarizeError::Http {

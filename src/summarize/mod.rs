@@ -26,6 +26,7 @@ mod error;
 pub mod extractive;
 mod http;
 pub mod openai;
+mod overflow;
 pub mod prompts;
 pub mod queue;
 pub mod remote;
@@ -40,8 +41,9 @@ use crate::session::{AgentMessage, Usage};
 
 pub use breaker::Breaker;
 pub use check::Verdict;
-pub use error::{SummarizeError, looks_like_overflow, overflow_figures};
+pub use error::{SummarizeError, overflow_figures};
 pub use http::{HttpOptions, check_url};
+pub use overflow::is_overflow_message;
 pub use prompts::Prompts;
 pub use queue::RequestQueue;
 pub use retry::{

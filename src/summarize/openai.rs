@@ -17,7 +17,7 @@ use super::discover::{self, ServedLimits};
 use super::http::{self, Clock, HttpOptions};
 use super::{
     DeltaSink, RequestQueue, SummarizeError, Summarizer, SummaryOutput, SummaryRequest,
-    cancellable, looks_like_overflow,
+    cancellable, is_overflow_message,
 };
 use crate::session::Usage;
 use crate::settings::SecretString;
@@ -245,7 +245,7 @@ fn stream_error(error: &Value) -> SummarizeError {
         .as_str()
         .map_or_else(|| error.to_string(), str::to_owned);
     let code = error["code"].as_str().unwrap_or("");
-    if looks_like_overflow(&message) || looks_like_overflow(code) {
+    if is_overflow_message(&message) || is_overflow_message(code) {
         SummarizeError::Overflow(message)
     } else {
         SummarizeError::Other(format!("Summarization failed: {message}"))

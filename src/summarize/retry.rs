@@ -50,7 +50,7 @@ impl From<&RetrySettings> for RetryPolicy {
             base_delay: Duration::from_millis(settings.base_delay_ms),
             move_on_after: Duration::from_secs(30),
             max_sleep: None,
-            is_overflow: super::looks_like_overflow,
+            is_overflow: super::is_overflow_message,
         }
     }
 }

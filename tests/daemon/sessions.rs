@@ -435,6 +435,47 @@ async fn fork_makes_a_branch_or_a_copy_and_opens_it() {
     d.finish().await;
 }
 
+#[tokio::test]
+async fn a_prompt_override_that_cannot_be_read_fails_compactions_until_it_is_fixed() {
+    let mut d = DaemonProcess::spawn().await;
+    d.initialize(
+        json!({}),
+        json!({"settings": {"compaction": {"keepRecentTokens": 200}}}),
+    )
+    .await;
+    let info = d.ok("session/create", json!({"cwd": d.project()})).await;
+    let session = info["sessionId"].as_str().unwrap().to_owned();
+    let path = std::path::PathBuf::from(info["path"].as_str().unwrap());
+    d.append(&session, conversation(8, 40)).await;
+    // A directory where the history template should be: it exists and cannot be read.
+    let template = d.home.path().join("config/prompts/compaction-summary.md");
+    std::fs::create_dir_all(&template).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let error = d
+        .err(
+            "session/compact",
+            json!({"sessionId": session}),
+            "settingsInvalid",
+        )
+        .await;
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("compaction-summary.md"), "{message}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing is written");
+    // Other requests are served as before.
+    d.ok("session/context", json!({"sessionId": session})).await;
+
+    // Fixed on disk: the next compaction reads it, no restart.
+    std::fs::remove_dir(&template).unwrap();
+    std::fs::write(&template, "Summarise the work so far.").unwrap();
+    let result = d.ok("session/compact", json!({"sessionId": session})).await;
+    assert!(result["entryId"].is_string(), "{result}");
+    d.take_all("session/compactionStarted");
+    d.take_all("session/compactionDelta");
+    d.take_all("session/compactionFinished");
+    d.take_all("session/entriesAppended");
+    d.finish().await;
+}
+
 /// A file another program owns (an agent that appends to it, as the oh-my-pi extension
 /// opens the agent's own file): compactd reads and previews it at the owner's leaf, sees
 /// the owner's appends, refuses every write, and never touches the file.

@@ -180,3 +180,23 @@ fn fork_writes_a_branch_or_a_copy_and_leaves_the_source_alone() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("Entry nope not found"));
     assert!(!missing.exists());
 }
+
+#[test]
+fn a_prompt_override_that_cannot_be_read_stops_the_command_and_writes_nothing() {
+    let (dir, path) = demo_copy();
+    let config = dir.path().join("config");
+    // A directory where the history template should be: it exists and cannot be read.
+    std::fs::create_dir_all(config.join("prompts/compaction-summary.md")).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_compactd"))
+        .args(["compact", path.to_str().unwrap(), "--tokenizer", "chars4"])
+        .env("COMPACTD_CONFIG_DIR", &config)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .output()
+        .expect("the binary runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("compaction-summary.md"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}

@@ -1,0 +1,142 @@
+//! Appending entries to an open session: at the leaf, after the expected-leaf check, reported
+//! as `EntriesAppended`, then the auto-compaction check on the batch's last assistant message,
+//! run before answering or left to the caller ([`AppendOutcome::pending`]).
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::session::{Entry, EntryKind};
+
+use super::auto::{self, AppendAction, AutoResult, PendingAuto};
+use super::env::EnvSource;
+use super::state::{SessionState, check_leaf};
+use super::{EngineError, EngineEvent, EventSink, OperationObserver};
+
+/// One entry to append: its kind and any extra top-level fields to keep as given.
+#[derive(Debug, Clone)]
+pub struct NewEntry {
+    pub kind: EntryKind,
+    pub extra: crate::session::message::Extra,
+}
+
+impl From<EntryKind> for NewEntry {
+    fn from(kind: EntryKind) -> Self {
+        NewEntry {
+            kind,
+            extra: Default::default(),
+        }
+    }
+}
+
+/// How an append behaves.
+#[derive(Debug, Clone)]
+pub struct AppendOptions {
+    /// Fail with `LeafMoved` unless the leaf is this.
+    pub expected_leaf: Option<Option<String>>,
+    /// Run the auto-compaction check when the batch contains an assistant message.
+    pub check_compaction: bool,
+    /// Run a due auto-compaction before returning; otherwise return it as
+    /// [`AppendOutcome::pending`] for the caller to run.
+    pub wait_for_compaction: bool,
+}
+
+impl Default for AppendOptions {
+    fn default() -> Self {
+        AppendOptions {
+            expected_leaf: None,
+            check_compaction: true,
+            wait_for_compaction: true,
+        }
+    }
+}
+
+/// The result of an append.
+#[derive(Debug)]
+pub struct AppendOutcome {
+    /// Ids of the appended entries, in order.
+    pub appended: Vec<String>,
+    /// The leaf after the append and any auto-compaction.
+    pub leaf_id: Option<String>,
+    pub action: AppendAction,
+    /// Set when auto-compaction ran (with `wait_for_compaction`).
+    pub auto: Option<AutoResult>,
+    /// The auto-compaction left to run (without `wait_for_compaction`): the caller runs it
+    /// with [`PendingAuto::run`]; until then later mutating calls on the session wait.
+    pub pending: Option<PendingAuto>,
+}
+
+/// Appends `entries` to `state`'s session at the leaf and reports them to `events`. With
+/// `check_compaction`, when the batch contains an assistant message the auto-compaction check
+/// runs on the last one (tool results may follow it), with an environment from `source`; a due
+/// compaction runs before returning (`wait_for_compaction`, cancelled by `cancel`) or is
+/// returned as [`AppendOutcome::pending`], holding the session's write gate until it has run.
+pub(crate) async fn append(
+    state: &Arc<SessionState>,
+    entries: Vec<NewEntry>,
+    options: AppendOptions,
+    cancel: CancellationToken,
+    observer: &dyn OperationObserver,
+    source: &EnvSource,
+    events: &Arc<dyn EventSink>,
+) -> Result<AppendOutcome, EngineError> {
+    state.check_writable()?;
+    let gate = Arc::clone(&state.write_gate).lock_owned().await;
+    if cancel.is_cancelled() {
+        return Err(EngineError::Cancelled("request cancelled".into()));
+    }
+    let appended: Vec<Entry> = {
+        let mut session = state.session.write().await;
+        state.refresh_locked(&mut session)?;
+        check_leaf(&session, &options.expected_leaf)?;
+        if entries.is_empty() {
+            Vec::new()
+        } else {
+            let items = entries.into_iter().map(|e| (e.kind, e.extra)).collect();
+            session.append_with_extra(items)?.to_vec()
+        }
+    };
+    let ids: Vec<String> = appended.iter().map(|e| e.id.clone()).collect();
+    if !appended.is_empty() {
+        events.emit(EngineEvent::EntriesAppended {
+            session_id: state.id.clone(),
+            entries: appended.clone(),
+        });
+    }
+    let last_reply = appended
+        .iter()
+        .rev()
+        .find(|e| e.message().and_then(|m| m.as_assistant()).is_some());
+    // A background run outlives the request: only `session/abortCompaction` stops it.
+    let run_token = if options.wait_for_compaction {
+        cancel.clone()
+    } else {
+        CancellationToken::new()
+    };
+    let plan = match last_reply {
+        Some(reply) if options.check_compaction => {
+            auto::plan(state, reply, &run_token, source, Arc::clone(events)).await?
+        }
+        _ => None,
+    };
+    let (action, auto, pending) = match plan {
+        None => (AppendAction::Continue, None, None),
+        Some(plan) if options.wait_for_compaction => {
+            let (action, result) = plan.execute(observer).await?;
+            (action, Some(result), None)
+        }
+        Some(plan) => (
+            plan.running_action(),
+            None,
+            Some(PendingAuto { plan, gate }),
+        ),
+    };
+    let leaf_id = state.session.read().await.leaf_id().map(str::to_owned);
+    Ok(AppendOutcome {
+        appended: ids,
+        leaf_id,
+        action,
+        auto,
+        pending,
+    })
+}

@@ -1,0 +1,464 @@
+//! The session table: the open sessions by id, each with its state, and how sessions are
+//! created, forked, opened and listed.
+//!
+//! Paths: a session path given by a client must name a `.jsonl` file; a session id used to
+//! build a path must be plain (`[A-Za-z0-9_-]+`). Anything else is refused with
+//! [`EngineError::PathOutsideAllowed`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::session::entry::CURRENT_SESSION_VERSION;
+use crate::session::listing;
+use crate::session::{CreateOptions, LoadReport, Session, SessionError};
+use crate::settings::SettingsStack;
+
+use super::state::{SessionState, sync_policy};
+use super::{EngineError, SharedSession};
+
+/// An open session as the protocol reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    pub id: String,
+    pub path: PathBuf,
+    pub cwd: String,
+    pub title: Option<String>,
+    pub leaf_id: Option<String>,
+    /// Entries in the file (leaf markers excluded).
+    pub entry_count: usize,
+    /// The file's format version as found on disk (1 or 2 for a file migrated in memory; the
+    /// next write saves the current version).
+    pub version: u64,
+    /// What loading found (skipped lines, torn tail, migration), one line each.
+    pub warnings: Vec<String>,
+    /// Opened read-only (see [`SessionTable::open`]).
+    pub read_only: bool,
+}
+
+/// A session file found by [`SessionTable::list`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub path: PathBuf,
+    pub cwd: String,
+    pub title: Option<String>,
+    /// The header's creation time (ISO-8601).
+    pub created: String,
+    /// Whether the session is open in this engine.
+    pub open: bool,
+    /// Lines after the header (estimated for very large files).
+    pub entry_count: usize,
+}
+
+/// The sessions directory, computed only when an operation needs it.
+pub(crate) type SessionsDir<'a> = &'a (dyn Fn() -> Result<PathBuf, EngineError> + Sync);
+
+/// The open sessions by id.
+#[derive(Default)]
+pub(crate) struct SessionTable {
+    open: Mutex<HashMap<String, Arc<SessionState>>>,
+}
+
+impl SessionTable {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<SessionState>>> {
+        // A map of Arcs: a panic while holding the lock cannot leave it inconsistent.
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every open session.
+    pub(crate) fn all(&self) -> Vec<Arc<SessionState>> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// The open session `id`.
+    pub(crate) fn get(&self, id: &str) -> Result<Arc<SessionState>, EngineError> {
+        self.lock()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| EngineError::SessionNotFound(id.to_owned()))
+    }
+
+    /// Forgets session `id` (running operations keep their own handle and finish).
+    pub(crate) fn close(&self, id: &str) -> Result<(), EngineError> {
+        match self.lock().remove(id) {
+            Some(_) => Ok(()),
+            None => Err(EngineError::SessionNotFound(id.to_owned())),
+        }
+    }
+
+    /// Creates a session for `cwd`: at `path` (a new `.jsonl` file) or in the sessions
+    /// directory under the default naming scheme.
+    pub(crate) fn create(
+        &self,
+        base: &SettingsStack,
+        dir: SessionsDir<'_>,
+        cwd: &Path,
+        path: Option<PathBuf>,
+        title: Option<String>,
+    ) -> Result<SessionInfo, EngineError> {
+        let cwd_text = cwd.to_string_lossy().into_owned();
+        let (path, id) = match path {
+            Some(p) => {
+                check_session_path(&p)?;
+                (p, crate::session::ids::new_session_id())
+            }
+            None => listing::new_session_path(&dir()?, &cwd_text),
+        };
+        let sync = base
+            .effective()
+            .map(|s| sync_policy(&s))
+            .unwrap_or_default();
+        let options = CreateOptions {
+            id: Some(id),
+            title,
+            sync,
+            ..Default::default()
+        };
+        let session = Session::create(&path, &cwd_text, options)?;
+        self.register(base, session, Vec::new(), CURRENT_SESSION_VERSION, false)
+    }
+
+    /// A new session made from the open `source`, and opened: with `entry_id`, its
+    /// root→entry branch (the reference's `createBranchedSession`; `parentSession` is the
+    /// source's path); without, a copy of every entry (`fork`; `parentSession` is the source's
+    /// id). It goes to `path` (a new `.jsonl` file) or the sessions directory; its title is
+    /// `title`, else the source's. The source is only read.
+    pub(crate) async fn fork(
+        &self,
+        base: &SettingsStack,
+        dir: SessionsDir<'_>,
+        source: &SessionState,
+        entry_id: Option<&str>,
+        path: Option<PathBuf>,
+        title: Option<String>,
+    ) -> Result<SessionInfo, EngineError> {
+        source.refresh().await?;
+        let (path, id) = match path {
+            Some(p) => {
+                check_session_path(&p)?;
+                (p, crate::session::ids::new_session_id())
+            }
+            None => listing::new_session_path(&dir()?, &source.cwd),
+        };
+        let settings = source.effective_settings()?;
+        let session = source.session.read().await;
+        let options = CreateOptions {
+            id: Some(id),
+            title: title.or_else(|| session.header().title.clone()),
+            parent_session: Some(match entry_id {
+                Some(_) => source.path.to_string_lossy().into_owned(),
+                None => source.id.clone(),
+            }),
+            sync: sync_policy(&settings),
+        };
+        let made = match entry_id {
+            Some(entry) => session.create_branched(entry, &path, options),
+            None => session.fork_to(&path, options),
+        };
+        drop(session);
+        let made = made.map_err(EngineError::from_lookup)?;
+        self.register(base, made, Vec::new(), CURRENT_SESSION_VERSION, false)
+    }
+
+    /// Opens a session by `.jsonl` path or by id (an open session, or a file in the sessions
+    /// directory). Opening never writes to the file. `read_only` is for a file another program
+    /// owns (an agent that appends to it): the session is never written, reads and previews
+    /// see the owner's appends, and every write fails with [`EngineError::ReadOnly`].
+    pub(crate) async fn open(
+        &self,
+        base: &SettingsStack,
+        dir: SessionsDir<'_>,
+        path_or_id: &str,
+        read_only: bool,
+    ) -> Result<SessionInfo, EngineError> {
+        let path = if path_or_id.ends_with(".jsonl") {
+            let p = PathBuf::from(path_or_id);
+            check_session_path(&p)?;
+            p
+        } else if is_plain_id(path_or_id) {
+            if let Ok(state) = self.get(path_or_id) {
+                check_open_mode(&state, read_only)?;
+                state.refresh().await?;
+                let version = state.original_version;
+                return Ok(info_of_state(&state, Vec::new(), version));
+            }
+            find_by_id(&dir()?, path_or_id)?
+        } else {
+            return Err(EngineError::PathOutsideAllowed(format!(
+                "{path_or_id:?} is neither a .jsonl path nor a plain session id"
+            )));
+        };
+        let (session, report) = Session::open(&path)?;
+        let version = report.migrated_from.unwrap_or(CURRENT_SESSION_VERSION);
+        self.register(base, session, load_warnings(&report), version, read_only)
+    }
+
+    /// The sessions in `dir` (only those of `cwd` when given), most recently modified first.
+    pub(crate) fn list(
+        &self,
+        dir: &Path,
+        cwd: Option<&Path>,
+    ) -> Result<Vec<SessionSummary>, EngineError> {
+        let open: HashMap<String, PathBuf> = self
+            .all()
+            .iter()
+            .map(|s| (s.id.clone(), s.path.clone()))
+            .collect();
+        let io = |e: std::io::Error| {
+            EngineError::SessionFile(SessionError::Io {
+                path: dir.to_owned(),
+                source: e,
+            })
+        };
+        let found = match cwd {
+            Some(c) => {
+                listing::list_sessions(&listing::session_dir_for_cwd(dir, &c.to_string_lossy()))
+                    .map_err(io)?
+            }
+            None => listing::list_all_sessions(dir).map_err(io)?,
+        };
+        Ok(found
+            .into_iter()
+            .map(|info| SessionSummary {
+                open: open.get(&info.id).is_some_and(|p| same_file(p, &info.path)),
+                id: info.id,
+                path: info.path,
+                cwd: info.cwd,
+                title: info.title,
+                created: info.timestamp,
+                entry_count: info.entry_count,
+            })
+            .collect())
+    }
+
+    /// Registers a loaded session with `base` and its project layer (or returns the one
+    /// already open with that id and path, when it was opened the same way, read-only or not).
+    fn register(
+        &self,
+        base: &SettingsStack,
+        session: Session,
+        warnings: Vec<String>,
+        version: u64,
+        read_only: bool,
+    ) -> Result<SessionInfo, EngineError> {
+        let id = session.header().id.clone();
+        let cwd = session.header().cwd.clone();
+        let path = session.path().to_path_buf();
+        let mut sessions = self.lock();
+        if let Some(existing) = sessions.get(&id) {
+            if same_file(&existing.path, &path) {
+                let existing = Arc::clone(existing);
+                drop(sessions);
+                check_open_mode(&existing, read_only)?;
+                return Ok(info_of_state(&existing, warnings, version));
+            }
+            return Err(EngineError::InvalidParams(format!(
+                "a different session with id {id} is already open ({})",
+                existing.path.display()
+            )));
+        }
+        let (stack, settings_warning) = session_stack(base, &cwd);
+        let mut warnings = warnings;
+        warnings.extend(settings_warning);
+        let mut session = session;
+        let settings = stack
+            .effective()
+            .map_err(|e| EngineError::Settings(e.to_string()))?;
+        session.set_sync_policy(sync_policy(&settings));
+        let info = SessionInfo {
+            id: id.clone(),
+            path: path.clone(),
+            cwd: cwd.clone(),
+            title: session.header().title.clone(),
+            leaf_id: session.leaf_id().map(str::to_owned),
+            entry_count: visible_count(&session),
+            warnings,
+            version,
+            read_only,
+        };
+        let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
+        let mut state = SessionState::new(id.clone(), path, cwd, shared, stack);
+        state.original_version = version;
+        state.read_only = read_only;
+        sessions.insert(id, Arc::new(state));
+        Ok(info)
+    }
+}
+
+fn info_of_state(state: &SessionState, warnings: Vec<String>, version: u64) -> SessionInfo {
+    // Only called right after registration or for an open session: a short read.
+    let session = state.session.try_read();
+    let (title, leaf_id, entry_count) = match session {
+        Ok(s) => (
+            s.header().title.clone(),
+            s.leaf_id().map(str::to_owned),
+            visible_count(&s),
+        ),
+        Err(_) => (None, None, 0),
+    };
+    SessionInfo {
+        id: state.id.clone(),
+        path: state.path.clone(),
+        cwd: state.cwd.clone(),
+        title,
+        leaf_id,
+        entry_count,
+        warnings,
+        version,
+        read_only: state.read_only,
+    }
+}
+
+/// An open session is reused only in the mode it was opened in: a read-only open must not
+/// hand out a writable session, nor the reverse.
+fn check_open_mode(state: &SessionState, read_only: bool) -> Result<(), EngineError> {
+    if state.read_only == read_only {
+        return Ok(());
+    }
+    let mode = if state.read_only {
+        "read-only"
+    } else {
+        "for writing"
+    };
+    Err(EngineError::InvalidParams(format!(
+        "session {} is already open {mode}",
+        state.id
+    )))
+}
+
+/// The file of session `id` in `dir`.
+fn find_by_id(dir: &Path, id: &str) -> Result<PathBuf, EngineError> {
+    listing::list_all_sessions(dir)
+        .ok()
+        .and_then(|all| all.into_iter().find(|s| s.id == id))
+        .map(|s| s.path)
+        .ok_or_else(|| EngineError::SessionNotFound(id.to_owned()))
+}
+
+/// The engine stack with `cwd`'s project layer; a broken project file is skipped with a
+/// warning.
+pub(crate) fn session_stack(base: &SettingsStack, cwd: &str) -> (SettingsStack, Option<String>) {
+    if cwd.is_empty() {
+        return (base.clone(), None);
+    }
+    match base.with_project_dir(Path::new(cwd)) {
+        Ok(stack) => (stack, None),
+        Err(e) => (base.clone(), Some(format!("project settings ignored: {e}"))),
+    }
+}
+
+/// Whether `id` may become part of a file name.
+pub fn is_plain_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Checks a client-given session path: it must name a `.jsonl` file.
+pub fn check_session_path(path: &Path) -> Result<(), EngineError> {
+    let ok = path.extension().is_some_and(|e| e == "jsonl")
+        && path.file_name().is_some_and(|n| n != ".jsonl");
+    if ok {
+        Ok(())
+    } else {
+        Err(EngineError::PathOutsideAllowed(format!(
+            "{} is not a .jsonl session file",
+            path.display()
+        )))
+    }
+}
+
+fn load_warnings(report: &LoadReport) -> Vec<String> {
+    let mut out: Vec<String> = report
+        .skipped
+        .iter()
+        .map(|s| format!("line {}: skipped: {}", s.line, s.reason))
+        .collect();
+    out.extend(
+        report
+            .duplicate_ids
+            .iter()
+            .map(|d| format!("line {}: duplicate entry id {}", d.line, d.id)),
+    );
+    if let Some(t) = &report.torn_tail {
+        out.push(format!(
+            "line {}: torn last line ignored: {}",
+            t.line, t.reason
+        ));
+    }
+    if let Some(v) = report.migrated_from {
+        out.push(format!(
+            "migrated from version {v} in memory; the next write saves version 3"
+        ));
+    }
+    out
+}
+
+fn visible_count(session: &Session) -> usize {
+    session
+        .entries()
+        .iter()
+        .filter(|e| !e.is_leaf_move())
+        .count()
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_paths_must_name_jsonl_files_and_ids_must_be_plain() {
+        assert!(check_session_path(Path::new("/tmp/a.jsonl")).is_ok());
+        for bad in ["/tmp/a.json", "/tmp/.jsonl", "/tmp/a"] {
+            let error = check_session_path(Path::new(bad)).unwrap_err();
+            assert_eq!(error.kind(), "pathOutsideAllowed", "{bad}");
+        }
+        assert!(is_plain_id("2026-01-01_abc-DEF"));
+        for bad in ["", "../x", "a/b", "a.b", &"x".repeat(129)] {
+            assert!(!is_plain_id(bad), "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_opened_twice_is_one_entry_and_another_file_with_its_id_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = SettingsStack::default();
+        let no_dir = || -> Result<PathBuf, EngineError> { panic!("not needed") };
+        let table = SessionTable::default();
+        let path = dir.path().join("a.jsonl");
+        let made = table
+            .create(&base, &no_dir, dir.path(), Some(path.clone()), None)
+            .unwrap();
+        let again = table
+            .open(&base, &no_dir, path.to_str().unwrap(), false)
+            .await
+            .unwrap();
+        let error = table
+            .open(&base, &no_dir, path.to_str().unwrap(), true)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), "invalidParams", "not reused in another mode");
+        assert_eq!(again.id, made.id);
+        assert_eq!(table.all().len(), 1);
+        // A copy of the file under another name carries the same id: refused while open.
+        let copy = dir.path().join("b.jsonl");
+        std::fs::copy(&path, &copy).unwrap();
+        let error = table
+            .open(&base, &no_dir, copy.to_str().unwrap(), false)
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind(), "invalidParams");
+        table.close(&made.id).unwrap();
+        assert_eq!(table.close(&made.id).unwrap_err().kind(), "sessionNotFound");
+    }
+}
