@@ -894,14 +894,7 @@ mod tests {
     }
 
     async fn fitted(j: &SummaryJob<'_>, set: &SummarizerSet) -> Result<Fitted, SummarizeError> {
-        summarize_fitted(
-            j,
-            set,
-            &Chars4,
-            &CancellationToken::new(),
-            &NoopObserver,
-        )
-        .await
+        summarize_fitted(j, set, &Chars4, &CancellationToken::new(), &NoopObserver).await
     }
 
     #[tokio::test]
