@@ -28,7 +28,7 @@ pub use model::{
     BranchSummarySettings, CompactionSettings, DEFAULT_CONTEXT_WINDOW, HookSettings, LogSettings,
     ModelSettings, PostgresSettings, ProviderKind, ProviderSettings, REDACTED, RetrySettings,
     SecretString, Settings, StorageBackend, StorageSettings, StorageSync, SummarizerKind,
-    SummarizerSettings, Tokenizer,
+    SummarizerSettings, Tokenizer, is_loopback_url,
 };
 pub use paths::{
     CONFIG_DIR_ENV, SETTINGS_FILE_NAME, config_dir, project_settings_file, user_settings_file,
