@@ -27,5 +27,10 @@ cargo build
 step "cargo test --test postgres"
 cargo test --test postgres
 
+# Skipped here only: four tests that read the session file itself (its bytes or path).
 step "daemon suites on PostgreSQL (COMPACTD_TEST_BACKEND=postgres)"
-COMPACTD_TEST_BACKEND=postgres cargo test --test daemon -- sessions:: agent_flow:: concurrency::
+COMPACTD_TEST_BACKEND=postgres cargo test --test daemon -- sessions:: agent_flow:: concurrency:: \
+  --skip concurrency::raw_entries_keep_every_field \
+  --skip sessions::a_prompt_override_that_cannot_be_read_fails_compactions_until_it_is_fixed \
+  --skip sessions::fork_makes_a_branch_or_a_copy_and_opens_it \
+  --skip sessions::manual_compaction_with_progress_preview_and_errors
