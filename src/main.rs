@@ -58,6 +58,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    compactd::files::ignore_file_size_signal();
     let cli = Cli::parse();
     if !matches!(cli.command, None | Some(Command::Serve))
         && let Err(message) = init_logging(&cli.serve, "warn")

@@ -387,11 +387,19 @@ impl Summaries<'_> {
     }
 
     /// The history summary, merged with the turn-prefix summary of a split turn (spec §4.9),
-    /// and the history summarizer's output when one ran.
+    /// and the history summarizer's output when one ran. A split turn with nothing before it
+    /// is summarised as the history alone (docs/conformance.md, §4.9).
     async fn merged(&self) -> Result<(String, Option<SummaryOutput>), EngineError> {
         let prep = self.prep;
         let previous = prep.previous_summary.clone();
         if prep.is_split_turn && !prep.turn_prefix_messages.is_empty() {
+            if prep.messages_to_summarize.is_empty() && previous.is_none() {
+                // Everything summarised is the start of the current turn and nothing came
+                // before it: summarised as the history (one request, the usual headings), the
+                // summary opens with the goal and the progress, not "No prior history.".
+                let output = self.history_of(&prep.turn_prefix_messages).await?;
+                return Ok((output.text.clone(), Some(output)));
+            }
             let (history, prefix) = futures::join!(self.history_or_previous(), self.turn_prefix());
             let (history_text, output) = history?;
             let prefix = prefix?;
@@ -431,6 +439,10 @@ impl Summaries<'_> {
     }
 
     async fn history(&self) -> Result<SummaryOutput, EngineError> {
+        self.history_of(&self.prep.messages_to_summarize).await
+    }
+
+    async fn history_of(&self, messages: &[AgentMessage]) -> Result<SummaryOutput, EngineError> {
         let prompts = &self.env.prompts;
         let build = |conversation: &str, previous: Option<&str>| {
             prompts.history_prompt(&HistoryPrompt {
@@ -443,7 +455,7 @@ impl Summaries<'_> {
         };
         let job = self.job(
             Purpose::History,
-            &self.prep.messages_to_summarize,
+            messages,
             self.prep.previous_summary.clone(),
             &build,
             history_max_tokens(self.reserve()),

@@ -1,22 +1,29 @@
 //! The retention guard (peers.md §4 #4): before a summary is persisted, the facts that must
 //! survive are extracted deterministically from the span being summarised — the last user
 //! request, a pending question to the user, modified file paths, the error messages of the
-//! span's final turn, and explicit user constraints ("always", "never", "don't") — and every one
-//! the summary does not carry is appended in a short "Retained facts" section. What was added is
-//! recorded in the entry's `details.retainedFacts`.
+//! span's final turn, and explicit user constraints ("always", "never", "must", an imperative
+//! "don't") — and every one the summary does not carry is appended in a short "Retained facts"
+//! section. What was added is recorded in the entry's `details.retainedFacts`. Errors and
+//! constraints are read by `session::facts`, as the extractive summarizer reads them: a search
+//! that found nothing or an aborted command is not an error, a question is not a constraint.
 //!
 //! Containment is checked on normalised text (whitespace collapsed, lower case), so a summary
 //! that quotes a fact with other line breaks still counts as carrying it.
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 
-use crate::session::message::join_text;
+use crate::session::facts::{
+    Outcome, call_command, error_line, execution_outcome, instructions, tool_outcome,
+};
+use crate::session::message::{ToolCall, join_text};
 use crate::session::{AgentMessage, ContentBlock};
 
 /// Longest fact kept, in characters (a pending question is kept whole).
 pub const MAX_FACT_CHARS: usize = 300;
 /// Most constraints and errors kept each (the latest ones).
-pub const MAX_FACTS_PER_KIND: usize = 5;
+pub const MAX_FACTS_PER_KIND: usize = crate::session::facts::LATEST_KEPT;
 /// The heading of the appended section.
 pub const SECTION_HEADING: &str = "## Retained Facts";
 
@@ -80,14 +87,22 @@ pub fn extract_facts(span: &[AgentMessage], modified_files: &[String]) -> Vec<Fa
     for path in modified_files {
         facts.push(fact(FactKind::ModifiedFile, path.clone()));
     }
+    let calls: HashMap<&str, &ToolCall> = span
+        .iter()
+        .filter_map(AgentMessage::as_assistant)
+        .flat_map(|a| a.tool_calls())
+        .map(|c| (c.id.as_str(), c))
+        .collect();
     let final_turn = &span[last_user.unwrap_or(0)..];
-    for error in latest(final_turn.iter().filter_map(error_text).collect()) {
+    let errors = final_turn.iter().filter_map(|m| error_text(m, &calls));
+    for error in latest(errors.collect()) {
         facts.push(fact(FactKind::Error, error));
     }
     let constraints: Vec<String> = span
         .iter()
         .filter(|m| is_real_user(m))
-        .flat_map(|m| constraint_sentences(&message_text(m)))
+        .flat_map(|m| instructions(&message_text(m)))
+        .map(|s| clip(&s))
         .collect();
     for constraint in latest(dedup(constraints)) {
         facts.push(fact(FactKind::UserConstraint, constraint));
@@ -190,77 +205,31 @@ fn pending_question(span: &[AgentMessage], last_user: Option<usize>) -> Option<S
     Some(paragraph.to_owned())
 }
 
-/// The error a message reports: a failed tool result's first line, a failed command's last
-/// output line, or an assistant's error message.
-fn error_text(m: &AgentMessage) -> Option<String> {
+/// The error a message reports, read as the extractive summarizer reads it: a failed tool
+/// result's or command's error line (a search without a match and an aborted run are no
+/// errors), or an assistant's error message.
+fn error_text(m: &AgentMessage, calls: &HashMap<&str, &ToolCall>) -> Option<String> {
     let text = match m {
-        AgentMessage::ToolResult(t) if t.is_error => first_line(&join_text(&t.content, "\n")),
+        AgentMessage::ToolResult(t) if t.is_error => {
+            let output = join_text(&t.content, "\n");
+            let command = calls
+                .get(t.tool_call_id.as_str())
+                .and_then(|c| call_command(c));
+            let outcome = tool_outcome(command, &t.tool_name, &output, true);
+            (outcome == Outcome::Failed)
+                .then(|| error_line(&output))
+                .flatten()
+        }
         AgentMessage::BashExecution(e) | AgentMessage::PythonExecution(e)
-            if e.exit_code.is_some_and(|c| c != 0) =>
+            if execution_outcome(e) == Outcome::Failed =>
         {
-            e.output
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::to_owned)
+            error_line(&e.output)
         }
         AgentMessage::Assistant(a) if a.is_error() => a.error_message.clone(),
         _ => None,
     }?;
     let text = text.trim();
     (!text.is_empty()).then(|| clip(text))
-}
-
-fn first_line(text: &str) -> Option<String> {
-    text.lines()
-        .find(|l| !l.trim().is_empty())
-        .map(str::to_owned)
-}
-
-/// Sentences of `text` that state a rule: they contain "always", "never", "don't" or "do not"
-/// as words.
-fn constraint_sentences(text: &str) -> Vec<String> {
-    split_sentences(text)
-        .into_iter()
-        .filter(|s| {
-            let words: Vec<String> = s
-                .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
-                .map(|w| w.to_lowercase().replace('’', "'"))
-                .collect();
-            words
-                .iter()
-                .any(|w| matches!(w.as_str(), "always" | "never" | "don't" | "dont"))
-                || words.windows(2).any(|p| p[0] == "do" && p[1] == "not")
-        })
-        .map(|s| clip(&s))
-        .collect()
-}
-
-fn split_sentences(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\n' {
-            push_sentence(&mut out, &mut current);
-            continue;
-        }
-        current.push(c);
-        let ends = matches!(c, '.' | '!' | '?') && chars.peek().is_none_or(|n| n.is_whitespace());
-        if ends {
-            push_sentence(&mut out, &mut current);
-        }
-    }
-    push_sentence(&mut out, &mut current);
-    out
-}
-
-fn push_sentence(out: &mut Vec<String>, current: &mut String) {
-    let s = current.trim();
-    if !s.is_empty() {
-        out.push(s.trim_start_matches(['-', '*', ' ']).trim().to_owned());
-    }
-    current.clear();
 }
 
 fn dedup(items: Vec<String>) -> Vec<String> {
@@ -355,6 +324,43 @@ mod tests {
             by(FactKind::UserConstraint),
             ["Never touch the lockfile.", "Always run cargo fmt."]
         );
+    }
+
+    #[test]
+    fn searches_without_a_match_aborts_and_questions_are_not_facts() {
+        let grep = |id: &str| {
+            json!({"type": "toolCall", "id": id, "name": "bash",
+                   "arguments": {"command": "grep -n console src/theme.ts"}})
+        };
+        let result = |id: &str, text: &str| {
+            msg(
+                json!({"role": "toolResult", "toolCallId": id, "toolName": "bash",
+                       "isError": true, "content": [{"type": "text", "text": text}]}),
+            )
+        };
+        let span = vec![
+            user("i don't understand, does it capture the theme at creation time? Never log."),
+            msg(json!({"role": "assistant", "content": [grep("1"), grep("2"), grep("3")]})),
+            result("1", "Command exited with code 1"),
+            result("2", "Command aborted"),
+            result(
+                "3",
+                "Debugger attached.\ngrep: src/theme.ts: No such file or directory",
+            ),
+        ];
+        let facts = extract_facts(&span, &[]);
+        let texts = |k: FactKind| -> Vec<&str> {
+            facts
+                .iter()
+                .filter(|f| f.kind == k)
+                .map(|f| f.text.as_str())
+                .collect()
+        };
+        assert_eq!(
+            texts(FactKind::Error),
+            ["grep: src/theme.ts: No such file or directory"]
+        );
+        assert_eq!(texts(FactKind::UserConstraint), ["Never log."]);
     }
 
     #[test]

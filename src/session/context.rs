@@ -310,7 +310,9 @@ impl BlobResolver {
 }
 
 fn read_blob(dir: &Path, hex: &str) -> Option<String> {
-    std::fs::read(dir.join(hex)).ok().map(|b| base64(&b))
+    crate::files::read_regular(&dir.join(hex))
+        .ok()
+        .map(|b| base64(&b))
 }
 
 /// Standard base64 with padding.

@@ -26,7 +26,9 @@
 //! Markers are never tree nodes or path entries, and new entries attach to the real leaf.
 //!
 //! # Two processes on one file
-//! Any tool that writes a session file should follow this protocol:
+//! Any tool that writes a session file should follow this protocol, on the file itself: the
+//! path with every symlink resolved, so that every name of one file shares one lock and a
+//! rewrite replaces the file, not a link to it.
 //! 1. Take an exclusive advisory lock (`flock`-style, `std::fs::File::lock`) on the sidecar
 //!    `.<file name>.lock` in the same directory (created if missing, never renamed or
 //!    deleted, so rewrites of the session file do not invalidate it).
@@ -104,6 +106,9 @@ pub enum SessionError {
     /// The reference's exact text: clients match on it.
     #[error("Entry {0} not found")]
     EntryNotFound(String),
+    /// A FIFO, directory, device or socket: never opened for reading or writing.
+    #[error("{} is a {kind}, not a regular file", path.display())]
+    NotRegularFile { path: PathBuf, kind: &'static str },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -151,7 +156,11 @@ struct RawLine {
 /// An open session file: header, entries in file order, and the current leaf.
 #[derive(Debug)]
 pub struct Session {
+    /// The name the file was opened or created by, as given (what clients see).
     path: PathBuf,
+    /// The file itself: `path` with every symlink resolved. Every file-system call uses it,
+    /// so two names of one file share one lock and a rewrite replaces the file, not a link.
+    file: PathBuf,
     header: SessionHeader,
     /// Every entry in file order, `compactd_leaf` markers and duplicate ids included.
     entries: Vec<Entry>,

@@ -3,7 +3,7 @@
 
 use std::env;
 use std::ffi::OsString;
-use std::fs::{self, File};
+use std::fs::{self, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -130,7 +130,7 @@ pub fn list_all_sessions(base: &Path) -> io::Result<Vec<SessionInfo>> {
 }
 
 fn inspect(path: &Path) -> Option<SessionInfo> {
-    let file = File::open(path).ok()?;
+    let file = crate::files::open_regular(path, OpenOptions::new().read(true)).ok()?;
     let meta = file.metadata().ok()?;
     let mut reader = BufReader::new(file);
     let mut first = Vec::new();

@@ -3,6 +3,7 @@
 
 pub mod context;
 pub mod entry;
+pub mod facts;
 pub mod file;
 pub mod ids;
 pub mod listing;

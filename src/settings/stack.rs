@@ -390,7 +390,7 @@ fn read_layer_file(
         source,
         file: Some(file.to_path_buf()),
     };
-    let bytes = match fs::read(file) {
+    let bytes = match crate::files::read_regular(file) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {

@@ -85,7 +85,7 @@ impl Prompts {
         ];
         for (name, slot) in slots {
             let path = dir.join(name);
-            match std::fs::read_to_string(&path) {
+            match crate::files::read_regular_to_string(&path) {
                 Ok(text) => *slot = text.trim().to_owned(),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => {

@@ -14,4 +14,5 @@ mod file_access;
 mod hostile;
 mod lifecycle;
 mod sessions;
+mod storage;
 mod two_writers;

@@ -146,6 +146,45 @@ async fn two_daemons_append_and_rewrite_the_same_file() {
     b.finish().await;
 }
 
+/// Daemon A knows the file by a symlink, daemon B by its real path: both take the one lock
+/// next to the file, so their appends in flight at once form one chain with nothing lost, and
+/// a prune by A through the link rewrites the file B appends to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_on_two_names_of_one_file_lose_nothing() {
+    let mut a = spawn().await;
+    let mut b = spawn().await;
+    let info = b.ok("session/create", json!({"cwd": b.project()})).await;
+    let real = PathBuf::from(info["path"].as_str().unwrap());
+    let sb = info["sessionId"].as_str().unwrap().to_owned();
+    let link = a.home.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let sa = open(&mut a, &link).await;
+    let mut all = Vec::new();
+    for round in 0..3 {
+        let sent_a = send_appends(&mut a, &sa, &format!("A{round}"), 40).await;
+        let sent_b = send_appends(&mut b, &sb, &format!("B{round}"), 40).await;
+        all.extend(acked(&mut a, sent_a).await);
+        all.extend(acked(&mut b, sent_b).await);
+        assert_file_holds(&real, &all);
+    }
+    for j in 0..8 {
+        a.append(&sa, Value::Array(tool_round(j))).await;
+    }
+    let sent_b = send_appends(&mut b, &sb, "during-prune", 30).await;
+    let pruned = a.ok("session/prune", json!({"sessionId": sa})).await;
+    assert!(pruned["prunedCount"].as_u64().unwrap() > 0, "{pruned}");
+    all.extend(acked(&mut b, sent_b).await);
+    assert_file_holds(&real, &all);
+    assert!(
+        std::fs::symlink_metadata(&link).unwrap().is_symlink(),
+        "the prune rewrote the file, not the link"
+    );
+    b.append(&sb, json!([user("after the prune")])).await;
+    assert!(context_texts(&mut a, &sa).await.contains("after the prune"));
+    a.finish().await;
+    b.finish().await;
+}
+
 fn cli(args: &[&str], home: &Path) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_compactd"))
         .args(args)

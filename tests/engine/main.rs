@@ -10,4 +10,5 @@ mod auto;
 mod cli;
 mod compact;
 mod navigate;
+mod summaries;
 mod summarizers;

@@ -13,6 +13,7 @@ use super::{
     CreateOptions, LoadReport, Result, Session, SessionError, SyncPolicy, file_leaf_of,
     next_revision, parallel,
 };
+use crate::files;
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
 use crate::session::ids;
 
@@ -91,6 +92,7 @@ impl Session {
                 io::ErrorKind::AlreadyExists => SessionError::AlreadyExists { path: path.clone() },
                 _ => io_err(&path)(e),
             })?;
+        let file_path = fs::canonicalize(&path).map_err(io_err(&path))?;
         file.write_all(&line).map_err(io_err(&path))?;
         if options.sync == SyncPolicy::Fsync {
             file.sync_all().map_err(io_err(&path))?;
@@ -100,6 +102,7 @@ impl Session {
         let meta = file.metadata().map_err(io_err(&path))?;
         Ok(Session {
             path,
+            file: file_path,
             header,
             entries: Vec::new(),
             index: HashMap::new(),
@@ -124,9 +127,10 @@ impl Session {
     /// Opens a session file without writing to it. Versions 1 and 2 are migrated in memory.
     pub fn open(path: impl AsRef<Path>) -> Result<(Session, LoadReport)> {
         let path = path.as_ref().to_path_buf();
-        let (data, id) = read_whole(&path)?;
+        let file = resolve(&path)?;
+        let (data, id) = read_whole(&path, &file)?;
         let mut report = LoadReport::default();
-        let session = Session::parse(path, Arc::new(data), id, &mut report)?;
+        let session = Session::parse(path, file, Arc::new(data), id, &mut report)?;
         Ok((session, report))
     }
 
@@ -143,14 +147,16 @@ impl Session {
     }
 
     pub(super) fn lock(&self) -> Result<LockGuard> {
-        let lock_path = sidecar(&self.path, ".lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_err(&lock_path))?;
+        let lock_path = sidecar(&self.file, ".lock");
+        let file = files::open_regular(
+            &lock_path,
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true),
+        )
+        .map_err(io_err(&lock_path))?;
         file.lock().map_err(io_err(&lock_path))?;
         Ok(LockGuard(file))
     }
@@ -188,9 +194,7 @@ impl Session {
             bytes.extend_from_slice(e.to_line().as_bytes());
             bytes.push(b'\n');
         }
-        let mut file = OpenOptions::new()
-            .write(true)
-            .open(&self.path)
+        let mut file = files::open_regular(&self.file, OpenOptions::new().write(true))
             .map_err(io_err(&self.path))?;
         if let TailRepair::Truncate(len) = repair {
             file.set_len(len).map_err(io_err(&self.path))?;
@@ -223,7 +227,7 @@ impl Session {
     /// Brings memory up to date with the file. Returns the tail repair a write must do, and
     /// whether the file was reloaded whole.
     pub(super) fn sync_from_disk(&mut self, mode: TailMode) -> Result<(TailRepair, bool)> {
-        let meta = match fs::metadata(&self.path) {
+        let meta = match fs::metadata(&self.file) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 // Deleted under us: the next write puts back everything we hold.
@@ -244,7 +248,8 @@ impl Session {
         }
         let mut data = Vec::new();
         if meta.len() > self.disk.consumed {
-            let mut file = File::open(&self.path).map_err(io_err(&self.path))?;
+            let mut file = files::open_regular(&self.file, OpenOptions::new().read(true))
+                .map_err(io_err(&self.path))?;
             file.seek(SeekFrom::Start(self.disk.consumed))
                 .map_err(io_err(&self.path))?;
             file.read_to_end(&mut data).map_err(io_err(&self.path))?;
@@ -273,9 +278,15 @@ impl Session {
 
     /// Re-reads the whole file after another process replaced it.
     pub(super) fn reload(&mut self) -> Result<()> {
-        let (data, id) = read_whole(&self.path)?;
+        let (data, id) = read_whole(&self.path, &self.file)?;
         let mut report = LoadReport::default();
-        let fresh = Session::parse(self.path.clone(), Arc::new(data), id, &mut report)?;
+        let fresh = Session::parse(
+            self.path.clone(),
+            self.file.clone(),
+            Arc::new(data),
+            id,
+            &mut report,
+        )?;
         let moved_here = self.leaf != self.file_leaf;
         let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
         let sync = self.sync;
@@ -315,8 +326,8 @@ impl Session {
             out.push(b'\n');
             lines += 1;
         }
-        remove_stale_temp_files(&self.path);
-        let id = atomic_write(&self.path, &out).map_err(io_err(&self.path))?;
+        remove_stale_temp_files(&self.file);
+        let id = atomic_write(&self.file, &out).map_err(io_err(&self.path))?;
         self.header = header;
         self.needs_rewrite = false;
         self.disk = DiskState {
@@ -330,14 +341,25 @@ impl Session {
     }
 }
 
-/// Reads the whole file once, with its identity.
-pub(super) fn read_whole(path: &Path) -> Result<(Vec<u8>, Option<FileId>)> {
-    let mut file = File::open(path).map_err(|e| match e.kind() {
+/// `path` with every symlink resolved: the file itself, whatever name it was given by.
+pub(super) fn resolve(path: &Path) -> Result<PathBuf> {
+    fs::canonicalize(path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => SessionError::NotFound {
             path: path.to_path_buf(),
         },
         _ => io_err(path)(e),
-    })?;
+    })
+}
+
+/// Reads the whole file `file` (the resolved `path`) once, with its identity.
+pub(super) fn read_whole(path: &Path, file: &Path) -> Result<(Vec<u8>, Option<FileId>)> {
+    let mut file =
+        files::open_regular(file, OpenOptions::new().read(true)).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => SessionError::NotFound {
+                path: path.to_path_buf(),
+            },
+            _ => io_err(path)(e),
+        })?;
     let meta = file.metadata().map_err(io_err(path))?;
     let len = usize::try_from(meta.len()).unwrap_or(0);
     if len >= parallel::PARALLEL_MIN_BYTES {
@@ -426,9 +448,16 @@ pub(super) fn sync_parent_dir(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// An I/O error on `path` as a session error; a path that is not a regular file gets its own.
 pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SessionError + '_ {
-    move |source| SessionError::Io {
-        path: path.to_path_buf(),
-        source,
+    move |source| match files::not_regular(&source) {
+        Some(not_regular) => SessionError::NotRegularFile {
+            path: path.to_path_buf(),
+            kind: not_regular.kind,
+        },
+        None => SessionError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
     }
 }

@@ -37,6 +37,7 @@ pub(super) enum TailRepair {
 impl Session {
     pub(super) fn parse(
         path: PathBuf,
+        file: PathBuf,
         data: Arc<Vec<u8>>,
         id: Option<FileId>,
         report: &mut LoadReport,
@@ -59,6 +60,7 @@ impl Session {
             .ok_or_else(|| invalid("not a `type:\"session\"` object with a string `id`".into()))?;
         let mut session = Session {
             path,
+            file,
             header,
             entries: Vec::new(),
             index: HashMap::new(),

@@ -6,6 +6,8 @@ use serde_json::json;
 
 use super::load::parse_line;
 use super::*;
+
+mod edges;
 use crate::session::context::{ContextLeaf, build_session_context};
 use crate::session::message::AgentMessage;
 

@@ -1,17 +1,28 @@
-//! The facts a summary draws on, gathered in one pass over the messages: requests, the
-//! assistant's statements, tool calls and their outcomes, failures, files.
+//! The facts a summary draws on, gathered in one pass over the messages: the user's tasks and
+//! instructions, the assistant's statements, tool calls and their outcomes, real failures,
+//! files.
+//!
+//! What counts is decided once, here, so every layout agrees: a user message is a task only
+//! when it asks for work in words (not a slash command, an "ok", or a short answer to the
+//! assistant's question); a tool call failed only when it really did (`session::facts`: a
+//! search with no match and an aborted command did not); an assistant sentence is progress, a
+//! decision or a finding only when it states one plainly (no hedging, no narration, no table
+//! row, no lead-in left without its list).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use crate::session::facts::{
+    Outcome, error_line, execution_outcome, instructions, is_search_command, starts_with_words,
+    strip_fillers, tool_outcome,
+};
 use crate::session::message::{AgentMessage, ToolCall, join_text};
 
 use super::sections::Items;
 use super::text::{
-    clip, clip_line, code, contains_word, first_line, normalize_quotes, one_line, prose_lines,
-    sentences,
+    clip, clip_line, code, contains_word, lower, one_line, plain_sentence, prose_lines, sentences,
+    short_command,
 };
 use super::{MAX_ACTION_TARGETS, MAX_ITEM_CHARS, MAX_VERBATIM_CHARS, MODEL_KEY, NEW_FILE};
 
@@ -66,12 +77,13 @@ impl CallInfo {
         };
         let searches = ["grep", "find", "glob", "search", "list", "ls"]
             .iter()
-            .any(|k| name.contains(k));
+            .any(|k| name.contains(k))
+            || command.as_deref().is_some_and(is_search_command);
         let target = match (&pattern, &path, &command) {
             (Some(p), Some(dir), _) if searches => Some(format!("{} in `{dir}`", code(p))),
             (Some(p), None, None) => Some(code(p)),
             (_, Some(path), _) => Some(format!("`{path}`")),
-            (_, None, Some(c)) => Some(code(&one_line(c, MAX_ITEM_CHARS / 2))),
+            (_, None, Some(c)) => Some(shown_command(c)),
             _ => None,
         };
         CallInfo {
@@ -82,6 +94,19 @@ impl CallInfo {
             target,
             looks_only: usage == FileUse::Read || (searches && usage == FileUse::Other),
             writes_whole: name.contains("write") || name.contains("create"),
+        }
+    }
+
+    /// A command run by the user (`bashExecution`) as a call.
+    fn command(command: &str) -> CallInfo {
+        CallInfo {
+            name: "bash".to_owned(),
+            usage: FileUse::Other,
+            path: None,
+            command: Some(command.to_owned()),
+            target: Some(shown_command(command)),
+            looks_only: is_search_command(command),
+            writes_whole: false,
         }
     }
 
@@ -97,11 +122,28 @@ impl CallInfo {
     /// How the call reads in a list: `` `cargo test` ``, `` edit `src/a.rs` ``.
     pub(super) fn label(&self) -> String {
         match (&self.command, &self.target) {
-            (Some(c), _) if self.path.is_none() => code(&one_line(c, MAX_ITEM_CHARS / 2)),
+            (Some(c), _) if self.path.is_none() => shown_command(c),
             (_, Some(target)) => format!("{} {target}", self.name),
             _ => format!("`{}`", self.name),
         }
     }
+}
+
+/// A command as inline code, shortened for reading (see [`short_command`]).
+fn shown_command(command: &str) -> String {
+    code(&one_line(&short_command(command), MAX_ITEM_CHARS / 2))
+}
+
+/// The program and subcommand of a command's last step (`npm test`, `git commit`): two runs
+/// with the same one are the same check, even with other flags, paths or steps before it.
+fn command_family(command: &str) -> String {
+    let short = short_command(command);
+    let last = short.rsplit("&&").next().unwrap_or(&short).to_owned();
+    last.split_whitespace()
+        .filter(|w| !w.starts_with('-'))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// One step of the work, for a turn prefix's Early Progress.
@@ -114,66 +156,106 @@ pub(super) struct Action {
     pub(super) outcome: Option<String>,
 }
 
-/// A failed call or command, and whether a later run of the same command (or a later
-/// successful call on the same file) resolved it.
+impl Action {
+    fn single(label: String) -> Action {
+        Action {
+            label,
+            targets: Vec::new(),
+            seen: HashSet::new(),
+            more: 0,
+            outcome: None,
+        }
+    }
+}
+
+/// A real failure, and whether a later run of the same command (or family of commands, or a
+/// later successful call on the same file) resolved it.
 pub(super) struct Failure {
     pub(super) key: String,
     pub(super) label: String,
-    /// The first error line, and a location line right after it when there is one.
+    /// The error line, and a location line right after it when there is one.
     pub(super) error: String,
     pub(super) resolved: bool,
+    /// Which user message it followed (an index into [`Facts::messages_from_user`]).
+    pub(super) after_user: usize,
+    /// Which task it followed (an index into [`Facts::tasks`]).
+    pub(super) after_task: usize,
+}
+
+/// A Done item, in the order the work happened.
+pub(super) enum Done {
+    Text(String),
+    /// The files changed while working on one task, listed when the item is rendered.
+    Files(usize),
+}
+
+/// What the user asked for in one message.
+#[derive(Clone)]
+pub(super) struct Task {
+    pub(super) text: String,
+    /// It turns away from what came before ("actually…", "instead…", "undo that").
+    pub(super) changes_direction: bool,
 }
 
 /// Everything the summary layouts draw on, gathered in one pass over the messages.
 #[derive(Default)]
 pub(super) struct Facts {
-    /// Real user requests, in order (synthetic prompts, command output and carried summaries
-    /// left out).
-    pub(super) requests: Vec<String>,
+    /// Every message the user typed, in order (synthetic prompts, command output and carried
+    /// summaries left out): the latest is kept verbatim.
+    pub(super) messages_from_user: Vec<String>,
+    /// The messages that ask for work (see the module docs), in order.
+    pub(super) tasks: Vec<Task>,
     /// Summaries carried in the messages (e.g. a compaction summary turned into user text).
     pub(super) carried: Vec<String>,
     pub(super) constraints: Vec<String>,
-    /// The assistant's statements of completion, decisions and findings, in order.
-    pub(super) statements: Vec<String>,
     pub(super) decisions: Vec<String>,
     pub(super) findings: Vec<String>,
-    /// Done items by key (path or command); the latest event for a key wins.
-    pub(super) done: Vec<Option<String>>,
-    pub(super) done_index: HashMap<String, usize>,
+    /// The assistant's statements of completion, for the short summary.
+    pub(super) statements: Vec<String>,
+    /// Done items by key (command, file, statement); the latest event for a key wins.
+    pub(super) done: Vec<Option<Done>>,
+    done_index: HashMap<String, usize>,
+    /// Files changed per task (index into `tasks`, or `usize::MAX` before the first task).
+    pub(super) changed: HashMap<usize, BTreeSet<String>>,
     pub(super) failures: Vec<Failure>,
-    pub(super) open_failures: HashMap<String, Vec<usize>>,
+    open_failures: HashMap<String, Vec<usize>>,
     /// Commands and paths that succeeded at least once.
     pub(super) succeeded: HashSet<String>,
-    /// The assistant's last text, and whether it came after the latest user request.
+    /// The assistant's last text, whether it came after the latest user message, and whether
+    /// it was cut off (an aborted reply ends mid-sentence).
     pub(super) last_assistant: Option<String>,
     pub(super) ends_with_assistant: bool,
-    /// Completion was claimed after the latest user request.
-    pub(super) completed_after_request: bool,
-    /// Files were changed since the latest user request, and a check (tests, build) passed
-    /// after the last change: the request is visibly done even if nobody said so.
-    pub(super) changed_since_request: bool,
-    pub(super) verified_since_change: bool,
+    pub(super) last_assistant_cut: bool,
     /// The assistant's last text came with tool calls: it narrates them ("Now I'll run the
     /// tests"), so its plans were carried out, not left for later.
     pub(super) last_text_narrates_calls: bool,
-    /// Completion was claimed before the first user request of these messages (the work a
-    /// previous summary left in progress was finished).
-    pub(super) completed_before_request: bool,
+    /// Completion was claimed after the latest task.
+    pub(super) completed_after_task: bool,
+    /// Files were changed since the latest task, and a check (tests, build) passed after the
+    /// last change: the task is visibly done even if nobody said so.
+    pub(super) changed_since_task: bool,
+    pub(super) verified_since_change: bool,
+    /// Completion was claimed before the first task of these messages (the work a previous
+    /// summary left in progress was finished).
+    pub(super) completed_before_task: bool,
     pub(super) read: BTreeSet<String>,
     pub(super) modified: BTreeSet<String>,
     /// Files written whole without having been read or changed before: new files.
     pub(super) created: BTreeSet<String>,
-    /// Tool calls without a result yet, in order.
-    pub(super) pending_calls: Vec<String>,
     pub(super) actions: Vec<Action>,
+    /// What was looked at since the latest task (files read, searches), for a task that has
+    /// no other progress yet; and whether it has any.
+    pub(super) read_since_task: Vec<String>,
+    pub(super) searched_since_task: Vec<String>,
+    pub(super) done_since_task: bool,
+    /// The last assistant text ended with a question (so a short reply answers it).
+    asked: bool,
 }
 
 impl Facts {
     pub(super) fn extract(messages: &[AgentMessage]) -> Facts {
         let mut facts = Facts::default();
         let mut calls: HashMap<&str, (CallInfo, usize)> = HashMap::new();
-        let mut call_order: Vec<&str> = Vec::new();
-        let mut answered: HashSet<&str> = HashSet::new();
         let mut grouped: HashMap<String, usize> = HashMap::new();
         for message in messages {
             match message {
@@ -192,34 +274,42 @@ impl Facts {
                 AgentMessage::Assistant(assistant) => {
                     if assistant.is_error() {
                         if let Some(error) = assistant.error_message.as_deref() {
-                            facts.fail(MODEL_KEY, "The model request", error);
+                            let error = clip(error.trim(), MAX_ITEM_CHARS);
+                            facts.fail(MODEL_KEY, MODEL_KEY, "The model request", &error);
                         }
-                    } else {
-                        facts.succeed(MODEL_KEY);
+                    } else if !assistant.is_aborted() {
+                        facts.succeed(MODEL_KEY, MODEL_KEY);
                     }
                     for call in assistant.tool_calls() {
                         let info = CallInfo::of(call);
                         let action = facts.record_call(&info, &mut grouped);
-                        call_order.push(call.id.as_str());
                         calls.insert(call.id.as_str(), (info, action));
                     }
-                    let text = join_text(&assistant.content, "\n");
+                    let mut text = join_text(&assistant.content, "\n");
+                    let cut = assistant.is_aborted()
+                        || assistant.stop_reason.as_deref() == Some("length");
+                    if cut {
+                        // The reply stops mid-sentence: its last line is unfinished.
+                        let keep = text.trim_end().rfind('\n').unwrap_or(0);
+                        text.truncate(keep);
+                    }
                     if !text.trim().is_empty() {
                         facts.assistant_text(&text);
+                        facts.asked = prose_question_at(&text).is_some();
                         facts.last_assistant = Some(text);
                         facts.ends_with_assistant = true;
+                        facts.last_assistant_cut = cut;
                         facts.last_text_narrates_calls = assistant.tool_calls().next().is_some();
                     }
                 }
                 AgentMessage::ToolResult(result) => {
-                    answered.insert(result.tool_call_id.as_str());
                     let call = calls.get(result.tool_call_id.as_str());
                     let text = join_text(&result.content, "\n");
                     facts.tool_result(&result.tool_name, call, &text, result.is_error);
                 }
                 AgentMessage::BashExecution(exec) | AgentMessage::PythonExecution(exec) => {
-                    let failed = exec.exit_code.is_some_and(|c| c != 0);
-                    facts.command_outcome(exec.source(), &exec.output, failed);
+                    let outcome = execution_outcome(exec);
+                    facts.command_outcome(exec.source(), &exec.output, outcome);
                 }
                 AgentMessage::FileMention(mention) => {
                     for file in &mention.files {
@@ -229,17 +319,11 @@ impl Facts {
                 AgentMessage::Unknown(_) => {}
             }
         }
-        facts.pending_calls = call_order
-            .iter()
-            .filter(|id| !answered.contains(*id))
-            .filter_map(|id| calls.get(id))
-            .map(|(info, _)| info.label())
-            .collect();
         facts.read.retain(|p| !facts.modified.contains(p));
         facts
     }
 
-    pub(super) fn user_text(&mut self, text: &str, synthetic: bool) {
+    fn user_text(&mut self, text: &str, synthetic: bool) {
         if text.contains("<summary>") {
             self.carried.push(carried_summary(text).to_owned());
             return;
@@ -250,7 +334,12 @@ impl Facts {
         // Messages the agent turned into user text: a command the user ran, files they
         // mentioned. They are not requests.
         if let Some((command, output, failed)) = parse_ran_command(text) {
-            self.command_outcome(&command, &output, failed);
+            let outcome = if failed {
+                Outcome::Failed
+            } else {
+                Outcome::Succeeded
+            };
+            self.command_outcome(&command, &output, outcome);
             return;
         }
         if text.trim_start().starts_with("<system-reminder>") {
@@ -259,53 +348,56 @@ impl Facts {
             }
             return;
         }
-        self.requests.push(text.to_owned());
+        self.messages_from_user.push(text.to_owned());
         self.ends_with_assistant = false;
-        self.completed_after_request = false;
-        self.changed_since_request = false;
-        self.verified_since_change = false;
-        for sentence in sentences(text) {
-            let lower = normalize_quotes(sentence.to_lowercase());
-            if !sentence.ends_with('?') && CONSTRAINT_CUES.iter().any(|c| contains_word(&lower, c))
-            {
-                self.constraints.push(clip_line(sentence));
-            }
+        self.constraints
+            .extend(instructions(text).iter().map(|s| constraint_item(s)));
+        if is_task(text, self.asked) {
+            self.tasks.push(Task {
+                text: text.to_owned(),
+                changes_direction: changes_direction(text),
+            });
+            self.completed_after_task = false;
+            self.changed_since_task = false;
+            self.verified_since_change = false;
+            self.read_since_task.clear();
+            self.searched_since_task.clear();
+            self.done_since_task = false;
         }
+        self.asked = false;
     }
 
-    pub(super) fn assistant_text(&mut self, text: &str) {
+    fn assistant_text(&mut self, text: &str) {
         for sentence in sentences(text) {
-            if sentence.ends_with('?') {
+            let Some(kind) = statement_kind(sentence) else {
                 continue;
-            }
-            // One- and two-word fragments ("Fixed", a list option) say too little to keep.
-            if sentence.split_whitespace().nth(2).is_none() {
+            };
+            let Some(item) = plain_sentence(sentence).map(|s| clip_line(&s)) else {
                 continue;
-            }
-            let lower = normalize_quotes(sentence.to_lowercase());
-            if DECISION_CUES.iter().any(|c| contains_word(&lower, c)) {
-                self.decisions.push(clip_line(sentence));
-            } else if FINDING_CUES.iter().any(|c| lower.contains(c)) {
-                self.findings.push(clip_line(sentence));
-            } else if DONE_CUES.iter().any(|c| contains_word(&lower, c))
-                && !FUTURE_CUES.iter().any(|c| contains_word(&lower, c))
-            {
-                self.statements.push(clip_line(sentence));
-                self.completed_after_request = true;
-                if self.requests.is_empty() {
-                    self.completed_before_request = true;
+            };
+            match kind {
+                Statement::Decision => self.decisions.push(item),
+                Statement::Finding => self.findings.push(item),
+                Statement::Done => {
+                    self.statements.push(item.clone());
+                    self.set_done(&format!("said: {item}"), Done::Text(item));
+                    self.completed_after_task = true;
+                    if self.tasks.is_empty() {
+                        self.completed_before_task = true;
+                    }
                 }
             }
         }
     }
 
+    /// The index of the latest task, or `usize::MAX` before the first.
+    fn task_index(&self) -> usize {
+        self.tasks.len().checked_sub(1).unwrap_or(usize::MAX)
+    }
+
     /// Records a call as an action (grouping look-only calls by tool) and notes the files it
     /// names; returns the action's index.
-    pub(super) fn record_call(
-        &mut self,
-        info: &CallInfo,
-        grouped: &mut HashMap<String, usize>,
-    ) -> usize {
+    fn record_call(&mut self, info: &CallInfo, grouped: &mut HashMap<String, usize>) -> usize {
         if let Some(path) = &info.path {
             match info.usage {
                 FileUse::Read => {
@@ -325,7 +417,22 @@ impl Facts {
         }
         if info.looks_only {
             let target = info.target.clone().unwrap_or_default();
-            if let Some(&i) = grouped.get(&info.name) {
+            let looked = match (info.usage, &info.path) {
+                (FileUse::Read, Some(path)) => Some((&mut self.read_since_task, path.clone())),
+                _ if !target.is_empty() => Some((&mut self.searched_since_task, target.clone())),
+                _ => None,
+            };
+            if let Some((list, item)) = looked
+                && !list.contains(&item)
+            {
+                list.push(item);
+            }
+            let key = if info.command.is_some() {
+                "search".to_owned()
+            } else {
+                info.name.clone()
+            };
+            if let Some(&i) = grouped.get(&key) {
                 let action = &mut self.actions[i];
                 if !target.is_empty() && action.seen.insert(target.clone()) {
                     if action.targets.len() < MAX_ACTION_TARGETS {
@@ -336,114 +443,118 @@ impl Facts {
                 }
                 return i;
             }
-            grouped.insert(info.name.clone(), self.actions.len());
-            self.actions.push(Action {
-                label: info.name.clone(),
-                targets: vec![target.clone()]
-                    .into_iter()
-                    .filter(|t| !t.is_empty())
-                    .collect(),
-                seen: HashSet::from([target]),
-                more: 0,
-                outcome: None,
+            grouped.insert(key.clone(), self.actions.len());
+            let mut action = Action::single(if info.command.is_some() {
+                "searched".to_owned()
+            } else {
+                info.name.clone()
             });
+            if !target.is_empty() {
+                action.targets.push(target.clone());
+            }
+            action.seen.insert(target);
+            self.actions.push(action);
         } else {
             let mut label = info.label();
             if info.path.as_ref().is_some_and(|p| self.created.contains(p)) {
                 label.push_str(NEW_FILE);
             }
-            self.actions.push(Action {
-                label,
-                targets: Vec::new(),
-                seen: HashSet::new(),
-                more: 0,
-                outcome: None,
-            });
+            self.actions.push(Action::single(label));
         }
         self.actions.len() - 1
     }
 
-    pub(super) fn tool_result(
+    fn tool_result(
         &mut self,
         tool_name: &str,
         call: Option<&(CallInfo, usize)>,
         text: &str,
         is_error: bool,
     ) {
+        let command = call.and_then(|(info, _)| info.command.as_deref());
+        let outcome = tool_outcome(command, tool_name, text, is_error);
         let Some((info, action)) = call else {
             // The call is outside these messages: only a failure says anything useful.
-            if is_error {
+            if outcome == Outcome::Failed {
                 let key = format!("{tool_name} ");
-                self.fail(&key, &format!("`{tool_name}`"), &error_excerpt(text));
+                self.fail(&key, &key, &format!("`{tool_name}`"), &error_excerpt(text));
             }
             return;
         };
         let key = info.key();
-        if is_error {
-            let error = error_excerpt(text);
-            self.fail(&key, &info.label(), &error);
-            if self.actions[*action].targets.is_empty() {
-                self.actions[*action].outcome = Some(format!("failed: {}", first_line(&error)));
+        match outcome {
+            Outcome::Aborted => {
+                if self.actions[*action].targets.is_empty() {
+                    self.actions[*action].outcome = Some("aborted".to_owned());
+                }
+                return;
             }
-            return;
+            Outcome::NoMatch => {
+                if self.actions[*action].targets.is_empty() {
+                    self.actions[*action].outcome = Some("no match".to_owned());
+                }
+                return;
+            }
+            Outcome::Failed => {
+                let error = error_excerpt(text);
+                let family = info.command.as_deref().map_or(key.clone(), command_family);
+                self.fail(&key, &family, &info.label(), &error);
+                if self.actions[*action].targets.is_empty() {
+                    let first = error.lines().next().unwrap_or("");
+                    self.actions[*action].outcome = Some(format!("failed: {first}"));
+                }
+                return;
+            }
+            Outcome::Succeeded => {}
         }
-        self.succeed(&key);
+        let family = info.command.as_deref().map_or(key.clone(), command_family);
+        self.succeed(&key, &family);
         if let (FileUse::Modified, Some(path)) = (info.usage, &info.path) {
-            let verb = if self.created.contains(path) {
-                "Created"
-            } else {
-                "Modified"
-            };
-            // The first change to a file names it; later edits add nothing new.
-            if !self.done_index.contains_key(path) {
-                self.set_done(path, format!("{verb} `{path}`"));
+            let task = self.task_index();
+            if !self.changed.contains_key(&task) {
+                self.set_done(&format!("files of task {task}"), Done::Files(task));
             }
-            self.changed_since_request = true;
+            self.changed.entry(task).or_default().insert(path.clone());
+            self.changed_since_task = true;
             self.verified_since_change = false;
         }
-        if let Some(command) = &info.command
-            && let Some((done, outcome)) = verification(command, text)
-        {
-            self.actions[*action].outcome = Some(outcome);
-            self.set_done(command, done);
-            self.verified_since_change |= self.changed_since_request;
-        }
-    }
-
-    /// A command run by the user or a tool, with its output and whether it failed.
-    pub(super) fn command_outcome(&mut self, command: &str, output: &str, failed: bool) {
-        let info = CallInfo {
-            name: "bash".to_owned(),
-            usage: FileUse::Other,
-            path: None,
-            command: Some(command.to_owned()),
-            target: Some(code(&one_line(command, MAX_ITEM_CHARS / 2))),
-            looks_only: false,
-            writes_whole: false,
-        };
-        let mut label = info.label();
-        if failed {
-            let error = error_excerpt(output);
-            self.fail(command, &label, &error);
-            let _ = write!(label, " — failed: {}", first_line(&error));
-        } else {
-            self.succeed(command);
-            if let Some((done, outcome)) = verification(command, output) {
-                self.set_done(command, done);
-                self.verified_since_change |= self.changed_since_request;
-                let _ = write!(label, " — {outcome}");
+        if let Some(command) = &info.command {
+            if let Some((done, outcome)) = verification(command, text) {
+                self.actions[*action].outcome = Some(outcome);
+                self.set_done(command, Done::Text(done));
+                self.verified_since_change |= self.changed_since_task;
+            } else if let Some(done) = repository_change(command) {
+                self.set_done(command, Done::Text(done));
             }
         }
-        self.actions.push(Action {
-            label,
-            targets: Vec::new(),
-            seen: HashSet::new(),
-            more: 0,
-            outcome: None,
-        });
     }
 
-    pub(super) fn fail(&mut self, key: &str, label: &str, error: &str) {
+    /// A command run by the user or a tool outside a call, with its output and outcome.
+    fn command_outcome(&mut self, command: &str, output: &str, outcome: Outcome) {
+        let info = CallInfo::command(command);
+        let mut label = info.label();
+        let family = command_family(command);
+        match outcome {
+            Outcome::Failed => {
+                let error = error_excerpt(output);
+                self.fail(command, &family, &label, &error);
+                label = format!("{label} — failed: {}", error.lines().next().unwrap_or(""));
+            }
+            Outcome::Aborted => label.push_str(" — aborted"),
+            Outcome::NoMatch => label.push_str(" — no match"),
+            Outcome::Succeeded => {
+                self.succeed(command, &family);
+                if let Some((done, outcome)) = verification(command, output) {
+                    self.set_done(command, Done::Text(done));
+                    self.verified_since_change |= self.changed_since_task;
+                    label = format!("{label} — {outcome}");
+                }
+            }
+        }
+        self.actions.push(Action::single(label));
+    }
+
+    fn fail(&mut self, key: &str, family: &str, label: &str, error: &str) {
         // A later failure replaces what an earlier success of the same command reported.
         if let Some(i) = self
             .done_index
@@ -458,24 +569,36 @@ impl Facts {
             .entry(key.to_owned())
             .or_default()
             .push(self.failures.len());
+        if family != key {
+            self.open_failures
+                .entry(family.to_owned())
+                .or_default()
+                .push(self.failures.len());
+        }
         self.failures.push(Failure {
             key: key.to_owned(),
             label: label.to_owned(),
             error: error.to_owned(),
             resolved: false,
+            after_user: self.messages_from_user.len(),
+            after_task: self.tasks.len(),
         });
     }
 
-    pub(super) fn succeed(&mut self, key: &str) {
-        if let Some(open) = self.open_failures.remove(key) {
-            for i in open {
-                self.failures[i].resolved = true;
+    fn succeed(&mut self, key: &str, family: &str) {
+        for k in [key, family] {
+            if let Some(open) = self.open_failures.remove(k) {
+                for i in open {
+                    self.failures[i].resolved = true;
+                }
             }
         }
         self.succeeded.insert(key.to_owned());
+        self.succeeded.insert(family.to_owned());
     }
 
-    pub(super) fn set_done(&mut self, key: &str, item: String) {
+    fn set_done(&mut self, key: &str, item: Done) {
+        self.done_since_task = true;
         if let Some(i) = self.done_index.get(key) {
             self.done[*i] = None;
         }
@@ -502,21 +625,34 @@ impl Facts {
         })
     }
 
-    /// Whether the latest request is visibly done: completion was claimed, or files were
-    /// changed and a check passed after the last change with nothing left failing.
-    pub(super) fn request_done(&self) -> bool {
-        self.completed_after_request
-            || (self.verified_since_change && self.unresolved().next().is_none())
+    /// Whether the latest task is visibly done: completion was claimed, or files were changed
+    /// and a check passed after the last change with nothing left failing.
+    pub(super) fn task_done(&self) -> bool {
+        self.completed_after_task
+            || (self.verified_since_change && self.blocking().next().is_none())
     }
 
     /// Failures no later success resolved, in order.
     pub(super) fn unresolved(&self) -> impl Iterator<Item = &Failure> {
         self.failures.iter().filter(|f| !f.resolved)
     }
+
+    /// What blocks the current task: its unresolved failures (earlier tasks' failures were
+    /// worked around or left behind when the user moved on).
+    pub(super) fn blocking(&self) -> impl Iterator<Item = &Failure> {
+        let task = self.tasks.len();
+        self.unresolved().filter(move |f| f.after_task == task)
+    }
+
+    /// The failures since the latest user message: the exact errors the next turn needs.
+    pub(super) fn final_turn_failures(&self) -> impl Iterator<Item = &Failure> {
+        let turn = self.messages_from_user.len();
+        self.failures.iter().filter(move |f| f.after_user == turn)
+    }
 }
 
 /// Whether a done/failure key names a file (paths) rather than a command.
-pub(super) fn is_path_key(key: &str) -> bool {
+fn is_path_key(key: &str) -> bool {
     !key.contains(' ') && (key.contains('/') || key.contains('.'))
 }
 
@@ -527,7 +663,13 @@ pub(super) fn prose_question_at(text: &str) -> Option<usize> {
     for line in text.split_inclusive('\n') {
         if line.trim_start().starts_with("```") {
             in_fence = !in_fence;
-        } else if !in_fence && let Some(i) = line.find('?') {
+        } else if !in_fence
+            && let Some(i) = line.find("? ").or_else(|| {
+                line.trim_end()
+                    .ends_with('?')
+                    .then(|| line.trim_end().len() - 1)
+            })
+        {
             return Some(offset + i);
         }
         offset += line.len();
@@ -536,7 +678,7 @@ pub(super) fn prose_question_at(text: &str) -> Option<usize> {
 }
 
 /// The summary inside a carried `<summary>` block, without the wrapper's lead-in.
-pub(super) fn carried_summary(text: &str) -> &str {
+fn carried_summary(text: &str) -> &str {
     let Some(start) = text.find("<summary>") else {
         return text;
     };
@@ -548,7 +690,7 @@ pub(super) fn carried_summary(text: &str) -> &str {
 
 /// A command the agent turned into user text (`Ran `cmd`` then a fenced output and maybe
 /// `Command exited with code N`): the command, its output and whether it failed.
-pub(super) fn parse_ran_command(text: &str) -> Option<(String, String, bool)> {
+fn parse_ran_command(text: &str) -> Option<(String, String, bool)> {
     let rest = text.strip_prefix("Ran `")?;
     let end = rest
         .find("`\n")
@@ -564,42 +706,315 @@ pub(super) fn parse_ran_command(text: &str) -> Option<(String, String, bool)> {
 }
 
 /// The paths of a file-mention reminder (`<file path="…">`).
-pub(super) fn mentioned_paths(text: &str) -> impl Iterator<Item = &str> {
+fn mentioned_paths(text: &str) -> impl Iterator<Item = &str> {
     text.split("<file path=\"")
         .skip(1)
         .filter_map(|rest| rest.split_once('"').map(|(p, _)| p))
 }
 
-pub(super) const CONSTRAINT_CUES: &[&str] = &[
-    "always",
-    "never",
-    "don't",
-    "dont",
-    "do not",
-    "must",
-    "mustn't",
-    "must not",
-    "should",
-    "shouldn't",
-    "prefer",
-    "avoid",
-    "make sure",
+/// A constraint sentence as an item: whole, on one line, unless it runs past twice the item
+/// length.
+fn constraint_item(sentence: &str) -> String {
+    one_line(sentence, 2 * MAX_ITEM_CHARS)
+}
+
+/// Replies that carry no task: "ok", "continue", "do it all", "sounds good".
+const REPLIES: &[&str] = &[
+    "ok",
+    "okay",
+    "yes",
+    "no",
+    "continue",
+    "go on",
+    "go ahead",
+    "proceed",
+    "keep going",
+    "do it",
+    "do it all",
+    "do that",
+    "sounds good",
+    "looks good",
+    "makes sense",
+    "that's it",
+    "thanks",
+    "thank you",
+    "try again",
 ];
-pub(super) const DECISION_CUES: &[&str] = &[
+
+/// Whether a user message asks for work: not a slash command (`/mode`), not a bare reply
+/// ("ok", "continue", praise), not a short answer to the assistant's question, not only a
+/// question about what happened; and it says what to do (an imperative, "can you", "we need
+/// to", "should", "must"), or what is wrong ("doesn't", "crash", "still"), or is long enough
+/// to be a brief of its own.
+fn is_task(text: &str, answers_a_question: bool) -> bool {
+    let trimmed = text.trim();
+    let first = trimmed.split_whitespace().next().unwrap_or("");
+    if first.starts_with('/') && first[1..].chars().all(|c| c.is_alphanumeric() || c == '-') {
+        return false;
+    }
+    let prose: Vec<String> = sentences(trimmed)
+        .map(|s| lower(strip_fillers(&lower(s))))
+        .collect();
+    let words: Vec<&str> = prose
+        .iter()
+        .flat_map(|s| s.split_whitespace())
+        .filter(|w| w.chars().any(char::is_alphabetic))
+        .collect();
+    let body = words.join(" ");
+    let body = body.trim_matches(|c: char| !c.is_alphanumeric());
+    if body.is_empty() || REPLIES.contains(&body) {
+        return false;
+    }
+    let content_words = words.len();
+    let imperative = prose
+        .iter()
+        .flat_map(|s| clause_openings(s))
+        .any(|clause| IMPERATIVES.iter().any(|v| starts_with_words(clause, v)));
+    if content_words < 2
+        || (content_words < 4 && !imperative)
+        || (answers_a_question && content_words <= 6 && !imperative)
+    {
+        return false;
+    }
+    let asks = |cues: &[&str]| cues.iter().any(|c| contains_word(body, c));
+    let asks_for_work = asks(REQUEST_CUES);
+    // Only questions, and none asks for work: "what did i just execute?"
+    let all_questions = prose.iter().all(|s| s.ends_with('?'));
+    if all_questions {
+        return asks_for_work || content_words >= 15;
+    }
+    imperative || asks_for_work || asks(PROBLEM_CUES) || content_words >= 25
+}
+
+/// The starts of a sentence's clauses: the sentence, and what follows `, ` `; ` ` and `
+/// ` then `.
+fn clause_openings(sentence: &str) -> impl Iterator<Item = &str> {
+    let mut starts = vec![sentence];
+    for sep in [", ", "; ", " and ", " then "] {
+        starts.extend(
+            sentence
+                .match_indices(sep)
+                .map(|(i, _)| &sentence[i + sep.len()..]),
+        );
+    }
+    starts.into_iter().map(|s| strip_fillers(s.trim_start()))
+}
+
+/// Verbs that open a request ("delete the file", "…, then read it in full").
+const IMPERATIVES: &[&str] = &[
+    "add",
+    "adjust",
+    "build",
+    "change",
+    "check",
+    "commit",
+    "copy",
+    "create",
+    "delete",
+    "explain",
+    "find",
+    "fix",
+    "give",
+    "implement",
+    "install",
+    "investigate",
+    "kill",
+    "look",
+    "make",
+    "move",
+    "open",
+    "push",
+    "read",
+    "release",
+    "remember",
+    "remove",
+    "rename",
+    "revert",
+    "rewrite",
+    "run",
+    "see",
+    "show",
+    "start",
+    "suggest",
+    "tell",
+    "test",
+    "try",
+    "undo",
+    "update",
+    "use",
+    "write",
+];
+/// Words that ask for work, anywhere in a message.
+const REQUEST_CUES: &[&str] = &[
+    "can you",
+    "could you",
+    "would you",
+    "can we",
+    "could we",
+    "can't we",
+    "should we",
+    "how about",
+    "why don't",
+    "please",
+    "let's",
+    "we need",
+    "need to",
+    "needs to",
+    "want",
+    "i'd like",
+    "you can",
+    "should",
+    "must",
+    "make sure",
+    "don't",
+    "never",
+    "always",
+    "instead",
+];
+/// Words that report what is wrong: a task to fix it.
+const PROBLEM_CUES: &[&str] = &[
+    "doesn't",
+    "does not",
+    "isn't",
+    "is not",
+    "not working",
+    "broken",
+    "crash",
+    "crashes",
+    "error",
+    "exploded",
+    "wrong",
+    "bug",
+    "fails",
+    "failed",
+    "still",
+    "correctly",
+];
+
+/// Words that, early in a task, turn away from what came before.
+const DIRECTION_CUES: &[&str] = &[
+    "actually",
+    "instead",
+    "forget",
+    "scratch that",
+    "never mind",
+    "nevermind",
+    "change of plan",
+    "new task",
+    "undo",
+    "revert",
+    "roll back",
+    "different approach",
+];
+
+/// Whether a task turns away from what came before: it opens with a cue ("actually, …",
+/// "you can undo that", "i actually want"); a cue later on ("md link is actually 666666")
+/// corrects a detail.
+fn changes_direction(request: &str) -> bool {
+    let first = sentences(request).next().unwrap_or("");
+    let lower = lower(first);
+    let body = strip_fillers(&lower);
+    // Only a subject and a modal may come before the cue: "you can undo that", "i actually
+    // want".
+    const LEADS: &[&str] = &["i", "you", "we", "can", "could", "please", "just", "let's"];
+    let mut rest = body;
+    loop {
+        let rest_words = rest.trim_start_matches([',', ' ']);
+        if DIRECTION_CUES
+            .iter()
+            .any(|c| starts_with_words(rest_words, c))
+            || starts_with_words(rest_words, "stop")
+        {
+            return true;
+        }
+        match LEADS.iter().find(|l| starts_with_words(rest_words, l)) {
+            Some(lead) => rest = &rest_words[lead.len()..],
+            None => return false,
+        }
+    }
+}
+
+/// What an assistant sentence states, when it states something plainly.
+#[derive(Clone, Copy, PartialEq)]
+enum Statement {
+    Decision,
+    Finding,
+    Done,
+}
+
+/// Openings of sentences that narrate, guess or address the user rather than report.
+const NARRATION: &[&str] = &[
+    "let me",
+    "let's",
+    "now let me",
+    "now i'll",
+    "now i need",
+    "i'll",
+    "i will",
+    "i need",
+    "i think",
+    "i bet",
+    "i see",
+    "i guess",
+    "i suspect",
+    "i wonder",
+    "hmm",
+    "hm",
+    "wait",
+    "ok so",
+    "looks like",
+    "it looks like",
+    "it seems",
+    "seems",
+    "maybe",
+    "perhaps",
+    "you",
+    "if",
+    "when",
+    "but",
+    "first",
+    "next",
+    "then",
+    "great",
+    "perfect",
+    "good",
+    "now",
+];
+
+/// Words that make a statement a guess.
+const HEDGES: &[&str] = &[
+    "might",
+    "maybe",
+    "probably",
+    "likely",
+    "possibly",
+    "perhaps",
+    "could",
+    "would",
+    "should",
+    "seems",
+    "appears",
+    "i bet",
+    "i think",
+    "i suspect",
+    "not sure",
+];
+
+const DECISION_CUES: &[&str] = &[
     "decided",
     "decide to",
-    "instead of",
-    "i'll use",
-    "i will use",
-    "we'll use",
-    "because",
-    "rather than",
     "chose",
     "opted",
     "going with",
+    "i'll use",
+    "i will use",
+    "we'll use",
     "switched to",
+    "the fix is to",
+    "the approach is",
 ];
-pub(super) const FINDING_CUES: &[&str] = &[
+const SOFT_DECISION_CUES: &[&str] = &["instead of", "rather than"];
+const FINDING_CUES: &[&str] = &[
     "found it",
     "the cause",
     "root cause",
@@ -608,7 +1023,7 @@ pub(super) const FINDING_CUES: &[&str] = &[
     "the bug is",
     "turns out",
 ];
-pub(super) const DONE_CUES: &[&str] = &[
+const DONE_CUES: &[&str] = &[
     "done",
     "fixed",
     "implemented",
@@ -625,93 +1040,61 @@ pub(super) const DONE_CUES: &[&str] = &[
     "removed",
     "renamed",
     "refactored",
+    "moved",
+    "replaced",
+    "committed",
     "the fix is in",
 ];
-pub(super) const FUTURE_CUES: &[&str] = &[
+const FUTURE_CUES: &[&str] = &[
     "will", "i'll", "let me", "going to", "next", "need to", "should", "plan", "todo", "could",
-    "would", "if",
-];
-pub(super) const PLAN_CUES: &[&str] = &[
-    "next",
-    "then",
-    "i'll",
-    "i will",
-    "we'll",
-    "we will",
-    "going to",
-    "todo",
-    "remaining",
-    "still need",
-    "still needs",
-    "needs to",
-    "after that",
-    "afterwards",
-    "i plan",
-];
-/// Words that mark a later request as a change of direction rather than a follow-up.
-pub(super) const DIRECTION_CUES: &[&str] = &[
-    "actually",
-    "instead",
-    "forget",
-    "scratch that",
-    "never mind",
-    "nevermind",
-    "change of plan",
-    "stop",
-    "rather",
-    "different approach",
-    "new task",
-];
-pub(super) const ERROR_CUES: &[&str] = &[
-    "error:",
-    "error[",
-    "panicked",
-    "traceback",
-    "exception",
-    "fatal:",
-    "failed",
-    "failure",
-    "cannot find",
-    "not found",
-    "no such file",
-    "permission denied",
-    "undefined reference",
-    "segmentation fault",
-];
-/// Words in a command that make it a check worth reporting (tests, builds, linters).
-pub(super) const VERIFY_CUES: &[&str] = &[
-    "test", "tests", "pytest", "jest", "vitest", "build", "check", "clippy", "lint", "tsc", "make",
-    "compile", "vet", "mypy",
+    "would", "if", "can",
 ];
 
-pub(super) fn looks_like_error(line: &str) -> bool {
-    let line = line.trim();
-    if line.is_empty() || line.len() > 2_000 {
-        return false;
+/// Classifies an assistant sentence (see the module docs); `None` for anything else.
+fn statement_kind(sentence: &str) -> Option<Statement> {
+    if sentence.ends_with('?') || sentence.split_whitespace().nth(3).is_none() {
+        return None;
     }
-    let lower = line.to_lowercase();
-    // Test summaries say "0 failed" on success.
-    if lower.contains("0 failed") || lower.contains("failed: 0") {
-        return false;
+    let lower = lower(sentence.trim_start_matches(['*', '_', '`', ' ']));
+    let decided = DECISION_CUES.iter().any(|c| contains_word(&lower, c));
+    let hedged = HEDGES.iter().any(|c| contains_word(&lower, c));
+    if decided && !hedged {
+        return Some(Statement::Decision);
     }
-    ERROR_CUES.iter().any(|c| lower.contains(c))
+    let narrates = NARRATION.iter().any(|n| starts_with_words(&lower, n));
+    if narrates || hedged {
+        return None;
+    }
+    if let Some(cue) = FINDING_CUES.iter().find(|c| lower.contains(*c)) {
+        let at = lower.find(cue).unwrap_or(0) + cue.len();
+        let after = lower[at..].split_whitespace().count();
+        return (after >= 3 && !lower.ends_with(':')).then_some(Statement::Finding);
+    }
+    let done = DONE_CUES.iter().any(|c| contains_word(&lower, c))
+        && !FUTURE_CUES.iter().any(|c| contains_word(&lower, c))
+        && !lower.contains("you've")
+        && !lower.contains("you have");
+    if done {
+        return Some(Statement::Done);
+    }
+    // "instead of" in a description of what something has is an observation, not a choice.
+    let observes = [" has ", " had ", " have "]
+        .iter()
+        .any(|w| lower.contains(w));
+    (SOFT_DECISION_CUES.iter().any(|c| lower.contains(c)) && !observes)
+        .then_some(Statement::Decision)
 }
 
-/// The first error line of a failed result (else its first non-empty line), plus the next
-/// line when it gives the location (`--> src/a.rs:3:5`, `at …`, `File "…"`).
-pub(super) fn error_excerpt(text: &str) -> String {
-    let mut lines = text.lines().map(str::trim_end);
-    let Some(first) = lines.by_ref().find(|l| looks_like_error(l)).or_else(|| {
-        text.lines()
-            .map(str::trim_end)
-            .find(|l| !l.trim().is_empty())
-    }) else {
+/// The line a failed result reports, plus the next line when it gives the location
+/// (`--> src/a.rs:3:5`, `at …`, `File "…"`).
+fn error_excerpt(text: &str) -> String {
+    let Some(first) = error_line(text) else {
         return "(no output)".to_owned();
     };
-    let first = clip(first.trim(), MAX_ITEM_CHARS);
+    let shown = clip(&first, 2 * MAX_ITEM_CHARS);
     let location = text
         .lines()
-        .skip_while(|l| l.trim() != first.trim_end_matches('…'))
+        .skip_while(|l| l.trim() != first)
         .nth(1)
         .map(str::trim_end)
         .filter(|l| {
@@ -719,16 +1102,30 @@ pub(super) fn error_excerpt(text: &str) -> String {
             l.starts_with("--> ") || l.starts_with("at ") || l.starts_with("File \"")
         });
     match location {
-        Some(loc) => format!("{first}\n{}", clip(loc, MAX_ITEM_CHARS)),
-        None => first,
+        Some(loc) => format!("{shown}\n{}", clip(loc, MAX_ITEM_CHARS)),
+        None => shown,
     }
 }
 
-/// For a check (test, build, lint) that succeeded: its Done item and a short outcome,
-/// with the pass count when the output reports one.
+/// Words in a command that make it a check worth reporting (tests, builds, linters).
+const VERIFY_CUES: &[&str] = &[
+    "test", "tests", "pytest", "jest", "vitest", "build", "check", "clippy", "lint", "tsc", "make",
+    "compile", "vet", "mypy",
+];
+
+/// For a check (test, build, lint) that succeeded: its Done item and a short outcome, with the
+/// pass count when the output reports one.
 pub(super) fn verification(command: &str, output: &str) -> Option<(String, String)> {
-    let lower = command.to_lowercase();
-    if !VERIFY_CUES.iter().any(|c| contains_word(&lower, c)) {
+    let lower = short_command(command).to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| c.is_whitespace() || matches!(c, '|' | '&' | ';'))
+        .collect();
+    let checks = words.iter().any(|w| {
+        VERIFY_CUES
+            .iter()
+            .any(|c| w == c || w.starts_with(&format!("{c}:")))
+    });
+    if !checks || is_search_command(command) {
         return None;
     }
     let tests = ["test", "pytest", "jest", "vitest", "spec"]
@@ -736,11 +1133,56 @@ pub(super) fn verification(command: &str, output: &str) -> Option<(String, Strin
         .any(|c| lower.contains(c));
     let verb = if tests { "passed" } else { "succeeded" };
     let outcome = match passed_count(output) {
-        Some(n) => format!("{verb}: {n} passed"),
+        Some(1) => format!("{verb} (1 test)"),
+        Some(n) => format!("{verb} ({n} tests)"),
         None => verb.to_owned(),
     };
-    let shown = code(&one_line(command, MAX_ITEM_CHARS / 2));
-    Some((format!("{shown} {outcome}"), outcome))
+    Some((format!("{} {outcome}.", shown_command(command)), outcome))
+}
+
+/// A change to the repository worth a Done item: a commit (with its message), a new branch, a
+/// tag, a push, a publish.
+fn repository_change(command: &str) -> Option<String> {
+    let short = short_command(command);
+    // The last step says what happened: `git add . && git commit -m "…"` is a commit.
+    let c = short.rsplit("&& ").next().unwrap_or(&short).trim();
+    let words: Vec<&str> = c.split_whitespace().collect();
+    match words.as_slice() {
+        ["git", "tag", tag, ..] if !tag.starts_with('-') => {
+            return Some(format!("Tagged `{tag}`."));
+        }
+        ["git", "push", rest @ ..] => {
+            let target = rest
+                .iter()
+                .filter(|w| !w.starts_with('-'))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ");
+            return Some(if target.is_empty() {
+                "Pushed.".to_owned()
+            } else {
+                format!("Pushed `{target}`.")
+            });
+        }
+        ["npm", "publish", ..] | ["npm", "run", "publish", ..] | ["cargo", "publish", ..] => {
+            return Some(format!("Published: {}.", code(c)));
+        }
+        _ => {}
+    }
+    if c.starts_with("git commit") {
+        let message = c
+            .split_once(" -m ")
+            .map(|(_, m)| m.trim().trim_matches(['"', '\'']).to_owned());
+        return Some(match message {
+            Some(m) => format!("Committed: {}", code(&one_line(&m, MAX_ITEM_CHARS / 2))),
+            None => "Committed the changes.".to_owned(),
+        });
+    }
+    let branch = c
+        .strip_prefix("git checkout -b ")
+        .or_else(|| c.strip_prefix("git switch -c "))?;
+    let name = branch.split_whitespace().next()?;
+    Some(format!("Created the branch `{name}`."))
 }
 
 /// The number of passed tests an output reports: the sum over cargo's `test result:` lines,
@@ -771,19 +1213,62 @@ pub(super) fn passed_count(output: &str) -> Option<u64> {
     cargo.or(last)
 }
 
+/// Lead-ins of a list that lays out what is still to do.
+const PLAN_LEAD_INS: &[&str] = &[
+    "next step",
+    "next steps",
+    "remaining",
+    "todo",
+    "to do",
+    "plan",
+    "i'll",
+    "i will",
+    "we'll",
+    "we will",
+    "still need",
+    "left to",
+    "then i",
+    "options",
+];
+const PLAN_CUES: &[&str] = &[
+    "next",
+    "i'll",
+    "i will",
+    "we'll",
+    "we will",
+    "going to",
+    "todo",
+    "remaining",
+    "still need",
+    "still needs",
+    "needs to",
+    "after that",
+    "afterwards",
+    "i plan",
+    "i could",
+    "we could",
+];
+
+/// The plans of the assistant's last text: sentences that say what comes next, and the items
+/// of a numbered list introduced as a plan ("Next steps:", "I'll:"). A list that describes
+/// what was done ("The flow now:") is not a plan.
 pub(super) fn collect_plans(text: &str, out: &mut Items) {
     for sentence in sentences(text) {
-        let lower = normalize_quotes(sentence.to_lowercase());
-        if !sentence.ends_with('?') && PLAN_CUES.iter().any(|c| contains_word(&lower, c)) {
-            out.push(clip_line(sentence));
+        let lower = lower(sentence);
+        if sentence.ends_with('?') || sentence.trim_end().ends_with(':') {
+            continue;
+        }
+        let hedged = ["might", "maybe", "probably"]
+            .iter()
+            .any(|h| contains_word(&lower, h));
+        if !hedged
+            && PLAN_CUES.iter().any(|c| contains_word(&lower, c))
+            && let Some(item) = plain_sentence(sentence)
+        {
+            out.push(clip_line(&item));
         }
     }
-}
-
-/// The numbered list items of `text` (outside code blocks), except the options of a question
-/// (a list right after a line that ends with `?`).
-pub(super) fn collect_numbered(text: &str, out: &mut Items) {
-    let mut after_question = false;
+    let mut in_plan = false;
     for line in prose_lines(text) {
         let trimmed = line.trim_start();
         let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();
@@ -791,10 +1276,18 @@ pub(super) fn collect_numbered(text: &str, out: &mut Items) {
             .then(|| &trimmed[digits..])
             .and_then(|rest| rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") ")));
         match item {
-            Some(item) if !after_question => out.push(clip_line(item)),
+            Some(item) if in_plan => {
+                if let Some(item) = plain_sentence(item) {
+                    out.push(clip_line(&item));
+                }
+            }
             Some(_) => {}
             None if trimmed.is_empty() => {}
-            None => after_question = trimmed.ends_with('?'),
+            None => {
+                let lower = lower(trimmed);
+                in_plan = trimmed.ends_with(':')
+                    && PLAN_LEAD_INS.iter().any(|c| contains_word(&lower, c));
+            }
         }
     }
 }

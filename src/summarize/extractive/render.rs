@@ -10,11 +10,13 @@ use super::build::{current_sections, file_lists, merge};
 use super::facts::{Action, Facts};
 use super::sections::{Items, Keep, Sections, dedupe_key, first_code_span};
 use super::text::{
-    and_list, clip, clip_line, condense, fenced, first_line, list_paths, one_line, sentences,
+    clip, clip_line, condense, fenced, few_paths, first_line, list_paths, one_line, plain_sentence,
+    sentences,
 };
 use super::{
     EXTRACTIVE_NOTE, FILES_MODIFIED, FILES_READ, FINDING, MAX_ACTIONS_HEAD, MAX_ACTIONS_TAIL,
-    MAX_FINDINGS, MAX_ITEMS, MAX_SHORT_SENTENCE_CHARS, MAX_VERBATIM_CHARS, NEW_FILE,
+    MAX_DECISIONS, MAX_DONE, MAX_FINDINGS, MAX_ITEM_CHARS, MAX_NOTES, MAX_SHORT_SENTENCE_CHARS,
+    MAX_VERBATIM_CHARS, NEW_FILE,
 };
 
 pub(super) fn push_list<'a>(
@@ -110,15 +112,12 @@ pub(super) fn history(req: &SummaryRequest, facts: &Facts) -> String {
 }
 
 pub(super) fn branch(req: &SummaryRequest, facts: &Facts) -> String {
-    let mut s = current_sections(req, facts);
-    // The branch prompt has no Critical Context beyond the question, files and errors.
-    s.critical.request = None;
-    render(&s, false, true)
+    render(&current_sections(req, facts), false, true)
 }
 
 pub(super) fn turn_prefix(req: &SummaryRequest, facts: &Facts) -> String {
     let mut out = String::from("## Original Request\n");
-    match facts.requests.first() {
+    match facts.messages_from_user.first() {
         Some(request) => {
             let _ = writeln!(
                 out,
@@ -156,7 +155,7 @@ pub(super) fn turn_prefix(req: &SummaryRequest, facts: &Facts) -> String {
     } else {
         progress.extend(facts.actions.iter().map(shown));
     }
-    let mut statements = Items::new(Keep::Newest);
+    let mut statements = Items::with_cap(Keep::Newest, MAX_DONE);
     statements.extend(facts.statements.iter());
     progress.extend(statements.iter().cloned());
     if !progress.is_empty() {
@@ -165,7 +164,7 @@ pub(super) fn turn_prefix(req: &SummaryRequest, facts: &Facts) -> String {
     }
 
     // Context for Suffix: what the kept part builds on.
-    let mut context = Items::with_cap(Keep::Newest, 2 * MAX_ITEMS);
+    let mut context = Items::with_cap(Keep::Newest, 4 * MAX_NOTES);
     let modified: Vec<String> = facts.modified.iter().cloned().collect();
     let read: Vec<String> = facts.read.iter().cloned().collect();
     if !modified.is_empty() {
@@ -186,28 +185,46 @@ pub(super) fn turn_prefix(req: &SummaryRequest, facts: &Facts) -> String {
     for finding in facts.findings.iter().rev().take(MAX_FINDINGS).rev() {
         context.push(format!("{FINDING} {finding}"));
     }
-    for decision in facts.decisions.iter().rev().take(MAX_ITEMS / 2).rev() {
+    for decision in facts.decisions.iter().rev().take(MAX_DECISIONS).rev() {
         context.push(format!("Decision: {decision}"));
     }
-    for failure in facts.unresolved() {
+    // Every real failure of this part of the turn, with its exact error line: the kept part
+    // may be where it is fixed.
+    for failure in &facts.failures {
+        let state = if failure.resolved {
+            "Failed, then passed"
+        } else {
+            "Still failing"
+        };
         context.push(clip_line(&format!(
-            "Still failing: {}: {}",
+            "{state}: {}: {}",
             failure.label,
             first_line(&failure.error)
         )));
     }
-    for call in &facts.pending_calls {
-        context.push(format!(
-            "{call} was started; its result is in the kept part"
-        ));
-    }
-    if let Some(last) = &facts.last_assistant {
-        context.push(clip_line(&format!("Last assistant note: {last}")));
+    if let Some(note) = facts.last_assistant.as_deref().and_then(last_note) {
+        context.push(format!("Last assistant note: {note}"));
     }
     if !context.is_empty() {
         push_list(&mut out, "## Context for Suffix", context.iter(), "- ");
     }
     out.trim_end().to_owned()
+}
+
+/// The first complete sentences of the assistant's last text (a lead-in without its list is
+/// left out), within one item.
+fn last_note(text: &str) -> Option<String> {
+    let mut note = String::new();
+    for sentence in sentences(text).filter_map(plain_sentence) {
+        if !note.is_empty() && note.chars().count() + sentence.chars().count() > MAX_ITEM_CHARS {
+            break;
+        }
+        if !note.is_empty() {
+            note.push(' ');
+        }
+        note.push_str(&sentence);
+    }
+    (!note.is_empty()).then(|| clip_line(&note))
 }
 
 /// A first-person clause about how a change was made, from a decision sentence:
@@ -259,21 +276,26 @@ pub(super) fn short(req: &SummaryRequest, facts: &Facts) -> String {
     // New files: written whole here, or reported as created by the summary.
     let mut created: HashSet<String> = facts.created.clone().into_iter().collect();
     for item in summary.done.iter() {
-        if (item.starts_with("Created `") || item.ends_with(NEW_FILE))
+        if item.ends_with(NEW_FILE)
             && let Some(path) = first_code_span(item)
         {
             created.insert(path.to_owned());
         }
+        let after = item
+            .strip_prefix("Created ")
+            .or_else(|| item.split_once("; created ").map(|(_, rest)| rest));
+        created.extend(after.into_iter().flat_map(code_spans).map(str::to_owned));
     }
-    let shown = |paths: &[&String]| {
-        let mut names: Vec<String> = paths.iter().take(3).map(|p| format!("`{p}`")).collect();
-        if paths.len() > 3 {
-            names.push(format!("{} other files", paths.len() - 3));
-        }
-        and_list(&names)
-    };
-    let changed: Vec<&String> = modified.iter().filter(|p| !created.contains(*p)).collect();
-    let added: Vec<&String> = modified.iter().filter(|p| created.contains(*p)).collect();
+    let changed: Vec<String> = modified
+        .iter()
+        .filter(|p| !created.contains(*p))
+        .cloned()
+        .collect();
+    let added: Vec<String> = modified
+        .iter()
+        .filter(|p| created.contains(*p))
+        .cloned()
+        .collect();
 
     // Decisions, latest first: those of the kept messages, then the summary's.
     let decisions: Vec<&String> = facts
@@ -295,11 +317,11 @@ pub(super) fn short(req: &SummaryRequest, facts: &Facts) -> String {
     match (changed.is_empty(), added.is_empty()) {
         (false, false) => out.push(sentence(&format!(
             "I changed {}{how}; added {}",
-            shown(&changed),
-            shown(&added)
+            few_paths(&changed),
+            few_paths(&added)
         ))),
-        (false, true) => out.push(sentence(&format!("I changed {}{how}", shown(&changed)))),
-        (true, false) => out.push(sentence(&format!("I added {}{how}", shown(&added)))),
+        (false, true) => out.push(sentence(&format!("I changed {}{how}", few_paths(&changed)))),
+        (true, false) => out.push(sentence(&format!("I added {}{how}", few_paths(&added)))),
         (true, true) => out.push("I made no changes to files.".to_owned()),
     }
     // Another decision or a statement of what was changed, in the assistant's own first
@@ -340,7 +362,7 @@ pub(super) fn short(req: &SummaryRequest, facts: &Facts) -> String {
             .iter()
             .next()
             .cloned()
-            .or_else(|| facts.requests.first().map(|r| condense(r)));
+            .or_else(|| facts.tasks.first().map(|t| condense(&t.text)));
         if let Some(goal) = goal {
             let goal = sentences(&goal).next().unwrap_or_default().to_owned();
             out.push(sentence(&format!("I worked toward this goal: {goal}")));
@@ -348,6 +370,11 @@ pub(super) fn short(req: &SummaryRequest, facts: &Facts) -> String {
     }
     out.truncate(3);
     out.join(" ")
+}
+
+/// The backtick-quoted spans of `text`, in order.
+fn code_spans(text: &str) -> impl Iterator<Item = &str> {
+    text.split('`').skip(1).step_by(2)
 }
 
 /// A finding as the cause of the change: "Found it: X" → "The cause: X".

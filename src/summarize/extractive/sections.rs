@@ -3,21 +3,24 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use super::text::{clip, condense, fenced, unfence};
+use super::text::{clip, condense, fenced, plain_sentence, unfence};
 use super::{
-    ERROR_FROM, FILES_MODIFIED, FILES_READ, FINDING, LATEST_REQUEST, MAX_ERRORS, MAX_FINDINGS,
-    MAX_GOALS, MAX_ITEMS, MAX_VERBATIM_CHARS, PENDING_QUESTION,
+    CHANGED_DIRECTION, CURRENT_REQUEST, ERROR_FROM, FINDING, LATEST_MESSAGE, LATEST_REQUEST_V1,
+    MAX_BLOCKED, MAX_CARRIED_BLOCK_LINES, MAX_CONSTRAINTS, MAX_DECISIONS, MAX_DONE, MAX_ERRORS,
+    MAX_FINDINGS, MAX_GOALS, MAX_IN_PROGRESS, MAX_NEXT_STEPS, MAX_NOTES, MAX_VERBATIM_CHARS,
+    PENDING_QUESTION, THEN,
 };
 
 /// Which items of a full section give way to new ones.
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Keep {
-    /// The first items stay (constraints: the original rules matter most).
+    /// The first items stay (lists built best first: next steps, work in progress).
     Oldest,
     /// The latest items stay (progress, errors, decisions).
     Newest,
-    /// The first item and the latest stay (goals: the original goal and where it went since).
-    Ends,
+    /// The first `n` items and the latest stay (goals: the original goal and where it went
+    /// since; constraints: the first rules and the latest).
+    Ends(usize),
 }
 
 /// An ordered, deduplicated, bounded list of items.
@@ -30,10 +33,6 @@ pub(super) struct Items {
 }
 
 impl Items {
-    pub(super) fn new(keep: Keep) -> Self {
-        Items::with_cap(keep, MAX_ITEMS)
-    }
-
     pub(super) fn with_cap(keep: Keep, cap: usize) -> Self {
         Items {
             items: VecDeque::new(),
@@ -52,7 +51,7 @@ impl Items {
             let dropped = match self.keep {
                 Keep::Oldest => return,
                 Keep::Newest => self.items.pop_front(),
-                Keep::Ends => self.items.remove(1),
+                Keep::Ends(n) => self.items.remove(n.min(self.cap - 1)),
             };
             if let Some(dropped) = dropped {
                 self.keys.remove(&dedupe_key(&dropped));
@@ -95,8 +94,6 @@ pub(super) struct Critical {
     pub(super) request: Option<String>,
     pub(super) findings: Items,
     pub(super) errors: Items,
-    pub(super) modified: Option<String>,
-    pub(super) read: Option<String>,
     pub(super) other: Items,
 }
 
@@ -107,24 +104,23 @@ impl Default for Critical {
             request: None,
             findings: Items::with_cap(Keep::Newest, MAX_FINDINGS),
             errors: Items::with_cap(Keep::Newest, MAX_ERRORS),
-            modified: None,
-            read: None,
-            other: Items::new(Keep::Newest),
+            other: Items::with_cap(Keep::Newest, MAX_NOTES),
         }
     }
 }
 
 impl Critical {
-    /// Files an item under its kind, by the label it starts with.
+    /// Files an item under its kind, by the label it starts with. File lists are dropped:
+    /// the caller appends the file tags to every summary.
     pub(super) fn push(&mut self, item: String) {
         if let Some(body) = item.strip_prefix(PENDING_QUESTION) {
             self.question = Some(unfence(body));
-        } else if let Some(body) = item.strip_prefix(LATEST_REQUEST) {
+        } else if let Some(body) = item
+            .strip_prefix(LATEST_MESSAGE)
+            .or_else(|| item.strip_prefix(LATEST_REQUEST_V1))
+        {
             self.request = Some(unfence(body));
-        } else if item.starts_with(FILES_MODIFIED) {
-            self.modified = Some(item);
-        } else if item.starts_with(FILES_READ) {
-            self.read = Some(item);
+        } else if item.starts_with("Files modified:") || item.starts_with("Files read:") {
         } else if item.starts_with(ERROR_FROM) {
             self.errors.push(item);
         } else if item.starts_with(FINDING) {
@@ -140,12 +136,10 @@ impl Critical {
             out.push(format!("{PENDING_QUESTION}\n{}", fenced(q)));
         }
         if let Some(r) = &self.request {
-            out.push(format!("{LATEST_REQUEST}\n{}", fenced(r)));
+            out.push(format!("{LATEST_MESSAGE}\n{}", fenced(r)));
         }
         out.extend(self.findings.iter());
         out.extend(self.errors.iter());
-        out.extend(self.modified.iter());
-        out.extend(self.read.iter());
         out.extend(self.other.iter());
         out
     }
@@ -168,15 +162,15 @@ pub(super) struct Sections {
 impl Default for Sections {
     fn default() -> Self {
         Sections {
-            goal: Items::with_cap(Keep::Ends, MAX_GOALS),
-            constraints: Items::new(Keep::Oldest),
-            done: Items::new(Keep::Newest),
-            in_progress: Items::new(Keep::Newest),
-            blocked: Items::new(Keep::Newest),
-            decisions: Items::new(Keep::Newest),
-            next_steps: Items::new(Keep::Newest),
+            goal: Items::with_cap(Keep::Ends(1), MAX_GOALS),
+            constraints: Items::with_cap(Keep::Ends(3), MAX_CONSTRAINTS),
+            done: Items::with_cap(Keep::Newest, MAX_DONE),
+            in_progress: Items::with_cap(Keep::Oldest, MAX_IN_PROGRESS),
+            blocked: Items::with_cap(Keep::Newest, MAX_BLOCKED),
+            decisions: Items::with_cap(Keep::Newest, MAX_DECISIONS),
+            next_steps: Items::with_cap(Keep::Oldest, MAX_NEXT_STEPS),
             critical: Critical::default(),
-            notes: Items::new(Keep::Newest),
+            notes: Items::with_cap(Keep::Newest, MAX_NOTES),
         }
     }
 }
@@ -220,10 +214,12 @@ impl Sections {
             Slot::EarlyProgress => {
                 let first = item.split_whitespace().next().unwrap_or("");
                 let looks_only = [
-                    "read", "grep", "find", "glob", "search", "ls", "list", "view",
+                    "read", "grep", "find", "glob", "search", "searched", "ls", "list", "view",
                 ]
                 .contains(&first)
-                    || first.starts_with('…');
+                    || first.starts_with('…')
+                    || item.ends_with(" — aborted")
+                    || item.ends_with(" — no match");
                 if let Some((what, error)) = item.split_once(" — failed: ") {
                     self.blocked.push(format!("{what} failed: {error}"));
                 } else if !looks_only {
@@ -233,10 +229,7 @@ impl Sections {
             Slot::SuffixContext => {
                 if let Some(decision) = item.strip_prefix("Decision: ") {
                     self.decisions.push(decision.to_owned());
-                } else if item.starts_with(FINDING)
-                    || item.starts_with(FILES_MODIFIED)
-                    || item.starts_with(FILES_READ)
-                {
+                } else if item.starts_with(FINDING) {
                     self.critical.push(item);
                 }
             }
@@ -255,13 +248,48 @@ impl Sections {
     pub(super) fn parse(text: &str) -> Sections {
         let mut sections = Sections::default();
         let mut slot = Slot::Notes;
+        // A heading of a model's own that maps to Critical Context ("Key Files", "Branch")
+        // names its items, so they keep their meaning there.
+        let mut label: Option<String> = None;
         let mut current: Option<String> = None;
         let mut fence: Option<String> = None;
         let mut in_file_tag = false;
-        let flush = |sections: &mut Sections, slot: Slot, current: &mut Option<String>| {
-            if let Some(item) = current.take() {
-                sections.push(slot, clip(item.trim_end(), MAX_VERBATIM_CHARS));
-            }
+        let flush = |sections: &mut Sections,
+                     slot: Slot,
+                     label: &Option<String>,
+                     current: &mut Option<String>| {
+            let Some(item) = current.take() else {
+                return;
+            };
+            let item = item.trim_end();
+            // A lead-in whose list was read as items of its own ("All core work is done:").
+            let item = if item.ends_with(':') && !item.contains('\n') {
+                match plain_sentence(item) {
+                    Some(item) => item,
+                    None => return,
+                }
+            } else {
+                item.to_owned()
+            };
+            // Fenced blocks of a model's own (a tree, a snippet) are notes, whatever heading
+            // they sat under.
+            let fenced_block =
+                item.starts_with("```") && !matches!(slot, Slot::Critical | Slot::OriginalRequest);
+            let slot = if fenced_block { Slot::Notes } else { slot };
+            let lines = item.lines().count();
+            let item = if fenced_block && lines > MAX_CARRIED_BLOCK_LINES {
+                format!(
+                    "A {lines}-line code block of the previous summary is left out here; \
+                     the earlier compaction entry keeps it."
+                )
+            } else {
+                item
+            };
+            let item = match label {
+                Some(label) if slot == Slot::Critical => format!("{label}: {item}"),
+                _ => item,
+            };
+            sections.push(slot, clip(&item, MAX_VERBATIM_CHARS));
         };
         for line in text.lines() {
             let trimmed = line.trim();
@@ -293,9 +321,20 @@ impl Sections {
                 continue;
             }
             if let Some(heading) = trimmed.strip_prefix('#') {
-                flush(&mut sections, slot, &mut current);
+                flush(&mut sections, slot, &label, &mut current);
+                let level = 1 + heading.chars().take_while(|c| *c == '#').count();
                 let name = heading.trim_start_matches('#').trim();
-                slot = heading_slot(name);
+                let next = heading_slot(name);
+                // A subsection of a known section that is not itself known ("### Agreed
+                // Structure" under "## Current Task") goes to the notes.
+                if level > 2 && next == Slot::Notes && slot != Slot::Notes {
+                    slot = Slot::Notes;
+                    label = None;
+                    continue;
+                }
+                slot = next;
+                label = (slot == Slot::Critical && !name.eq_ignore_ascii_case("critical context"))
+                    .then(|| name.trim_end_matches(':').to_owned());
                 continue;
             }
             if trimmed.is_empty()
@@ -303,11 +342,11 @@ impl Sections {
                 || trimmed == "No prior history."
                 || trimmed.starts_with("**Turn Context")
             {
-                flush(&mut sections, slot, &mut current);
+                flush(&mut sections, slot, &label, &mut current);
                 continue;
             }
             if let Some(body) = strip_bullet(trimmed) {
-                flush(&mut sections, slot, &mut current);
+                flush(&mut sections, slot, &label, &mut current);
                 current = Some(body.to_owned());
             } else {
                 let item = current.get_or_insert_with(String::new);
@@ -317,31 +356,59 @@ impl Sections {
                 item.push_str(trimmed);
             }
         }
-        flush(&mut sections, slot, &mut current);
+        flush(&mut sections, slot, &label, &mut current);
         sections
     }
 }
 
-/// The list a heading's items go to.
+/// The list a heading's items go to: ours, the prompts', and the ones models write of their
+/// own accord ("Completed Work", "Current Task", "User Preferences", "Key Files").
 pub(super) fn heading_slot(name: &str) -> Slot {
     let lower = name.trim_end_matches(':').to_ascii_lowercase();
-    match lower.as_str() {
-        "goal" | "goals" => Slot::Goal,
+    let lower = lower.as_str();
+    let starts = |prefixes: &[&str]| prefixes.iter().any(|p| lower.starts_with(p));
+    match lower {
         "original request" => Slot::OriginalRequest,
         "early progress" => Slot::EarlyProgress,
         "context for suffix" => Slot::SuffixContext,
         "retained facts" => Slot::Retained,
-        "constraints & preferences" | "constraints and preferences" | "constraints" => {
+        "in progress" | "work in progress" | "status" => Slot::InProgress,
+        "additional notes" | "notes" => Slot::Notes,
+        _ if starts(&["goal", "objective", "task"]) => Slot::Goal,
+        _ if starts(&[
+            "constraint",
+            "user preference",
+            "preference",
+            "rules",
+            "requirement",
+        ]) =>
+        {
             Slot::Constraints
         }
-        "progress" | "done" => Slot::Done,
-        "in progress" => Slot::InProgress,
-        "blocked" => Slot::Blocked,
-        "key decisions" | "decisions" => Slot::Decisions,
-        "next steps" => Slot::NextSteps,
-        "critical context" => Slot::Critical,
-        "additional notes" | "notes" => Slot::Notes,
-        _ if lower.starts_with("progress") => Slot::Done,
+        _ if starts(&["progress", "done", "completed", "accomplished", "work done"]) => Slot::Done,
+        _ if starts(&["current", "ongoing"]) => Slot::InProgress,
+        _ if starts(&["blocked", "blocker", "known issue", "open issue"]) => Slot::Blocked,
+        _ if starts(&["key decision", "decision", "design decision"]) => Slot::Decisions,
+        _ if starts(&["next", "todo", "to do", "remaining"]) => Slot::NextSteps,
+        _ if starts(&[
+            "critical",
+            "key file",
+            "important file",
+            "relevant file",
+            "files",
+            "branch",
+            "repository",
+            "git",
+            "command",
+            "environment",
+            "open question",
+            "pending",
+            "error",
+            "context",
+        ]) =>
+        {
+            Slot::Critical
+        }
         _ => Slot::Notes,
     }
 }
@@ -367,8 +434,13 @@ pub(super) fn strip_bullet(line: &str) -> Option<&str> {
     )
 }
 
-/// What two items must share to count as the same: case, markup and spacing ignored.
+/// What two items must share to count as the same: case, markup, spacing and our own labels
+/// ("Current request:") ignored.
 pub(super) fn dedupe_key(item: &str) -> String {
+    let item = [CURRENT_REQUEST, CHANGED_DIRECTION, THEN, "Latest request:"]
+        .iter()
+        .find_map(|l| item.strip_prefix(l))
+        .unwrap_or(item);
     let mut key = String::with_capacity(item.len().min(256));
     let mut space = false;
     for c in item.chars().take(MAX_VERBATIM_CHARS) {

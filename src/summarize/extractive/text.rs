@@ -1,38 +1,16 @@
-//! Text helpers: sentences, clipping, inline code and fences.
+//! Text helpers: sentences, clipping at boundaries a reader can follow, inline code, fences,
+//! and the condensed form of a request.
 
-use super::facts::DIRECTION_CUES;
+use crate::session::facts::{prose_sentences, strip_fillers};
+
 use super::{MAX_FILES, MAX_GOAL_CHARS, MAX_ITEM_CHARS};
 
-/// The lines of `text` outside fenced code blocks.
-pub(super) fn prose_lines(text: &str) -> impl Iterator<Item = &str> {
-    let mut in_fence = false;
-    text.lines().filter(move |line| {
-        if line.trim_start().starts_with("```") {
-            in_fence = !in_fence;
-            return false;
-        }
-        !in_fence
-    })
-}
+pub(super) use crate::session::facts::prose_lines;
 
-/// Sentences of the prose in `text`: split at line ends and at `.`, `!` or `?` followed by a
-/// space. Each keeps its closing punctuation.
+/// Sentences of the prose in `text` (fenced code and pasted material skipped), each with its
+/// closing punctuation.
 pub(super) fn sentences(text: &str) -> impl Iterator<Item = &str> {
-    prose_lines(text).flat_map(|line| {
-        let mut out = Vec::new();
-        let mut start = 0;
-        let bytes = line.as_bytes();
-        for (i, b) in bytes.iter().enumerate() {
-            if matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1).is_none_or(|n| *n == b' ') {
-                out.push(&line[start..=i]);
-                start = i + 1;
-            }
-        }
-        out.push(&line[start..]);
-        out.into_iter()
-            .map(|s| s.trim().trim_start_matches(['-', '*', '>', ' ']).trim())
-            .filter(|s| s.len() > 3)
-    })
+    prose_sentences(text).into_iter()
 }
 
 /// Whether `cue` occurs in `lower` as whole words.
@@ -44,16 +22,13 @@ pub(super) fn contains_word(lower: &str, cue: &str) -> bool {
     })
 }
 
-/// Typographic apostrophes as plain ones, so "don’t" matches "don't".
-pub(super) fn normalize_quotes(text: String) -> String {
-    if text.contains('\u{2019}') {
-        text.replace('\u{2019}', "'")
-    } else {
-        text
-    }
+/// `text` lower-cased, with typographic apostrophes as plain ones ("don’t" → "don't").
+pub(super) fn lower(text: &str) -> String {
+    text.to_lowercase().replace('\u{2019}', "'")
 }
 
-/// `text` on one line (whitespace collapsed), clipped to `max` characters.
+/// `text` on one line (whitespace collapsed), cut to `max` characters at a clause or word
+/// boundary outside inline code (see [`clip_at_boundary`]).
 pub(super) fn one_line(text: &str, max: usize) -> String {
     let mut out = String::new();
     for word in text.split_whitespace() {
@@ -65,17 +40,50 @@ pub(super) fn one_line(text: &str, max: usize) -> String {
         }
         out.push_str(word);
     }
-    clip(&out, max)
+    clip_at_boundary(&out, max)
 }
 
-/// `text` on one line, clipped to [`MAX_ITEM_CHARS`].
+/// `text` on one line, within [`MAX_ITEM_CHARS`].
 pub(super) fn clip_line(text: &str) -> String {
     one_line(text, MAX_ITEM_CHARS)
 }
 
-/// `text` cut to `max` characters with `…` when longer.
+/// `text` cut to `max` characters with `…` when longer, at any character: only for verbatim
+/// blocks inside fences.
 pub(super) fn clip(text: &str, max: usize) -> String {
     crate::summarize::error::excerpt(text, max)
+}
+
+/// `text` when it fits `max` characters; else cut after the last clause (`,` `;` `:` ` —`)
+/// or, failing that, the last word that ends before `max` outside inline code, with `…`. An
+/// item is never cut inside a code span, so its backticks always pair up.
+pub(super) fn clip_at_boundary(text: &str, max: usize) -> String {
+    let Some((limit, _)) = text.char_indices().nth(max) else {
+        return text.to_owned();
+    };
+    let (mut clause, mut word) = (None, None);
+    let mut in_code = false;
+    for (i, c) in text[..limit].char_indices() {
+        match c {
+            '`' => in_code = !in_code,
+            ' ' if !in_code => {
+                word = Some(i);
+                if text[..i].ends_with([',', ';', ':']) || text[..i].ends_with(" —") {
+                    clause = Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    let cut = clause.filter(|&i| i > limit / 2).or(word);
+    match cut {
+        Some(cut) => format!(
+            "{}…",
+            text[..cut].trim_end_matches([',', ';', ':', ' ', '—', '-'])
+        ),
+        // One unbroken span of code: keep its text, drop the backticks it can no longer close.
+        None => format!("{}…", text[..limit].replace('`', "")),
+    }
 }
 
 /// The first line of `text`.
@@ -116,19 +124,80 @@ pub(super) fn unfence(text: &str) -> String {
     text.to_owned()
 }
 
-/// The first sentence or two of a request, on one line: what a Goal item needs.
-pub(super) fn condense(request: &str) -> String {
-    let mut out = String::new();
-    // A leading "Great." or "Thanks!" says nothing about the goal.
-    let mut all = sentences(request).peekable();
-    while all
-        .peek()
-        .is_some_and(|s| s.split_whitespace().nth(2).is_none())
-    {
-        all.next();
+/// A sentence as a list item: markdown emphasis and check marks removed, a lead-in's colon
+/// turned into a full stop ("Updated the dark theme:" → "Updated the dark theme."). `None`
+/// when what is left is a fragment: a lead-in that only makes sense with the list after it
+/// ("The fix:", "…the README that covers:"), or unbalanced inline code.
+pub(super) fn plain_sentence(sentence: &str) -> Option<String> {
+    let mut text = sentence.replace("**", "").replace("__", "");
+    for mark in ['✅', '✓', '✔', '❌', '✗', '👍', '🎉'] {
+        text = text.replace(mark, "");
     }
-    for (i, sentence) in all.enumerate() {
-        if i == 2 || (i == 1 && out.len() > MAX_GOAL_CHARS / 2) {
+    let text = text.trim().trim_end_matches([' ', '-', '—']).trim();
+    if text.matches('`').count() % 2 == 1 {
+        return None;
+    }
+    let Some(lead_in) = text.strip_suffix(':') else {
+        return Some(text.to_owned());
+    };
+    let last = lead_in
+        .rsplit(|c: char| !c.is_alphanumeric())
+        .find(|w| !w.is_empty())
+        .unwrap_or("");
+    const DANGLING: &[&str] = &[
+        "covers",
+        "includes",
+        "include",
+        "following",
+        "with",
+        "to",
+        "are",
+        "is",
+        "was",
+        "were",
+        "now",
+        "has",
+        "have",
+        "the",
+        "that",
+        "of",
+        "for",
+        "like",
+        "as",
+        "will",
+        "fix",
+        "flow",
+        "changes",
+        "summary",
+        "steps",
+        "these",
+        "this",
+        "here",
+        "by",
+        "be",
+        "and",
+        "or",
+    ];
+    (lead_in.split_whitespace().nth(3).is_some() && !DANGLING.contains(&lower(last).as_str()))
+        .then(|| format!("{}.", lead_in.trim_end()))
+}
+
+/// The goal a request states, in the user's words: its first sentence or two (a leading
+/// "Great." or "ok," dropped, pasted logs skipped), on one line, cut only between sentences,
+/// or after a clause of an overlong first sentence.
+pub(super) fn condense(request: &str) -> String {
+    let mut all = sentences(request)
+        .filter(|s| s.split_whitespace().nth(1).is_some())
+        .peekable();
+    let mut out = String::new();
+    for (i, sentence) in all.by_ref().enumerate() {
+        let sentence = if i == 0 {
+            drop_leading_filler(sentence)
+        } else {
+            sentence
+        };
+        let longer = out.chars().count() + sentence.chars().count() + 1;
+        if i == 2 || (i > 0 && longer > MAX_GOAL_CHARS) {
             break;
         }
         if !out.is_empty() {
@@ -139,14 +208,48 @@ pub(super) fn condense(request: &str) -> String {
     if out.is_empty() {
         out = request.trim().lines().next().unwrap_or("").to_owned();
     }
-    one_line(&out, MAX_GOAL_CHARS)
+    one_line(&out, MAX_GOAL_CHARS + MAX_GOAL_CHARS / 4)
 }
 
-/// Whether a later request turns away from what came before.
-pub(super) fn changes_direction(request: &str) -> bool {
-    let first = sentences(request).next().unwrap_or("");
-    let lower = normalize_quotes(first.to_lowercase());
-    DIRECTION_CUES.iter().any(|c| contains_word(&lower, c))
+/// `sentence` without a leading interjection followed by a comma ("ok, ", "my dude, ").
+fn drop_leading_filler(sentence: &str) -> &str {
+    let rest = strip_fillers(sentence);
+    let dropped = &sentence[..sentence.len() - rest.len()];
+    if !rest.is_empty() && dropped.trim_end().ends_with(',') {
+        rest
+    } else {
+        sentence
+    }
+}
+
+/// A shell command as it reads in a list: without a leading `cd <dir> &&`, a trailing
+/// `2>&1`, or `| head` / `| tail` that only trim the output.
+pub(super) fn short_command(command: &str) -> String {
+    let mut c = command.trim();
+    while let Some(rest) = c.strip_prefix("cd ")
+        && let Some((_, after)) = rest.split_once("&&")
+    {
+        c = after.trim_start();
+    }
+    let mut c = c.to_owned();
+    loop {
+        let before = c.len();
+        for tail in ["| head", "| tail"] {
+            if let Some(at) = c.rfind(tail)
+                && c[at + tail.len()..]
+                    .trim()
+                    .chars()
+                    .all(|ch| ch == '-' || ch == 'n' || ch.is_ascii_digit() || ch == ' ')
+            {
+                c.truncate(at);
+            }
+        }
+        let trimmed = c.trim_end().trim_end_matches("2>&1").trim_end().to_owned();
+        c = trimmed;
+        if c.len() == before {
+            return c;
+        }
+    }
 }
 
 pub(super) fn list_paths(paths: &[String]) -> String {
@@ -168,4 +271,13 @@ pub(super) fn and_list(items: &[String]) -> String {
         [one] => one.clone(),
         [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
+}
+
+/// Up to three paths as code, then "N other files".
+pub(super) fn few_paths(paths: &[String]) -> String {
+    let mut names: Vec<String> = paths.iter().take(3).map(|p| format!("`{p}`")).collect();
+    if paths.len() > 3 {
+        names.push(format!("{} other files", paths.len() - 3));
+    }
+    and_list(&names)
 }
