@@ -35,7 +35,7 @@ pub use env::{
 pub use error::{EngineError, EngineErrorKind};
 pub use events::{
     AutoResult, CompactReason, EngineEvent, EventSink, NoopObserver, OperationError,
-    OperationObserver, Phase,
+    OperationObserver, Phase, SummaryState, SummaryStatus,
 };
 pub use hooks::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
