@@ -74,6 +74,7 @@ pub fn env_with(
                 enabled: false,
                 ..RetryPolicy::default()
             },
+            breaker: Default::default(),
         },
         hooks,
         prompts: Arc::new(Prompts::embedded()),

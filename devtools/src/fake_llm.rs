@@ -28,6 +28,11 @@
 //! `set_generator` computes the reply of every unscripted request from its arrival number, so
 //! a test can draw random faults from a seeded generator.
 //!
+//! Limit discovery (what compactd asks a server on this machine before summarising: `GET
+//! /models`, `GET /props`, `POST /api/show`, `GET /api/ps`) is answered apart: from
+//! `set_discovery(path, reply)`, 404 otherwise, recorded in `discovery_requests()` and never
+//! taking a scripted reply or counting in `requests()`.
+//!
 //! The server and every connection task stop when the `FakeLlm` is dropped.
 
 use std::collections::VecDeque;
@@ -294,7 +299,14 @@ pub fn anthropic_sse(deltas: &[&str], stop_reason: &str) -> Reply {
 /// Computes the reply of an unscripted request from its arrival number (0-based).
 pub type Generator = Box<dyn Fn(usize) -> Reply + Send + Sync>;
 
+/// Whether a request is a limit-discovery request (see the module docs).
+fn is_discovery(request: &RecordedRequest) -> bool {
+    request.method == "GET" || request.path.ends_with("/api/show")
+}
+
 struct State {
+    discovery: Mutex<Vec<(String, Reply)>>,
+    discovery_requests: Mutex<Vec<RecordedRequest>>,
     replies: Mutex<VecDeque<Reply>>,
     generator: Mutex<Option<Generator>>,
     served: std::sync::atomic::AtomicUsize,
@@ -347,6 +359,8 @@ impl FakeLlm {
             .expect("bind 127.0.0.1");
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State {
+            discovery: Mutex::new(Vec::new()),
+            discovery_requests: Mutex::new(Vec::new()),
             replies: Mutex::new(VecDeque::new()),
             generator: Mutex::new(None),
             served: std::sync::atomic::AtomicUsize::new(0),
@@ -377,6 +391,20 @@ impl FakeLlm {
     /// `http://127.0.0.1:<port>`, without a trailing slash.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The reply to limit-discovery requests for `path` (e.g. `/v1/models`, `/props`).
+    pub fn set_discovery(&self, path: &str, reply: Reply) {
+        self.state
+            .discovery
+            .lock()
+            .unwrap()
+            .push((path.to_owned(), reply));
+    }
+
+    /// The limit-discovery requests received so far.
+    pub fn discovery_requests(&self) -> Vec<RecordedRequest> {
+        self.state.discovery_requests.lock().unwrap().clone()
     }
 
     /// Queues the reply for the next unanswered request.
@@ -446,8 +474,21 @@ async fn serve_connection(stream: TcpStream, state: Arc<State>) {
                 return;
             }
         };
-        state.record(request);
-        let reply = state.next_reply();
+        let reply = if is_discovery(&request) {
+            let reply = state
+                .discovery
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(path, _)| *path == request.path)
+                .map(|(_, reply)| reply.clone())
+                .unwrap_or_else(|| Reply::text(404, "not found"));
+            state.discovery_requests.lock().unwrap().push(request);
+            reply
+        } else {
+            state.record(request);
+            state.next_reply()
+        };
         let served = tokio::select! {
             served = write_reply(&mut writer, &reply) => served,
             () = wait_for_eof(&mut reader, &mut buffer) => Served::ClientClosed,

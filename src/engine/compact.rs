@@ -23,11 +23,11 @@ use crate::summarize::prompts::{
 };
 use crate::summarize::{Purpose, SummarizeError, SummaryOutput};
 
-use super::fit::{PromptBuilder, SummaryJob, summarize_fitted_streaming};
+use super::fit::{PromptBuilder, SummaryJob, SummaryReport, summarize_fitted};
 use super::retention;
 use super::{
     BeforeCompactRequest, CompactEnv, CompactReason, CompactingReply, CompactingRequest,
-    EngineError, OperationObserver, Phase, SharedSession, TokenCounter,
+    EngineError, OperationObserver, Phase, SharedSession, SummarizerSet, TokenCounter,
 };
 
 /// The history text when there is nothing to summarise and no previous summary (spec §4.9).
@@ -86,6 +86,9 @@ pub struct CompactOutcome {
     pub preview: bool,
     /// Which summarizer wrote the history summary (`extractive`, `openai/gpt-4o`, `hook`, …).
     pub summarizer: String,
+    /// Which summarizer wrote each part (history, turn prefix, short summary), what its
+    /// answer checks found, and why the rungs before it gave up; also in `details.summarizers`.
+    pub reports: Vec<(Purpose, SummaryReport)>,
 }
 
 /// What was prepared under the read lock.
@@ -106,6 +109,7 @@ struct Drafted {
     preserve_data: Option<Value>,
     from_extension: bool,
     summarizer: String,
+    reports: Vec<(Purpose, SummaryReport)>,
     /// Messages kept after the summary, to estimate the context afterwards.
     kept: Vec<AgentMessage>,
 }
@@ -155,6 +159,7 @@ fn outcome(
         from_extension: d.from_extension,
         preview,
         summarizer: d.summarizer,
+        reports: d.reports,
     }
 }
 
@@ -277,6 +282,7 @@ async fn run_before_compact(
         preserve_data: hook.preserve_data,
         from_extension: true,
         summarizer: "hook".into(),
+        reports: Vec::new(),
         kept,
     }))
 }
@@ -313,11 +319,13 @@ async fn draft(
     observer.phase(Phase::Summarizing, "Summarizing the conversation", None);
     let summaries = Summaries {
         env,
+        set: env.summarizers.for_operation(),
         prep,
         custom: opts.custom_instructions.as_deref(),
         hook: &hook,
         cancel,
         observer,
+        reports: std::sync::Mutex::new(Vec::new()),
     };
     let (summary, history_output) = summaries.merged().await?;
     let short_summary = match history_output
@@ -338,6 +346,8 @@ async fn draft(
     let (guarded, added) = retention::apply_guard(&summary, &file_block, &facts);
     let mut details = file_lists_details(&read_files, &modified_files);
     retention::record_in_details(&mut details, &added);
+    let reports = summaries.take_reports();
+    record_reports(&mut details, &reports);
 
     Ok(Drafted {
         summary: format!("{guarded}{file_block}"),
@@ -348,6 +358,7 @@ async fn draft(
         preserve_data: hook.preserve_data,
         from_extension: false,
         summarizer: history_output.map_or_else(|| "none".to_owned(), |o| o.model),
+        reports,
         kept: prep.recent_messages.clone(),
     })
 }
@@ -374,14 +385,34 @@ async fn run_compacting(
 /// The summarizer calls of one compaction.
 struct Summaries<'a> {
     env: &'a CompactEnv,
+    /// The summarizers with this compaction's breaker and retry budget.
+    set: SummarizerSet,
     prep: &'a CompactionPreparation,
     custom: Option<&'a str>,
     hook: &'a CompactingReply,
     cancel: &'a CancellationToken,
     observer: &'a dyn OperationObserver,
+    reports: std::sync::Mutex<Vec<(Purpose, SummaryReport)>>,
 }
 
 impl Summaries<'_> {
+    /// The reports of the parts summarised so far, history first.
+    fn take_reports(&self) -> Vec<(Purpose, SummaryReport)> {
+        let mut reports = std::mem::take(
+            &mut *self
+                .reports
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        reports.sort_by_key(|(part, _)| match part {
+            Purpose::History => 0,
+            Purpose::TurnPrefix => 1,
+            Purpose::Short => 2,
+            Purpose::Branch => 3,
+        });
+        reports
+    }
+
     fn reserve(&self) -> u64 {
         self.env.settings.compaction.reserve_tokens
     }
@@ -544,18 +575,19 @@ impl Summaries<'_> {
     }
 
     async fn run(&self, job: &SummaryJob<'_>) -> Result<SummaryOutput, SummarizeError> {
-        let (observer, part) = (self.observer, job.purpose);
-        let on_delta = move |text: &str| observer.delta(part, text);
-        let on_restart = move || observer.restart(part);
-        summarize_fitted_streaming(
+        let fitted = summarize_fitted(
             job,
-            &self.env.summarizers,
+            &self.set,
             self.env.counter.as_ref(),
             self.cancel,
-            &on_delta,
-            &on_restart,
+            self.observer,
         )
-        .await
+        .await?;
+        self.reports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((job.purpose, fitted.report));
+        Ok(fitted.output)
     }
 }
 
@@ -577,6 +609,20 @@ pub(crate) fn failed(prefix: &str, e: SummarizeError) -> EngineError {
         EngineError::SummarizationFailed(message)
     } else {
         EngineError::SummarizationFailed(format!("{prefix}: {message}"))
+    }
+}
+
+/// Records which summarizer wrote each part and why earlier rungs failed in `details`
+/// (`summarizers`, see [`super::fit::report_json`]).
+fn record_reports(details: &mut Value, reports: &[(Purpose, SummaryReport)]) {
+    if let Value::Object(map) = details
+        && !reports.is_empty()
+    {
+        let list = reports
+            .iter()
+            .map(|(part, report)| super::fit::report_json(*part, report))
+            .collect();
+        map.insert("summarizers".to_owned(), Value::Array(list));
     }
 }
 

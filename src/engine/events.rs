@@ -54,6 +54,60 @@ impl Phase {
     }
 }
 
+/// Where one summary stands, reported when it changes (not for every streamed token).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryStatus {
+    /// The summarizer working on it.
+    pub summarizer: String,
+    /// Which request of the summary (1-based) and how many there are: more than one when the
+    /// input was split into chunks for a small window.
+    pub chunk: usize,
+    pub chunks: usize,
+    pub state: SummaryState,
+}
+
+/// What a summary waits for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SummaryState {
+    /// The server's slots are busy with other requests of compactd's; `ahead` wait before it.
+    Queued { ahead: usize },
+    /// The request is sent and the model has not answered yet (a local model may read the
+    /// prompt for minutes); streamed text ends this state.
+    WaitingForModel,
+    /// The attempt failed; the next one starts after `after`.
+    Retrying {
+        after: std::time::Duration,
+        error: String,
+    },
+}
+
+impl SummaryStatus {
+    /// A line for people: `waiting for the model local/gemma (chunk 2 of 5)`.
+    pub fn describe(&self) -> String {
+        let what = match &self.state {
+            SummaryState::Queued { ahead: 0 } => {
+                format!("queued for {} (its server is busy)", self.summarizer)
+            }
+            SummaryState::Queued { ahead } => format!(
+                "queued for {} behind {ahead} other request{}",
+                self.summarizer,
+                if *ahead == 1 { "" } else { "s" }
+            ),
+            SummaryState::WaitingForModel => format!("waiting for the model {}", self.summarizer),
+            SummaryState::Retrying { after, .. } => format!(
+                "{} failed; retrying in {:.1} s",
+                self.summarizer,
+                after.as_secs_f64()
+            ),
+        };
+        if self.chunks > 1 {
+            format!("{what} (chunk {} of {})", self.chunk, self.chunks)
+        } else {
+            what
+        }
+    }
+}
+
 /// What an operation reports while it runs; the daemon turns it into `$/progress` and session
 /// events, the CLI into a progress line on stderr.
 pub trait OperationObserver: Send + Sync {
@@ -65,6 +119,9 @@ pub trait OperationObserver: Send + Sync {
     /// The text streamed so far for `part` is void: an attempt failed and another (a retry,
     /// the next summarizer, the next chunk of a long input) starts from the beginning.
     fn restart(&self, _part: Purpose) {}
+    /// Where a summary stands: queued, waiting for the model, retrying; which chunk of how
+    /// many.
+    fn status(&self, _part: Purpose, _status: &SummaryStatus) {}
 }
 
 /// An observer that ignores everything.

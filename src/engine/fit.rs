@@ -1,43 +1,34 @@
-//! Bounding the summarizer's input (DESIGN §3 deviation 8, peers.md §4 #8).
+//! Bounding the summarizer's input (DESIGN §3 deviation 8, peers.md §4 #8) and walking the
+//! summarizer ladder for one summary.
 //!
-//! Before any request, the prompt is measured with the session's token counter against the
-//! smallest window among the summarizers that may be tried, minus the output budget and a
-//! margin. An input that does not fit is reduced, in order: tool results are clipped harder and
-//! the middles of long texts are dropped (head and tail kept, the cut marked); if it still does
-//! not fit, the conversation is split at message boundaries into chunks summarised one after
-//! the other, each with the previous chunk's summary as `<previous-summary>` (an iterative
-//! fold). A request that is bound to overflow is never sent. If a summarizer still reports an
-//! overflow (the counter is not its tokenizer), the input is planned again with half the budget
-//! and tried once more.
+//! Each rung is planned for its own limits: its window (as the server reports it, where it
+//! does) minus its own output limit (`maxOutputTokens`, never the agent's `reserveTokens`) and
+//! a margin, measured with the session's token counter scaled by what the server's own counts
+//! have shown. An input that does not fit is reduced, in order: tool results are clipped harder
+//! and the middles of long texts are dropped (head and tail kept, the cut marked); if it still
+//! does not fit, the conversation is split at message boundaries into chunks summarised one
+//! after the other, each with the previous chunk's summary as `<previous-summary>` (an
+//! iterative fold). A request that is bound to overflow is never sent. If the server still
+//! refuses the prompt as too long (its tokenizer is not ours), the input is planned again
+//! smaller, by the ratio the server's figures give (or half), and tried once more before the
+//! next rung. A rung that fails (after its retries, or with its breaker open) hands the whole
+//! summary to the next rung; the [`SummaryReport`] says which rung wrote it and why the ones
+//! before did not.
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::serialize::serialize_conversation;
 use crate::session::{AgentMessage, Content, ContentBlock};
+use crate::summarize::prompts::length_instruction;
 use crate::summarize::{
-    DeltaSink, Purpose, SummarizeError, SummaryOutput, SummaryRequest, summarize_with_candidates,
+    AttemptContext, AttemptEvent, AttemptOutcome, Purpose, Rung, SummarizeError, Summarizer,
+    SummaryOutput, SummaryRequest, overflow_figures, try_summarizer,
 };
 use crate::tokens::TokenCounter;
 
-use super::SummarizerSet;
-
-/// Logs a summarizer attempt; a failed or retried model is a warning, so a silent fall back to
-/// the next candidate (or to the extractive summarizer) is visible to the user.
-fn log_attempt(event: crate::summarize::AttemptEvent) {
-    use crate::summarize::AttemptOutcome;
-    match &event.outcome {
-        AttemptOutcome::Failed { error, .. } => {
-            tracing::warn!(candidate = %event.candidate, "summarizer failed, trying the next: {error}")
-        }
-        AttemptOutcome::Retrying { error, sleep, .. } => tracing::warn!(
-            candidate = %event.candidate,
-            attempt = event.attempt,
-            "summarizer attempt failed, retrying in {sleep:?}: {error}"
-        ),
-        _ => tracing::debug!(?event, "summarizer attempt"),
-    }
-}
+use super::events::{SummaryState, SummaryStatus};
+use super::{OperationObserver, SummarizerSet};
 
 /// Characters kept of each tool result once the input has to shrink.
 pub const TIGHT_TOOL_RESULT_CHARS: usize = 500;
@@ -45,6 +36,8 @@ pub const TIGHT_TOOL_RESULT_CHARS: usize = 500;
 pub const LONG_TEXT_CHARS: usize = 4_000;
 /// Characters kept (head + tail) of a long text.
 pub const LONG_TEXT_KEEP_CHARS: usize = 2_000;
+/// A smaller plan after a refusal aims this far under what the server said fits.
+const SHRINK_HEADROOM: f64 = 0.9;
 
 /// Builds the prompt text from the serialised conversation and the previous summary (the
 /// caller's, for the first chunk; the previous chunk's, for the others).
@@ -58,6 +51,7 @@ pub struct SummaryJob<'a> {
     pub previous_summary: Option<String>,
     pub system_prompt: &'a str,
     pub build_prompt: &'a PromptBuilder<'a>,
+    /// The output budget of this kind of summary; each rung lowers it to its own limit.
     pub max_tokens: u32,
     pub reasoning: bool,
     pub custom_instructions: Option<String>,
@@ -68,72 +62,289 @@ pub struct SummaryJob<'a> {
     pub tail_only: bool,
 }
 
+/// Which summarizer wrote a summary, and why the rungs before it did not.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SummaryReport {
+    /// The summarizer's id (`local/qwen3-8b`, `extractive`, ...).
+    pub summarizer: String,
+    /// What the answer checks found (`checks passed`, `cut at the output limit; 2 complete
+    /// sections kept, checks passed`); `None` for the extractive rung, which is not checked.
+    pub checks: Option<String>,
+    /// Requests the summary took on that rung (more than one when the input was folded).
+    pub chunks: usize,
+    /// The earlier rungs, in order, with the reason each gave up.
+    pub failures: Vec<RungFailure>,
+}
+
+/// A rung that did not write the summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RungFailure {
+    pub summarizer: String,
+    pub reason: String,
+}
+
+/// A summary and its report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fitted {
+    pub output: SummaryOutput,
+    pub report: SummaryReport,
+}
+
+/// A report as stored in `details.summarizers` and sent to clients:
+/// `{"part", "summarizer", "checks"?, "chunks", "failures": [{"summarizer", "reason"}]}`.
+pub fn report_json(part: Purpose, report: &SummaryReport) -> Value {
+    let mut value = serde_json::json!({
+        "part": part.name(),
+        "summarizer": report.summarizer,
+        "chunks": report.chunks,
+        "failures": report.failures.iter().map(|f| serde_json::json!({
+            "summarizer": f.summarizer,
+            "reason": f.reason,
+        })).collect::<Vec<_>>(),
+    });
+    if let Some(checks) = &report.checks {
+        value["checks"] = Value::from(checks.as_str());
+    }
+    value
+}
+
 /// The input-token budget of a request to a summarizer with `window` tokens that may answer
-/// with `max_output` tokens: what is left after the output and a 5 % margin (at least 256).
-/// An unbounded window (the extractive summarizer) gives an unbounded budget.
+/// with `max_output` tokens: what is left after the output and a 5 % margin (at least 256, but
+/// never more than a tenth of a small window). An unbounded window (the extractive summarizer)
+/// gives an unbounded budget.
 pub fn input_budget(window: u64, max_output: u32) -> u64 {
     if window == u64::MAX {
         return u64::MAX;
     }
-    let margin = (window / 20).max(256);
+    let margin = (window / 20).max(256.min(window / 10));
     window
         .saturating_sub(u64::from(max_output))
         .saturating_sub(margin)
 }
 
-/// Runs `job` on `set`'s summarizers with its input bounded (see the module doc).
+/// Runs `job` down `set`'s ladder with its input bounded for each rung (see the module doc);
+/// streamed text, restarts and statuses go to `observer` under the job's purpose.
 pub async fn summarize_fitted(
     job: &SummaryJob<'_>,
     set: &SummarizerSet,
     counter: &dyn TokenCounter,
     cancel: &CancellationToken,
-    on_delta: DeltaSink<'_>,
-) -> Result<SummaryOutput, SummarizeError> {
-    summarize_fitted_streaming(job, set, counter, cancel, on_delta, &|| {}).await
-}
-
-/// [`summarize_fitted`], calling `on_restart` whenever an attempt begins (a first attempt, a
-/// retry, the next summarizer, the next chunk): whatever was streamed before is then void.
-pub async fn summarize_fitted_streaming(
-    job: &SummaryJob<'_>,
-    set: &SummarizerSet,
-    counter: &dyn TokenCounter,
-    cancel: &CancellationToken,
-    on_delta: DeltaSink<'_>,
-    on_restart: &(dyn Fn() + Send + Sync),
-) -> Result<SummaryOutput, SummarizeError> {
-    let mut budget = input_budget(set.min_context_window(), job.max_tokens);
-    let mut shrunk = false;
-    let on_attempt = |event: crate::summarize::AttemptEvent| {
-        if matches!(event.outcome, crate::summarize::AttemptOutcome::Started) {
-            on_restart();
-        }
-        log_attempt(event);
-    };
-    loop {
-        let chunks = plan_chunks(job, budget, counter)?;
-        match run_chunks(job, &chunks, set, cancel, on_delta, &on_attempt).await {
-            Err(e) if e.is_overflow() && !shrunk && budget != u64::MAX => {
-                tracing::warn!(error = %e, budget, "summarizer overflowed; retrying with half the budget");
-                budget /= 2;
-                shrunk = true;
+    observer: &dyn OperationObserver,
+) -> Result<Fitted, SummarizeError> {
+    let part = job.purpose;
+    let rungs: Vec<(&dyn Summarizer, bool)> = set
+        .candidates
+        .iter()
+        .map(|c| (c.as_ref(), true))
+        .chain(set.fallback.iter().map(|f| (f.as_ref(), false)))
+        .collect();
+    let mut failures = Vec::new();
+    let mut overflow = None;
+    let mut last_error = None;
+    for (index, &(summarizer, checked)) in rungs.iter().enumerate() {
+        let rung = Rung {
+            summarizer,
+            has_next: index + 1 < rungs.len(),
+            checked,
+        };
+        let run = RungRun {
+            job,
+            set,
+            counter,
+            cancel,
+            observer,
+            part,
+        };
+        match run.summarize(rung).await {
+            Ok((output, checks, chunks)) => {
+                return Ok(Fitted {
+                    output,
+                    report: SummaryReport {
+                        summarizer: summarizer.id(),
+                        checks,
+                        chunks,
+                        failures,
+                    },
+                });
             }
-            other => return other,
+            Err(SummarizeError::Cancelled) => return Err(SummarizeError::Cancelled),
+            Err(error) => {
+                tracing::warn!(summarizer = %summarizer.id(), "summarizer gave up: {error}");
+                failures.push(RungFailure {
+                    summarizer: summarizer.id(),
+                    reason: error.to_string(),
+                });
+                if error.is_overflow() {
+                    overflow = Some(error.clone());
+                }
+                last_error = Some(error);
+            }
         }
     }
+    Err(overflow.or(last_error).unwrap_or_else(|| {
+        SummarizeError::Other(crate::summarize::retry::NO_AVAILABLE_MODEL.to_owned())
+    }))
 }
 
-async fn run_chunks(
-    job: &SummaryJob<'_>,
-    chunks: &[Vec<AgentMessage>],
-    set: &SummarizerSet,
-    cancel: &CancellationToken,
-    on_delta: DeltaSink<'_>,
-    on_attempt: &(dyn Fn(crate::summarize::AttemptEvent) + Send + Sync),
-) -> Result<SummaryOutput, SummarizeError> {
-    let mut previous = job.previous_summary.clone();
-    let mut last = None;
-    for chunk in chunks {
+/// One summary on one rung.
+struct RungRun<'r, 'a> {
+    job: &'r SummaryJob<'a>,
+    set: &'r SummarizerSet,
+    counter: &'r dyn TokenCounter,
+    cancel: &'r CancellationToken,
+    observer: &'r dyn OperationObserver,
+    part: Purpose,
+}
+
+impl RungRun<'_, '_> {
+    /// The summary written by `rung`, with its checks and the number of requests; a refusal as
+    /// too long is planned again smaller and tried once more.
+    async fn summarize(
+        &self,
+        rung: Rung<'_>,
+    ) -> Result<(SummaryOutput, Option<String>, usize), SummarizeError> {
+        let summarizer = rung.summarizer;
+        let id = summarizer.id();
+        let breaker = &self.set.breaker;
+        if let Some(reason) = breaker.open_reason(&id) {
+            return Err(SummarizeError::Skipped(reason));
+        }
+        summarizer.discover_limits(self.cancel).await;
+        if self.cancel.is_cancelled() {
+            return Err(SummarizeError::Cancelled);
+        }
+        let max_output = if rung.checked {
+            summarizer
+                .max_output_tokens()
+                .map_or(self.job.max_tokens, |l| l.min(self.job.max_tokens))
+        } else {
+            self.job.max_tokens
+        };
+        let mut budget = input_budget(summarizer.context_window(), max_output);
+        let mut shrunk = false;
+        loop {
+            // Planned in the server's tokens: ours scaled by the ratio its refusals showed.
+            let ratio = breaker.token_ratio(&id);
+            let planned = if budget == u64::MAX {
+                budget
+            } else {
+                (budget as f64 / ratio) as u64
+            };
+            let chunks = plan_chunks(self.job, planned, max_output, self.counter)?;
+            match self.run_chunks(rung, &chunks).await {
+                Err(e) if e.is_overflow() && !shrunk && budget != u64::MAX => {
+                    shrunk = true;
+                    budget = self.smaller_budget(&id, &e, budget, max_output, &chunks);
+                    tracing::warn!(summarizer = %id, error = %e, budget,
+                        "the server refused the prompt as too long; planning it smaller");
+                }
+                Err(e) => return Err(e),
+                Ok((output, checks)) => return Ok((output, checks, chunks.len())),
+            }
+        }
+    }
+
+    /// The budget (in the server's tokens) after a refusal, always below the size of the
+    /// refused prompt: when the server said its prompt count and window, the ratio of its count
+    /// to ours is learned for the rest of the operation and the budget is what its window
+    /// leaves, with headroom; otherwise half.
+    fn smaller_budget(
+        &self,
+        id: &str,
+        error: &SummarizeError,
+        budget: u64,
+        max_output: u32,
+        chunks: &[Vec<AgentMessage>],
+    ) -> u64 {
+        // Our count of the largest request sent, to compare with the server's.
+        let ours = chunks
+            .iter()
+            .map(|chunk| {
+                let conversation = serialize_conversation(chunk);
+                self.counter.count_text(self.job.system_prompt)
+                    + self.counter.count_text(&(self.job.build_prompt)(
+                        &conversation,
+                        self.job.previous_summary.as_deref(),
+                    ))
+            })
+            .max()
+            .unwrap_or(0);
+        let breaker = &self.set.breaker;
+        let Some((served_prompt, served_window)) = overflow_figures(&error.to_string()) else {
+            let sent = (ours as f64 * breaker.token_ratio(id)) as u64;
+            return (budget.min(sent) / 2).max(1);
+        };
+        if ours > 0 {
+            breaker.learn_token_ratio(id, served_prompt as f64 / ours as f64);
+        }
+        let room = input_budget(served_window, max_output)
+            .min(budget)
+            .min(served_prompt);
+        ((room as f64 * SHRINK_HEADROOM) as u64).max(1)
+    }
+
+    /// The chunks, folded, each through [`try_summarizer`]; the last chunk's answer and its
+    /// checks.
+    async fn run_chunks(
+        &self,
+        rung: Rung<'_>,
+        chunks: &[Vec<AgentMessage>],
+    ) -> Result<(SummaryOutput, Option<String>), SummarizeError> {
+        let job = self.job;
+        let id = rung.summarizer.id();
+        let mut previous = job.previous_summary.clone();
+        let mut last = None;
+        for (index, chunk) in chunks.iter().enumerate() {
+            let status = |state| {
+                self.observer.status(
+                    self.part,
+                    &SummaryStatus {
+                        summarizer: id.clone(),
+                        chunk: index + 1,
+                        chunks: chunks.len(),
+                        state,
+                    },
+                )
+            };
+            let on_attempt = |event: AttemptEvent| {
+                log_attempt(&event);
+                match event.outcome {
+                    AttemptOutcome::Started => {
+                        self.observer.restart(self.part);
+                        status(SummaryState::WaitingForModel);
+                    }
+                    AttemptOutcome::Queued { ahead } => status(SummaryState::Queued { ahead }),
+                    AttemptOutcome::Retrying { sleep, error, .. } => {
+                        status(SummaryState::Retrying {
+                            after: sleep,
+                            error,
+                        })
+                    }
+                    _ => {}
+                }
+            };
+            let on_delta = |text: &str| self.observer.delta(self.part, text);
+            let ctx = AttemptContext {
+                policy: &self.set.retry,
+                breaker: &self.set.breaker,
+                cancel: self.cancel,
+                on_delta: &on_delta,
+                on_attempt: &on_attempt,
+            };
+            let req = self.request(chunk, previous.clone());
+            let kept = try_summarizer(rung, &req, &ctx).await?;
+            previous = Some(kept.output.text.clone());
+            last = Some(kept);
+        }
+        let kept = last.ok_or_else(|| {
+            SummarizeError::Other("Summarization failed: nothing to summarize".into())
+        })?;
+        let checks = kept.verdict.map(|v| v.describe(job.purpose));
+        Ok((kept.output, checks))
+    }
+
+    fn request(&self, chunk: &[AgentMessage], previous: Option<String>) -> SummaryRequest {
+        let job = self.job;
         let conversation = serialize_conversation(chunk);
         let mut req = SummaryRequest::new(
             job.purpose,
@@ -142,43 +353,49 @@ async fn run_chunks(
             job.max_tokens,
         );
         req.reasoning = job.reasoning;
-        req.messages = chunk.clone();
-        req.previous_summary = previous.clone();
+        req.messages = chunk.to_vec();
+        req.previous_summary = previous;
         req.custom_instructions = job.custom_instructions.clone();
         req.read_files = job.read_files.clone();
         req.modified_files = job.modified_files.clone();
-        let output = summarize_with_candidates(
-            &set.candidates,
-            set.fallback.clone(),
-            &req,
-            &set.retry,
-            cancel,
-            on_delta,
-            on_attempt,
-        )
-        .await?;
-        previous = Some(output.text.clone());
-        last = Some(output);
+        req
     }
-    last.ok_or_else(|| SummarizeError::Other("Summarization failed: nothing to summarize".into()))
 }
 
-/// Splits (and if needed reduces) the job's messages so every request fits `budget` input
-/// tokens. One chunk when everything fits.
+/// Logs a summarizer attempt; a failed or retried model is a warning.
+fn log_attempt(event: &AttemptEvent) {
+    match &event.outcome {
+        AttemptOutcome::Failed { error, .. } => {
+            tracing::warn!(candidate = %event.candidate, "summarizer attempt failed: {error}")
+        }
+        AttemptOutcome::Retrying { error, sleep, .. } => tracing::warn!(
+            candidate = %event.candidate,
+            attempt = event.attempt,
+            "summarizer attempt failed, retrying in {sleep:?}: {error}"
+        ),
+        _ => tracing::debug!(?event, "summarizer attempt"),
+    }
+}
+
+/// Splits (and if needed reduces) the job's messages so every request to a summarizer that
+/// answers with at most `max_output` tokens fits `budget` input tokens. One chunk when
+/// everything fits.
 pub fn plan_chunks(
     job: &SummaryJob<'_>,
     budget: u64,
+    max_output: u32,
     counter: &dyn TokenCounter,
 ) -> Result<Vec<Vec<AgentMessage>>, SummarizeError> {
     if budget == u64::MAX {
         return Ok(vec![job.messages.clone()]);
     }
-    let system = counter.count_text(job.system_prompt);
+    let system = counter.count_text(job.system_prompt)
+        + counter.count_text(&length_instruction(job.purpose, max_output));
     let overhead_first =
         system + counter.count_text(&(job.build_prompt)("", job.previous_summary.as_deref()));
-    // Later chunks carry the previous chunk's summary, at most `max_tokens` long.
+    // Later chunks carry the previous chunk's summary, at most `max_output` long.
     let overhead_rest =
-        system + counter.count_text(&(job.build_prompt)("", Some("…"))) + u64::from(job.max_tokens);
+        system + counter.count_text(&(job.build_prompt)("", Some("…"))) + u64::from(max_output);
     let room_first = budget.saturating_sub(overhead_first);
     let room_rest = budget.saturating_sub(overhead_rest);
     let measure = |msgs: &[AgentMessage]| counter.count_text(&serialize_conversation(msgs));
@@ -390,7 +607,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::summarize::{RetryPolicy, Summarizer};
+    use crate::engine::NoopObserver;
+    use crate::summarize::{DeltaSink, RetryPolicy, Summarizer};
     use crate::tokens::Chars4;
 
     /// A summarizer with a tiny window that records the prompts it gets, refuses (as an
@@ -400,15 +618,39 @@ mod tests {
         /// Overflow every request while this is > 0 (counts down).
         force_overflows: Mutex<u32>,
         prompts: Mutex<Vec<String>>,
+        max_tokens: Mutex<Vec<u32>>,
+        /// Its tokenizer counts this many times what chars4 counts (a real server's differs).
+        scale: f64,
+        /// Its output limit (`maxOutputTokens`).
+        max_output: Option<u32>,
+        /// Fail every request with this error instead of answering.
+        failing: Option<SummarizeError>,
     }
 
     impl TinyWindow {
         fn new(window: u64) -> Arc<Self> {
+            Self::with(window, 1.0, None, None)
+        }
+
+        fn with(
+            window: u64,
+            scale: f64,
+            max_output: Option<u32>,
+            failing: Option<SummarizeError>,
+        ) -> Arc<Self> {
             Arc::new(TinyWindow {
                 window,
                 force_overflows: Mutex::new(0),
                 prompts: Mutex::new(Vec::new()),
+                max_tokens: Mutex::new(Vec::new()),
+                scale,
+                max_output,
+                failing,
             })
+        }
+
+        fn calls(&self) -> usize {
+            self.prompts.lock().unwrap().len()
         }
     }
 
@@ -419,6 +661,9 @@ mod tests {
         fn context_window(&self) -> u64 {
             self.window
         }
+        fn max_output_tokens(&self) -> Option<u32> {
+            self.max_output
+        }
         fn summarize<'a>(
             &'a self,
             req: &'a SummaryRequest,
@@ -426,15 +671,20 @@ mod tests {
             _on_delta: DeltaSink<'a>,
         ) -> BoxFuture<'a, Result<SummaryOutput, SummarizeError>> {
             Box::pin(async move {
-                let tokens = Chars4.count_text(&req.system_prompt)
-                    + Chars4.count_text(&req.prompt)
-                    + u64::from(req.max_tokens);
+                let prompt = Chars4.count_text(&req.system_prompt) + Chars4.count_text(&req.prompt);
+                let prompt = (prompt as f64 * self.scale) as u64;
+                let tokens = prompt + u64::from(req.max_tokens);
                 self.prompts.lock().unwrap().push(req.prompt.clone());
+                self.max_tokens.lock().unwrap().push(req.max_tokens);
+                if let Some(error) = &self.failing {
+                    return Err(error.clone());
+                }
                 let mut forced = self.force_overflows.lock().unwrap();
                 if *forced > 0 || tokens > self.window {
                     *forced = forced.saturating_sub(1);
+                    // As llama.cpp says it.
                     return Err(SummarizeError::Overflow(format!(
-                        "prompt is too long: {tokens} tokens > {}",
+                        r#"HTTP 400: {{"error":{{"message":"the request exceeds the available context size","n_prompt_tokens":{prompt},"n_ctx":{}}}}}"#,
                         self.window
                     )));
                 }
@@ -457,6 +707,7 @@ mod tests {
                 enabled: false,
                 ..RetryPolicy::default()
             },
+            breaker: Default::default(),
         }
     }
 
@@ -519,11 +770,11 @@ mod tests {
             &set_of(tiny.clone()),
             &Chars4,
             &CancellationToken::new(),
-            &|_| {},
+            &NoopObserver,
         )
         .await
         .unwrap();
-        assert_eq!(out.text, "summary #1");
+        assert_eq!(out.output.text, "summary #1");
         let prompts = tiny.prompts.lock().unwrap();
         assert_eq!(prompts.len(), 1);
         assert!(prompts[0].contains("[User]: hello"));
@@ -541,7 +792,7 @@ mod tests {
             &set_of(tiny.clone()),
             &Chars4,
             &CancellationToken::new(),
-            &|_| {},
+            &NoopObserver,
         )
         .await
         .unwrap();
@@ -564,7 +815,7 @@ mod tests {
             &set_of(tiny.clone()),
             &Chars4,
             &CancellationToken::new(),
-            &|_| {},
+            &NoopObserver,
         )
         .await
         .unwrap();
@@ -582,7 +833,7 @@ mod tests {
                 "{p}"
             );
         }
-        assert_eq!(out.text, format!("summary #{}", prompts.len()));
+        assert_eq!(out.output.text, format!("summary #{}", prompts.len()));
         // Nothing was lost between chunks: every message appears in some request.
         for i in 0..30 {
             assert!(prompts.iter().any(|p| p.contains(&format!("message {i}:"))));
@@ -600,11 +851,11 @@ mod tests {
             &set_of(tiny.clone()),
             &Chars4,
             &CancellationToken::new(),
-            &|_| {},
+            &NoopObserver,
         )
         .await
         .unwrap();
-        assert!(out.text.starts_with("summary"));
+        assert!(out.output.text.starts_with("summary"));
         {
             let prompts = tiny.prompts.lock().unwrap();
             // First the full input, then a smaller plan after the overflow.
@@ -620,7 +871,7 @@ mod tests {
             &set_of(stubborn.clone()),
             &Chars4,
             &CancellationToken::new(),
-            &|_| {},
+            &NoopObserver,
         )
         .await
         .unwrap_err();
@@ -628,11 +879,105 @@ mod tests {
         assert_eq!(stubborn.prompts.lock().unwrap().len(), 2);
     }
 
+    fn ladder(candidate: Arc<TinyWindow>) -> SummarizerSet {
+        SummarizerSet {
+            fallback: Some(Arc::new(
+                crate::summarize::extractive::ExtractiveSummarizer::new(),
+            )),
+            retry: RetryPolicy {
+                base_delay: std::time::Duration::from_millis(1),
+                max_sleep: Some(std::time::Duration::from_millis(2)),
+                ..RetryPolicy::default()
+            },
+            ..set_of(candidate)
+        }
+    }
+
+    async fn fitted(j: &SummaryJob<'_>, set: &SummarizerSet) -> Result<Fitted, SummarizeError> {
+        summarize_fitted(j, set, &Chars4, &CancellationToken::new(), &NoopObserver).await
+    }
+
+    #[tokio::test]
+    async fn a_4k_model_gets_its_own_output_limit_not_the_reserve() {
+        // The history budget of the default reserve is 13,107 tokens: more than the window.
+        let small = TinyWindow::with(4_096, 1.0, Some(512), None);
+        let b: &PromptBuilder = &builder;
+        let mut j = job(vec![user(&"word ".repeat(3_000))], b);
+        j.max_tokens = 13_107;
+        let out = fitted(&j, &set_of(small.clone())).await.unwrap();
+        assert_eq!(out.report.summarizer, "test/tiny");
+        assert!(out.report.failures.is_empty());
+        assert!(small.max_tokens.lock().unwrap().iter().all(|n| *n == 512));
+        // Every request fitted the 4k window (the fake refuses any that does not).
+        assert!(small.calls() >= 1);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_with_the_servers_figures_is_retried_smaller_by_its_ratio() {
+        // The server counts 1.5 times what we count: our plan overflows it once.
+        let server = TinyWindow::with(3_000, 1.5, Some(200), None);
+        let b: &PromptBuilder = &builder;
+        let j = job(vec![user(&"word ".repeat(1_800))], b);
+        let set = set_of(server.clone());
+        let out = fitted(&j, &set).await.unwrap();
+        assert_eq!(out.report.summarizer, "test/tiny", "{:?}", out.report);
+        let prompts = server.prompts.lock().unwrap().clone();
+        assert!(prompts.len() >= 2);
+        assert!(prompts[1].len() < prompts[0].len());
+        // The ratio is kept for the rest of the operation: the next summary fits at once.
+        assert!(set.breaker.token_ratio("test/tiny") > 1.4);
+        let before = server.calls();
+        let again = fitted(&j, &set).await.unwrap();
+        assert_eq!(again.report.summarizer, "test/tiny");
+        assert_eq!(
+            server.calls() - before,
+            again.report.chunks,
+            "no refusal this time"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_model_falls_back_visibly_and_its_breaker_holds_for_the_operation() {
+        let down = TinyWindow::with(
+            100_000,
+            1.0,
+            None,
+            Some(SummarizeError::Network("connection refused".into())),
+        );
+        let b: &PromptBuilder = &builder;
+        let j = job(vec![user("fix the parser")], b);
+        let set = ladder(down.clone());
+        let out = fitted(&j, &set).await.unwrap();
+        assert_eq!(out.report.summarizer, "extractive");
+        assert_eq!(out.report.checks, None);
+        assert_eq!(down.calls(), 2, "one retry, then the breaker opened");
+        assert_eq!(out.report.failures.len(), 1);
+        assert_eq!(out.report.failures[0].summarizer, "test/tiny");
+        assert!(out.report.failures[0].reason.contains("connection refused"));
+        // The next part of the same operation does not ask it again, and says why.
+        let next = fitted(&j, &set).await.unwrap();
+        assert_eq!(down.calls(), 2);
+        assert_eq!(next.report.summarizer, "extractive");
+        assert!(
+            next.report.failures[0].reason.contains("not asked again"),
+            "{:?}",
+            next.report
+        );
+        // A new operation starts closed.
+        let fresh = set.for_operation();
+        fitted(&j, &fresh).await.unwrap();
+        assert_eq!(down.calls(), 4);
+        let json = report_json(Purpose::History, &next.report);
+        assert_eq!(json["part"], "history");
+        assert_eq!(json["summarizer"], "extractive");
+        assert_eq!(json["failures"][0]["summarizer"], "test/tiny");
+    }
+
     #[test]
     fn a_window_too_small_for_the_prompt_itself_is_refused_before_sending() {
         let b: &PromptBuilder = &builder;
         let j = job(vec![user(&"word ".repeat(1_000))], b);
-        let err = plan_chunks(&j, 10, &Chars4).unwrap_err();
+        let err = plan_chunks(&j, 10, 100, &Chars4).unwrap_err();
         assert!(err.is_overflow());
     }
 
@@ -646,7 +991,7 @@ mod tests {
             b,
         );
         j.tail_only = true;
-        let chunks = plan_chunks(&j, 400, &Chars4).unwrap();
+        let chunks = plan_chunks(&j, 400, 100, &Chars4).unwrap();
         assert_eq!(chunks.len(), 1);
         let text = serialize_conversation(&chunks[0]);
         assert!(text.contains("m39 "));

@@ -35,6 +35,7 @@ pub use env::{
 pub use error::EngineError;
 pub use events::{
     CompactReason, EngineEvent, EventSink, NoopObserver, OperationError, OperationObserver, Phase,
+    SummaryState, SummaryStatus,
 };
 pub use hooks::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,

@@ -20,7 +20,7 @@ use crate::summarize::prompts::{BRANCH_MAX_TOKENS, HistoryPrompt, branch_summary
 use crate::summarize::{Purpose, SummarizeError};
 
 use super::compact::failed;
-use super::fit::{SummaryJob, summarize_fitted};
+use super::fit::{SummaryJob, SummaryReport, report_json, summarize_fitted};
 use super::retention;
 use super::{BeforeTreeRequest, CompactEnv, EngineError, OperationObserver, Phase, SharedSession};
 
@@ -56,6 +56,9 @@ pub struct NavigateOutcome {
     pub old_leaf_id: Option<String>,
     /// Whether the summary came from a hook (`None` without a summary).
     pub from_extension: Option<bool>,
+    /// Which summarizer wrote the branch summary and why earlier rungs gave up (`None`
+    /// without a summary written by compactd); also in the entry's `details.summarizers`.
+    pub report: Option<SummaryReport>,
     /// For a preview: the summary the navigation would attach (`None` when it would attach
     /// none).
     pub preview_summary: Option<BranchSummaryPreview>,
@@ -91,6 +94,7 @@ struct BranchSummary {
     details: Option<Value>,
     from_extension: bool,
     summarizer: String,
+    report: Option<SummaryReport>,
 }
 
 /// Moves the session's leaf to `target_id`, summarising the branch left when asked.
@@ -164,6 +168,7 @@ pub async fn navigate_tree(
             details,
             from_extension: true,
             summarizer: "hook".into(),
+            report: None,
         }),
         None if opts.summarize && !collection.entries.is_empty() => {
             observer.phase(Phase::Summarizing, "Summarizing the branch", None);
@@ -198,6 +203,7 @@ pub async fn navigate_tree(
     if cancel.is_cancelled() {
         return Ok(NavigateOutcome::cancelled(old_leaf, true));
     }
+    let report = summary.as_ref().and_then(|s| s.report.clone());
     let (summary_entry, from_extension) = match summary {
         Some(summary) => {
             let entry = s
@@ -223,6 +229,7 @@ pub async fn navigate_tree(
         leaf_id: s.leaf_id().map(str::to_owned),
         old_leaf_id: old_leaf,
         from_extension,
+        report,
         preview_summary: None,
     })
 }
@@ -239,6 +246,7 @@ fn preview(
         leaf_id: new_leaf,
         old_leaf_id: old_leaf,
         from_extension: summary.as_ref().map(|s| s.from_extension),
+        report: summary.as_ref().and_then(|s| s.report.clone()),
         preview_summary: summary.map(|s| BranchSummaryPreview {
             summary: s.text,
             details: s.details,
@@ -315,25 +323,32 @@ async fn summarize_branch(
         modified_files: modified_files.clone(),
         tail_only: false,
     };
-    let on_delta = |text: &str| observer.delta(Purpose::Branch, text);
-    let output = summarize_fitted(
+    let fitted = summarize_fitted(
         &job,
-        &env.summarizers,
+        &env.summarizers.for_operation(),
         env.counter.as_ref(),
         cancel,
-        &on_delta,
+        observer,
     )
     .await?;
+    let output = fitted.output;
 
     let file_block = format_file_operations(&read_files, &modified_files);
     let facts = retention::extract_facts(&prepared.messages, &modified_files);
     let (guarded, added) = retention::apply_guard(output.text.trim(), &file_block, &facts);
     let mut details = file_lists_details(&read_files, &modified_files);
     retention::record_in_details(&mut details, &added);
+    if let Value::Object(map) = &mut details {
+        map.insert(
+            "summarizers".to_owned(),
+            Value::Array(vec![report_json(Purpose::Branch, &fitted.report)]),
+        );
+    }
     Ok(Some(BranchSummary {
         text: branch_summary_text(&prompts.branch_preamble, &guarded, &file_block),
         details: Some(details),
         from_extension: false,
         summarizer: output.model,
+        report: Some(fitted.report),
     }))
 }

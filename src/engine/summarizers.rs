@@ -6,15 +6,24 @@
 //! `auto` keeps only summarizers of that kind. The extractive summarizer is always the last
 //! rung, so a compaction never fails for want of a model. Manual compactions and branch
 //! summaries use the same candidates and retries as automatic ones (spec §13 #9).
+//!
+//! A configured model that cannot run (no API key, a provider that does not list it) is
+//! skipped with a log line. A summarizer asked for explicitly for one request
+//! ([`SummarizerChoice`]: the CLI's `--summarizer` / `--model`, a request parameter) that
+//! cannot run at all is an error instead: the user named it, so falling back silently would
+//! hide the mistake.
+//!
+//! Each model summarizer gets its provider's timeouts, output limit and request queue (1 slot
+//! for a server on this machine by default, see [`crate::summarize::queue`]).
 
 use std::sync::Arc;
 
-use crate::settings::{ProviderKind, Settings, SummarizerKind};
+use crate::settings::{ProviderKind, SecretString, Settings, SummarizerKind};
 use crate::summarize::anthropic::{AnthropicConfig, AnthropicSummarizer};
 use crate::summarize::extractive::ExtractiveSummarizer;
 use crate::summarize::openai::{OpenAiConfig, OpenAiSummarizer};
 use crate::summarize::remote::{RemoteConfig, RemoteSummarizer};
-use crate::summarize::{HttpOptions, RetryPolicy, Summarizer};
+use crate::summarize::{Breaker, HttpOptions, RequestQueue, RetryPolicy, Summarizer};
 
 use super::EngineError;
 
@@ -28,6 +37,9 @@ pub struct SummarizerSet {
     /// The extractive summarizer, tried when every candidate failed.
     pub fallback: Option<Arc<dyn Summarizer>>,
     pub retry: RetryPolicy,
+    /// The breaker and retry budget of the operation using this set; see
+    /// [`SummarizerSet::for_operation`].
+    pub breaker: Arc<Breaker>,
 }
 
 impl std::fmt::Debug for SummarizerSet {
@@ -46,6 +58,16 @@ impl SummarizerSet {
             candidates: Vec::new(),
             fallback: Some(Arc::new(ExtractiveSummarizer::new())),
             retry: RetryPolicy::default(),
+            breaker: Arc::default(),
+        }
+    }
+
+    /// The same summarizers with a fresh breaker and retry budget: one per compaction or
+    /// branch summary, shared by all its requests.
+    pub fn for_operation(&self) -> Self {
+        SummarizerSet {
+            breaker: Arc::new(Breaker::new(self.retry.max_retries)),
+            ..self.clone()
         }
     }
 
@@ -58,14 +80,21 @@ impl SummarizerSet {
     pub fn all(&self) -> impl Iterator<Item = &Arc<dyn Summarizer>> {
         self.candidates.iter().chain(self.fallback.as_ref())
     }
+}
 
-    /// The smallest input window among the summarizers that will be tried: the request must
-    /// fit the one with the least room.
-    pub fn min_context_window(&self) -> u64 {
-        self.all()
-            .map(|s| s.context_window())
-            .min()
-            .unwrap_or(u64::MAX)
+/// A summarizer asked for by one request; see the module doc.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SummarizerChoice {
+    /// `--summarizer` / the `summarizer` parameter.
+    pub kind: Option<SummarizerKind>,
+    /// `--model` / the `model` parameter: `provider/id`, or a bare id.
+    pub model: Option<String>,
+}
+
+impl SummarizerChoice {
+    /// Whether the request asks for nothing in particular.
+    pub fn is_empty(&self) -> bool {
+        self.kind.is_none() && self.model.is_none()
     }
 }
 
@@ -76,6 +105,84 @@ pub fn summarizers_from_settings(
     client: Option<Arc<dyn Summarizer>>,
 ) -> Result<SummarizerSet, EngineError> {
     summarizers_with_env(settings, client, &|name| std::env::var(name).ok())
+}
+
+/// The candidates for a request that asked for `choice`: the settings with the choice applied,
+/// and an `invalidParams` error naming the reason when the chosen summarizer cannot run.
+pub fn summarizers_for_choice(
+    settings: &Settings,
+    client: Option<Arc<dyn Summarizer>>,
+    choice: &SummarizerChoice,
+) -> Result<SummarizerSet, EngineError> {
+    summarizers_for_choice_with_env(settings, client, choice, &|name| std::env::var(name).ok())
+}
+
+/// [`summarizers_for_choice`] with an explicit environment lookup (tests).
+pub fn summarizers_for_choice_with_env(
+    settings: &Settings,
+    client: Option<Arc<dyn Summarizer>>,
+    choice: &SummarizerChoice,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<SummarizerSet, EngineError> {
+    let mut settings = settings.clone();
+    if let Some(kind) = choice.kind {
+        settings.summarizer.kind = kind;
+    }
+    if let Some(model) = &choice.model {
+        let only = provider_kind_of(settings.summarizer.kind);
+        match model_summarizer(&settings, model, only, env)? {
+            Built::Ready(_) => {}
+            Built::Skipped(reason) => {
+                return Err(EngineError::InvalidParams(format!(
+                    "the summarizer model {model} cannot be used: {reason}"
+                )));
+            }
+        }
+        settings.summarizer.model = Some(model.clone());
+    }
+    let has_client = client.is_some();
+    let set = summarizers_with_env(&settings, client, env)?;
+    let kind = settings.summarizer.kind;
+    let wanted_kind = matches!(
+        kind,
+        SummarizerKind::Openai | SummarizerKind::Anthropic | SummarizerKind::Client
+    );
+    if choice.kind.is_some() && wanted_kind && set.candidates.is_empty() {
+        let why = match kind {
+            SummarizerKind::Client if !has_client => {
+                "the client did not offer summarizer/summarize in initialize".to_owned()
+            }
+            _ => format!(
+                "no {} model is configured that can run (set summarizer.model or pass a model, \
+                 and the provider's API key)",
+                kind_name(kind)
+            ),
+        };
+        return Err(EngineError::InvalidParams(format!(
+            "the summarizer {} cannot be used: {why}",
+            kind_name(kind)
+        )));
+    }
+    Ok(set)
+}
+
+fn kind_name(kind: SummarizerKind) -> &'static str {
+    match kind {
+        SummarizerKind::Auto => "auto",
+        SummarizerKind::Extractive => "extractive",
+        SummarizerKind::Openai => "openai",
+        SummarizerKind::Anthropic => "anthropic",
+        SummarizerKind::Remote => "remote",
+        SummarizerKind::Client => "client",
+    }
+}
+
+fn provider_kind_of(kind: SummarizerKind) -> Option<ProviderKind> {
+    match kind {
+        SummarizerKind::Openai => Some(ProviderKind::Openai),
+        SummarizerKind::Anthropic => Some(ProviderKind::Anthropic),
+        _ => None,
+    }
 }
 
 /// [`summarizers_from_settings`] with an explicit environment lookup (tests).
@@ -111,26 +218,21 @@ pub fn summarizers_with_env(
         }
     }
 
-    let provider_kind = match kind {
-        SummarizerKind::Openai => Some(ProviderKind::Openai),
-        SummarizerKind::Anthropic => Some(ProviderKind::Anthropic),
-        SummarizerKind::Auto => None,
-        SummarizerKind::Extractive | SummarizerKind::Remote | SummarizerKind::Client => None,
-    };
     let models_wanted = matches!(
         kind,
         SummarizerKind::Auto | SummarizerKind::Openai | SummarizerKind::Anthropic
     );
     if models_wanted {
         for model in model_strings(settings) {
-            match model_summarizer(settings, &model, provider_kind, env) {
-                Ok(Some(s)) => {
+            match model_summarizer(settings, &model, provider_kind_of(kind), env)? {
+                Built::Ready(s) => {
                     if !candidates.iter().any(|c| c.id() == s.id()) {
                         candidates.push(s);
                     }
                 }
-                Ok(None) => {}
-                Err(e) => return Err(e),
+                Built::Skipped(reason) => {
+                    tracing::info!(model, "summarizer model skipped: {reason}");
+                }
             }
         }
     }
@@ -139,6 +241,7 @@ pub fn summarizers_with_env(
         candidates,
         fallback: Some(Arc::new(ExtractiveSummarizer::new())),
         retry: RetryPolicy::from(&settings.retry),
+        breaker: Arc::new(Breaker::new(settings.retry.max_retries)),
     })
 }
 
@@ -171,43 +274,60 @@ fn resolve_model<'s>(settings: &'s Settings, model: &str) -> Option<(&'s str, St
     })
 }
 
-/// The summarizer for one configured model; `None` when it is skipped (unknown provider,
-/// another kind than asked for, or no API key).
+/// A model summarizer, or why it cannot run.
+enum Built {
+    Ready(Arc<dyn Summarizer>),
+    Skipped(String),
+}
+
+/// The summarizer for one configured model, or why it is skipped (unknown provider, another
+/// kind than asked for, no API key).
 fn model_summarizer(
     settings: &Settings,
     model: &str,
     only: Option<ProviderKind>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<Arc<dyn Summarizer>>, EngineError> {
+) -> Result<Built, EngineError> {
     let Some((provider_name, id)) = resolve_model(settings, model) else {
-        tracing::warn!(model, "summarizer model skipped: no provider lists it");
-        return Ok(None);
+        return Ok(Built::Skipped(
+            "no provider lists it (use provider/id with a provider under providers)".into(),
+        ));
     };
     let provider = &settings.providers[provider_name];
-    if only.is_some_and(|k| k != provider.kind) {
-        return Ok(None);
+    if let Some(only) = only.filter(|k| *k != provider.kind) {
+        return Ok(Built::Skipped(format!(
+            "its provider {provider_name} is of kind {}, not {}",
+            provider.kind.name(),
+            only.name()
+        )));
     }
     let api_key = provider.api_key.clone().or_else(|| {
         env(provider.api_key_env())
             .filter(|k| !k.is_empty())
-            .map(crate::settings::SecretString::new)
+            .map(SecretString::new)
     });
-    let base_url = provider.base_url().to_owned();
     // Local servers (Ollama, llama.cpp) need no key; remote ones do, so skip them without.
-    if api_key.is_none() && !is_loopback_url(&base_url) {
-        tracing::info!(
-            model,
-            env = provider.api_key_env(),
-            "summarizer model skipped: no API key"
-        );
-        return Ok(None);
+    if api_key.is_none() && !provider.is_local() {
+        return Ok(Built::Skipped(format!(
+            "no API key (set {} or providers.{provider_name}.apiKeyEnv)",
+            provider.api_key_env()
+        )));
     }
     let full = format!("{provider_name}/{id}");
     let context_window = settings.context_window_for(&full);
+    let max_output_tokens = settings
+        .model_settings(&full)
+        .and_then(|m| m.max_output_tokens)
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    let base_url = provider.base_url().to_owned();
     let http = HttpOptions {
         allow_insecure_http: settings.compaction.allow_insecure_http,
+        first_token_timeout: provider.first_token_timeout(),
+        idle_timeout: provider.idle_timeout(),
         ..HttpOptions::default()
     };
+    let slots = usize::try_from(provider.parallel_requests()).unwrap_or(usize::MAX);
+    let queue = Some(RequestQueue::shared(&base_url, slots));
     let invalid = |e: crate::summarize::SummarizeError| {
         EngineError::Settings(format!("providers.{provider_name}: {e}"))
     };
@@ -219,8 +339,11 @@ fn model_summarizer(
                 base_url,
                 api_key,
                 context_window,
+                max_output_tokens,
                 max_tokens_field: None,
                 http,
+                queue,
+                discover_limits: provider.discovers_limits(),
             })
             .map_err(invalid)?,
         ),
@@ -231,25 +354,15 @@ fn model_summarizer(
                 base_url,
                 api_key,
                 context_window,
+                max_output_tokens,
                 thinking: false,
                 http,
+                queue,
             })
             .map_err(invalid)?,
         ),
     };
-    Ok(Some(summarizer))
-}
-
-fn is_loopback_url(url: &str) -> bool {
-    let Ok(parsed) = reqwest::Url::parse(url) else {
-        return false;
-    };
-    let host = parsed.host_str().unwrap_or("");
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    Ok(Built::Ready(summarizer))
 }
 
 #[cfg(test)]
@@ -335,6 +448,6 @@ mod tests {
         settings.summarizer.model = Some("tiny".into());
         let set = summarizers_with_env(&settings, None, &no_env).unwrap();
         assert_eq!(set.ids(), ["local/tiny", "extractive"]);
-        assert_eq!(set.min_context_window(), 4096);
+        assert_eq!(set.candidates[0].context_window(), 4096);
     }
 }

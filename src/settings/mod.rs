@@ -24,7 +24,7 @@ pub use error::{SettingsError, SettingsOrigin, SettingsSource, SettingsWarning};
 pub use model::{
     BranchSummarySettings, CompactionSettings, DEFAULT_CONTEXT_WINDOW, HookSettings, LogSettings,
     ModelSettings, ProviderKind, ProviderSettings, REDACTED, RetrySettings, SecretString, Settings,
-    StorageSettings, StorageSync, SummarizerKind, SummarizerSettings, Tokenizer,
+    StorageSettings, StorageSync, SummarizerKind, SummarizerSettings, Tokenizer, is_loopback_url,
 };
 pub use paths::{
     CONFIG_DIR_ENV, SETTINGS_FILE_NAME, config_dir, project_settings_file, user_settings_file,

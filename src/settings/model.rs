@@ -284,9 +284,72 @@ pub struct ProviderSettings {
     pub api_key: Option<SecretString>,
     /// Models of this provider by id, with their limits.
     pub models: BTreeMap<String, ModelSettings>,
+    /// How long to wait, from sending a request, for the model's first token, in
+    /// milliseconds. Unset: 600000 (10 minutes) for a server on this machine, where a CPU
+    /// model may read a long prompt for minutes, 120000 otherwise.
+    #[schemars(range(min = 1))]
+    pub first_token_timeout_ms: Option<u64>,
+    /// Longest silence allowed between two parts of a streamed answer once it has started, in
+    /// milliseconds. Unset: 120000.
+    #[schemars(range(min = 1))]
+    pub idle_timeout_ms: Option<u64>,
+    /// Requests compactd sends to this server at once; more wait in compactd's queue. Unset: 1
+    /// for a server on this machine (llama.cpp and Ollama often serve one request at a time,
+    /// and a second one would wait there silently with its timeout running), 8 otherwise.
+    #[schemars(range(min = 1))]
+    pub max_parallel_requests: Option<u32>,
+    /// Before the first request of a compaction, read the context window and output limit the
+    /// server reports (`/models`, llama.cpp's `/props`, Ollama's `/api/show`) and use them when
+    /// they are smaller than configured. Unset: on for a server on this machine. OpenAI-kind
+    /// providers only.
+    pub discover_limits: Option<bool>,
 }
 
+/// Requests at once to a hosted API, unless `maxParallelRequests` says otherwise.
+pub const REMOTE_PARALLEL_REQUESTS: u32 = 8;
+/// Idle timeout between two parts of an answer, unless `idleTimeoutMs` says otherwise.
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 120_000;
+/// First-token timeout of a server on this machine, unless `firstTokenTimeoutMs` says otherwise.
+pub const LOOPBACK_FIRST_TOKEN_TIMEOUT_MS: u64 = 600_000;
+/// First-token timeout of a hosted API, unless `firstTokenTimeoutMs` says otherwise.
+pub const REMOTE_FIRST_TOKEN_TIMEOUT_MS: u64 = 120_000;
+
 impl ProviderSettings {
+    /// Whether the base URL names this machine (`localhost`, `127.0.0.0/8`, `::1`).
+    pub fn is_local(&self) -> bool {
+        is_loopback_url(self.base_url())
+    }
+
+    /// The first-token timeout in effect.
+    pub fn first_token_timeout(&self) -> Duration {
+        Duration::from_millis(self.first_token_timeout_ms.unwrap_or(if self.is_local() {
+            LOOPBACK_FIRST_TOKEN_TIMEOUT_MS
+        } else {
+            REMOTE_FIRST_TOKEN_TIMEOUT_MS
+        }))
+    }
+
+    /// The idle timeout in effect.
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS))
+    }
+
+    /// Requests at once in effect.
+    pub fn parallel_requests(&self) -> u32 {
+        self.max_parallel_requests
+            .unwrap_or(if self.is_local() {
+                1
+            } else {
+                REMOTE_PARALLEL_REQUESTS
+            })
+            .max(1)
+    }
+
+    /// Whether limits are read from the server.
+    pub fn discovers_limits(&self) -> bool {
+        self.discover_limits.unwrap_or_else(|| self.is_local())
+    }
+
     /// The base URL to call: `baseUrl`, or the official URL of the provider's kind.
     pub fn base_url(&self) -> &str {
         self.base_url
@@ -321,6 +384,23 @@ impl Default for ModelSettings {
             max_output_tokens: None,
         }
     }
+}
+
+/// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`, `::1`).
+pub fn is_loopback_url(url: &str) -> bool {
+    let Some(rest) = url.split_once("://").map(|(_, rest)| rest) else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or("");
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host_port.split(':').next().unwrap_or(""),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// A secret string, such as an API key. `Debug` and `Serialize` print `***`; only
@@ -471,6 +551,7 @@ fn builtin_providers() -> BTreeMap<String, ProviderSettings> {
             .iter()
             .map(|(id, limits)| ((*id).to_owned(), limits.clone()))
             .collect(),
+        ..ProviderSettings::default()
     };
     BTreeMap::from([
         (

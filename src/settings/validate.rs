@@ -100,6 +100,20 @@ fn validate_providers(settings: &Settings) -> Result<(), Violation> {
         if let Some(env) = &provider.api_key_env {
             check_env_name(env).map_err(|m| violation(&["providers", name, "apiKeyEnv"], m))?;
         }
+        let zero = [
+            (
+                "firstTokenTimeoutMs",
+                provider.first_token_timeout_ms == Some(0),
+            ),
+            ("idleTimeoutMs", provider.idle_timeout_ms == Some(0)),
+            (
+                "maxParallelRequests",
+                provider.max_parallel_requests == Some(0),
+            ),
+        ];
+        if let Some((key, _)) = zero.iter().find(|(_, zero)| *zero) {
+            return Err(violation(&["providers", name, key], "must be at least 1"));
+        }
         for (id, model) in &provider.models {
             if model.context_window == 0 {
                 return Err(violation(

@@ -4,15 +4,18 @@
 //! as thinking-capable, and the output budget leaves room for both a thinking budget and the
 //! answer (the reference sends a 16k thinking budget with a 512-token limit, spec §4.10).
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::http::{self, HttpOptions};
+use super::http::{self, Clock, HttpOptions};
+use super::openai::default_output_limit;
 use super::{
-    DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, cancellable,
-    is_overflow_message,
+    DeltaSink, RequestQueue, SummarizeError, Summarizer, SummaryOutput, SummaryRequest,
+    cancellable, is_overflow_message,
 };
 use crate::session::Usage;
 use crate::settings::SecretString;
@@ -32,9 +35,13 @@ pub struct AnthropicConfig {
     pub base_url: String,
     pub api_key: Option<SecretString>,
     pub context_window: u64,
+    /// The model's `maxOutputTokens`; `None`: a quarter of the window.
+    pub max_output_tokens: Option<u32>,
     /// The model supports extended thinking; without it, thinking is never requested.
     pub thinking: bool,
     pub http: HttpOptions,
+    /// Requests to this server wait here for a free slot; `None`: no limit.
+    pub queue: Option<Arc<RequestQueue>>,
 }
 
 /// Summarises with the Messages API, streaming.
@@ -92,18 +99,28 @@ impl AnthropicSummarizer {
         if let Some(key) = &self.config.api_key {
             request = request.header("x-api-key", key.expose());
         }
-        let response = request.send().await.map_err(http::transport_error)?;
+        let mut clock = Clock::start(&self.config.http);
+        let response = clock
+            .within(request.send())
+            .await?
+            .map_err(http::transport_error)?;
         if !response.status().is_success() {
-            return Err(http::error_from_response(response, self.config.api_key.as_ref()).await);
+            let key = self.config.api_key.as_ref();
+            return Err(clock
+                .within(http::error_from_response(response, key))
+                .await?);
         }
         let mut events = Box::pin(http::sse_events(response, req.max_tokens));
         let mut stream = StreamState::default();
-        while let Some(event) = events.next().await {
+        while let Some(event) = clock.within(events.next()).await? {
             let event = event?;
             if event.data.trim().is_empty() {
                 continue;
             }
             stream.apply(&event.event, &event.data, on_delta)?;
+            if stream.started {
+                clock.token();
+            }
             http::check_text_len(stream.text.len(), req.max_tokens)?;
             if stream.stopped {
                 break;
@@ -119,6 +136,8 @@ struct StreamState {
     usage: Usage,
     stop_reason: Option<String>,
     stopped: bool,
+    /// A content block (text or thinking) has started.
+    started: bool,
 }
 
 impl StreamState {
@@ -145,7 +164,9 @@ impl StreamState {
                 self.usage.cache_write = n(&usage["cache_creation_input_tokens"]).unwrap_or(0);
                 self.usage.output = n(&usage["output_tokens"]).unwrap_or(0);
             }
+            "content_block_start" => self.started = true,
             "content_block_delta" => {
+                self.started = true;
                 let delta = &payload["delta"];
                 if delta["type"] == "text_delta"
                     && let Some(text) = delta["text"].as_str()
@@ -175,7 +196,7 @@ impl StreamState {
             return Err(http::incomplete_stream());
         }
         match self.stop_reason.as_deref() {
-            Some("max_tokens") => return Err(SummarizeError::Truncated),
+            Some("max_tokens") => return Err(SummarizeError::Truncated { text: self.text }),
             Some("refusal") => {
                 return Err(SummarizeError::Other(
                     "Summarization failed: the model refused to summarise".to_owned(),
@@ -219,6 +240,18 @@ impl Summarizer for AnthropicSummarizer {
         self.config.context_window
     }
 
+    fn max_output_tokens(&self) -> Option<u32> {
+        Some(
+            self.config
+                .max_output_tokens
+                .unwrap_or_else(|| default_output_limit(self.config.context_window)),
+        )
+    }
+
+    fn queue(&self) -> Option<Arc<RequestQueue>> {
+        self.config.queue.clone()
+    }
+
     fn summarize<'a>(
         &'a self,
         req: &'a SummaryRequest,
@@ -240,8 +273,10 @@ mod tests {
             base_url: "https://api.anthropic.com".into(),
             api_key: None,
             context_window: 200_000,
+            max_output_tokens: None,
             thinking,
             http: HttpOptions::default(),
+            queue: None,
         })
         .unwrap()
     }

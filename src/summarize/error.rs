@@ -40,9 +40,18 @@ pub enum SummarizeError {
     /// The summarizer answered with no text.
     #[error("Summarization failed: the summarizer returned an empty summary")]
     Empty,
-    /// The output hit the token limit and is incomplete (spec §13 #9).
+    /// The output hit the token limit and is incomplete (spec §13 #9). `text` is what came
+    /// before the cut: its complete sections may still be kept (see [`super::check`]).
     #[error("Summarization failed: the summary was cut off at the output token limit")]
-    Truncated,
+    Truncated { text: String },
+    /// The answer came back but failed the answer checks (an echo of the prompt, degenerate
+    /// repetition, a cut answer with no complete section); `reason` says which.
+    #[error("Summarization failed: the answer was rejected: {reason}")]
+    Rejected { reason: String },
+    /// The summarizer was not asked: it failed earlier in this operation in a way that opened
+    /// its breaker (see [`super::breaker`]).
+    #[error("not asked again in this operation: {0}")]
+    Skipped(String),
     /// Anything else, e.g. a refused configuration or a provider error event.
     #[error("{0}")]
     Other(String),
@@ -60,6 +69,37 @@ impl SummarizeError {
     /// Whether this is a summarizer context overflow.
     pub fn is_overflow(&self) -> bool {
         matches!(self, SummarizeError::Overflow(_))
+    }
+
+    /// The way the call failed, coarse enough that two failures of one kind mean the same
+    /// thing will happen again (the circuit breaker counts these): `http 503`, `timeout`,
+    /// `network`, `overflow`, `rejected`, ...
+    pub fn failure_kind(&self) -> String {
+        match self {
+            SummarizeError::Cancelled => "cancelled".into(),
+            SummarizeError::Http { status, .. } => format!("http {status}"),
+            SummarizeError::Overflow(_) => "overflow".into(),
+            SummarizeError::Timeout(_) => "timeout".into(),
+            SummarizeError::Network(_) => "network".into(),
+            SummarizeError::Protocol(_) => "protocol".into(),
+            SummarizeError::Empty => "empty".into(),
+            SummarizeError::Truncated { .. } => "cut at the output limit".into(),
+            SummarizeError::Rejected { .. } => "rejected".into(),
+            SummarizeError::Skipped(_) => "skipped".into(),
+            SummarizeError::Other(_) => "other".into(),
+        }
+    }
+
+    /// Whether asking the same summarizer again cannot help: a refused key, a model the server
+    /// does not have. The breaker stops asking at once.
+    pub fn is_permanent(&self) -> bool {
+        matches!(
+            self,
+            SummarizeError::Http {
+                status: 401 | 403 | 404,
+                ..
+            }
+        )
     }
 
     /// Turns an HTTP, protocol or other error whose message `is_overflow` recognises (normally
@@ -80,6 +120,57 @@ impl SummarizeError {
             self
         }
     }
+}
+
+/// What a refused-as-too-long message says of the sizes, when it does: the prompt's tokens and
+/// the window, as the server counts them. Read from llama.cpp's `n_prompt_tokens` / `n_ctx`,
+/// OpenAI's "maximum context length is N tokens ... resulted in M tokens", and messages of the
+/// form "M tokens > N" or "M tokens ... maximum N".
+pub fn overflow_figures(message: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| -> Option<u64> {
+        let at = message.find(name)? + name.len();
+        let digits: String = message[at..]
+            .trim_start_matches(['"', ':', ' ', '='])
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    };
+    if let (Some(prompt), Some(window)) = (field("n_prompt_tokens"), field("n_ctx")) {
+        return Some((prompt, window));
+    }
+    // Otherwise the numbers followed by "tokens": the window is the smaller of the first two.
+    let lower = message.to_ascii_lowercase();
+    let numbers: Vec<u64> = lower
+        .match_indices("token")
+        .filter_map(|(at, _)| {
+            let before = lower[..at].trim_end();
+            let digits: String = before
+                .chars()
+                .rev()
+                .take_while(|c| c.is_ascii_digit() || *c == ',')
+                .filter(char::is_ascii_digit)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            digits.parse().ok()
+        })
+        .collect();
+    let pair = |numbers: &[u64]| match numbers {
+        [a, b, ..] if a != b => Some(((*a).max(*b), (*a).min(*b))),
+        _ => None,
+    };
+    pair(&numbers).or_else(|| {
+        // "210000 tokens > 200000 maximum": every number of four digits or more, in order.
+        let all: Vec<u64> = lower
+            .replace(',', "")
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|d| d.parse().ok())
+            .filter(|n| *n >= 1_000)
+            .collect();
+        pair(&all)
+    })
 }
 
 /// The first `max` characters of `text`, on a character boundary, with `…` when cut.
@@ -103,6 +194,20 @@ mod tests {
             SummarizeError::Empty.reclassify_overflow(|_| true),
             SummarizeError::Empty
         );
+    }
+
+    #[test]
+    fn overflow_figures_of_common_servers() {
+        let llama = r#"HTTP 400 Bad Request: {"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5210,"n_ctx":4096}}"#;
+        assert_eq!(overflow_figures(llama), Some((5_210, 4_096)));
+        let openai = "This model's maximum context length is 8192 tokens. However, your messages \
+                      resulted in 9,041 tokens. Please reduce the length of the messages.";
+        assert_eq!(overflow_figures(openai), Some((9_041, 8_192)));
+        assert_eq!(
+            overflow_figures("prompt is too long: 210000 tokens > 200000 maximum"),
+            Some((210_000, 200_000))
+        );
+        assert_eq!(overflow_figures("context_length_exceeded"), None);
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! HTTP plumbing shared by the model-backed summarizers: URL policy, client construction with
-//! connect and idle-read timeouts (never a total timeout on a stream), turning error responses
-//! into [`SummarizeError`]s, and reading server-sent events.
+//! a connect timeout, the first-token and idle timeouts of a streamed answer ([`Clock`]; never
+//! a total timeout on a stream), turning error responses into [`SummarizeError`]s, and reading
+//! server-sent events.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
@@ -22,13 +23,20 @@ const BODY_EXCERPT_CHARS: usize = 500;
 /// How much of an error body is read at most.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
+/// The first-token timeout of a hosted API (a server on this machine gets a longer one from
+/// its provider settings: a CPU model can read a prompt for minutes).
+pub const REMOTE_FIRST_TOKEN_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Network options of a summarizer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpOptions {
     /// Time allowed to open the connection.
     pub connect_timeout: Duration,
-    /// Longest silence allowed while waiting for or reading a response (no total limit, so a
-    /// long stream that keeps producing is never cut).
+    /// Longest wait, from sending the request, for the first token of the answer (the server
+    /// reads the whole prompt first).
+    pub first_token_timeout: Duration,
+    /// Longest silence allowed between two parts of the answer once it has started (no total
+    /// limit, so a long stream that keeps producing is never cut).
     pub idle_timeout: Duration,
     /// Accept `http://` for hosts other than loopback.
     pub allow_insecure_http: bool,
@@ -38,9 +46,65 @@ impl Default for HttpOptions {
     fn default() -> Self {
         HttpOptions {
             connect_timeout: Duration::from_secs(10),
+            first_token_timeout: REMOTE_FIRST_TOKEN_TIMEOUT,
             idle_timeout: Duration::from_secs(120),
             allow_insecure_http: false,
         }
+    }
+}
+
+/// The deadlines of one streamed answer: the first token within
+/// [`HttpOptions::first_token_timeout`] of sending the request, then no silence longer than
+/// [`HttpOptions::idle_timeout`].
+pub(crate) struct Clock {
+    sent: Instant,
+    first_token: Duration,
+    idle: Duration,
+    started: bool,
+}
+
+impl Clock {
+    /// Starts the clock as the request is sent.
+    pub(crate) fn start(options: &HttpOptions) -> Self {
+        Clock {
+            sent: Instant::now(),
+            first_token: options.first_token_timeout,
+            idle: options.idle_timeout,
+            started: false,
+        }
+    }
+
+    /// The answer has started: from now on only the idle timeout applies.
+    pub(crate) fn token(&mut self) {
+        self.started = true;
+    }
+
+    /// Runs `fut` within the current deadline.
+    pub(crate) async fn within<T>(
+        &self,
+        fut: impl Future<Output = T>,
+    ) -> Result<T, SummarizeError> {
+        let (wait, error) = if self.started {
+            let idle = self.idle;
+            (
+                idle,
+                format!(
+                    "the answer stopped: nothing for {} s (idle timeout)",
+                    idle.as_secs_f64()
+                ),
+            )
+        } else {
+            (
+                self.first_token.saturating_sub(self.sent.elapsed()),
+                format!(
+                    "no first token within {} s of sending the request (first-token timeout)",
+                    self.first_token.as_secs_f64()
+                ),
+            )
+        };
+        tokio::time::timeout(wait, fut)
+            .await
+            .map_err(|_| SummarizeError::Timeout(error))
     }
 }
 
@@ -72,11 +136,10 @@ fn is_loopback(url: &Url) -> bool {
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// A client with the connect and idle-read timeouts of `options`.
+/// A client with the connect timeout of `options`; the read deadlines are the [`Clock`]'s.
 pub(crate) fn build_client(options: &HttpOptions) -> Result<reqwest::Client, SummarizeError> {
     reqwest::Client::builder()
         .connect_timeout(options.connect_timeout)
-        .read_timeout(options.idle_timeout)
         .build()
         .map_err(|e| {
             SummarizeError::Other(format!("Cannot build HTTP client: {}", e.without_url()))

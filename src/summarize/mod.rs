@@ -9,32 +9,47 @@
 //!   [`extractive::ExtractiveSummarizer`] (offline and deterministic, the default and the last
 //!   rung).
 //! * [`retry::summarize_with_candidates`]: the candidate loop with retries and back-off of spec
-//!   §4.15.
+//!   §4.15, and [`retry::try_summarizer`], one rung of it: the request fitted to the
+//!   summarizer's output limit, queued to its server's parallelism ([`queue`]), its answer
+//!   checked ([`check`]), its failures counted by the operation's [`breaker::Breaker`].
+//! * [`discover`]: the window, output limit and parallelism a local server reports.
 //!
 //! Every call is cancellable: when the token fires, the in-flight HTTP request is dropped (its
 //! connection closed) and [`SummarizeError::Cancelled`] comes back at once.
 
 pub mod anthropic;
+pub mod breaker;
+pub mod check;
 pub mod client;
+pub mod discover;
 mod error;
 pub mod extractive;
 mod http;
 pub mod openai;
 mod overflow;
 pub mod prompts;
+pub mod queue;
 pub mod remote;
 pub mod retry;
+
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::{AgentMessage, Usage};
 
-pub use error::SummarizeError;
+pub use breaker::Breaker;
+pub use check::Verdict;
+pub use error::{SummarizeError, overflow_figures};
 pub use http::{HttpOptions, check_url};
 pub use overflow::is_overflow_message;
 pub use prompts::Prompts;
-pub use retry::{AttemptEvent, AttemptOutcome, RetryPolicy, summarize_with_candidates};
+pub use queue::RequestQueue;
+pub use retry::{
+    AttemptContext, AttemptEvent, AttemptOutcome, RetryPolicy, Rung, summarize_with_candidates,
+    try_summarizer,
+};
 
 /// Which summary a request asks for; it selects the prompt and the extractive layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -104,6 +119,20 @@ impl SummaryRequest {
             modified_files: Vec::new(),
         }
     }
+
+    /// This request for a summarizer that answers with at most `limit` tokens: the output
+    /// budget lowered to it, and the length the answer may have said in the prompt, so a model
+    /// plans an answer that ends instead of being cut.
+    pub fn for_output_limit(&self, limit: Option<u32>) -> SummaryRequest {
+        let max_tokens = limit
+            .map_or(self.max_tokens, |l| l.min(self.max_tokens))
+            .max(1);
+        let mut req = self.clone();
+        req.max_tokens = max_tokens;
+        req.prompt
+            .push_str(&prompts::length_instruction(self.purpose, max_tokens));
+        req
+    }
 }
 
 /// What a summarizer produced.
@@ -119,6 +148,18 @@ pub struct SummaryOutput {
     pub model: String,
 }
 
+impl SummaryOutput {
+    /// The text of an answer cut at the output limit, from `model`, before its checks.
+    pub fn cut(text: String, model: &str) -> Self {
+        SummaryOutput {
+            text,
+            short_summary: None,
+            usage: None,
+            model: model.to_owned(),
+        }
+    }
+}
+
 /// Streamed text deltas go here as they arrive; a retried attempt starts over (see
 /// [`AttemptOutcome::Started`]).
 pub type DeltaSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
@@ -131,6 +172,26 @@ pub trait Summarizer: Send + Sync {
 
     /// The summarizer's input window in tokens, used to bound its input (deviation 8).
     fn context_window(&self) -> u64;
+
+    /// The most tokens one answer may have (`maxOutputTokens`, or what the server reports);
+    /// `None` when the summarizer has no limit of its own (it then writes what it is asked).
+    fn max_output_tokens(&self) -> Option<u32> {
+        None
+    }
+
+    /// The queue of requests to this summarizer's server, when requests to it are limited to
+    /// its parallelism.
+    fn queue(&self) -> Option<Arc<RequestQueue>> {
+        None
+    }
+
+    /// Reads the window and output limit from the server, where it says them, before the
+    /// first request of an operation; afterwards [`Summarizer::context_window`] and
+    /// [`Summarizer::max_output_tokens`] include what it said. Failures are ignored: the
+    /// configured values stay.
+    fn discover_limits<'a>(&'a self, _cancel: &'a CancellationToken) -> BoxFuture<'a, ()> {
+        Box::pin(std::future::ready(()))
+    }
 
     /// Produces the summary. When `cancel` fires, the work stops, any HTTP request is dropped
     /// and the result is [`SummarizeError::Cancelled`].

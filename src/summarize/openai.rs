@@ -1,15 +1,23 @@
 //! OpenAI-compatible chat completions (OpenAI, OpenRouter, Ollama, llama.cpp, vLLM, ...):
 //! one streamed `POST {baseUrl}/chat/completions` per summary.
+//!
+//! An answer that stops at the output limit (`finish_reason: "length"`, or as many completion
+//! tokens as were allowed whatever the reason says) is returned as
+//! [`SummarizeError::Truncated`] with its text, for the answer checks to keep its complete
+//! sections.
+
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::http::{self, HttpOptions};
+use super::discover::{self, ServedLimits};
+use super::http::{self, Clock, HttpOptions};
 use super::{
-    DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, cancellable,
-    is_overflow_message,
+    DeltaSink, RequestQueue, SummarizeError, Summarizer, SummaryOutput, SummaryRequest,
+    cancellable, is_overflow_message,
 };
 use crate::session::Usage;
 use crate::settings::SecretString;
@@ -35,9 +43,23 @@ pub struct OpenAiConfig {
     /// Sent as a bearer token; `None` for local servers that need none.
     pub api_key: Option<SecretString>,
     pub context_window: u64,
+    /// The model's `maxOutputTokens`; `None`: a quarter of the window (see
+    /// [`default_output_limit`]).
+    pub max_output_tokens: Option<u32>,
     /// `None`: `max_completion_tokens` for api.openai.com, `max_tokens` elsewhere.
     pub max_tokens_field: Option<MaxTokensField>,
     pub http: HttpOptions,
+    /// Requests to this server wait here for a free slot; `None`: no limit.
+    pub queue: Option<Arc<RequestQueue>>,
+    /// Read the window and output limit from the server before the first request
+    /// (see [`discover`]).
+    pub discover_limits: bool,
+}
+
+/// The output limit of a model with no `maxOutputTokens`: a quarter of its window, so the
+/// answer never takes the room its input needs.
+pub fn default_output_limit(context_window: u64) -> u32 {
+    u32::try_from((context_window / 4).max(1)).unwrap_or(u32::MAX)
 }
 
 /// Summarises with a chat completions API, streaming.
@@ -47,6 +69,7 @@ pub struct OpenAiSummarizer {
     url: reqwest::Url,
     max_tokens_field: MaxTokensField,
     client: reqwest::Client,
+    served: tokio::sync::OnceCell<ServedLimits>,
 }
 
 impl OpenAiSummarizer {
@@ -68,7 +91,13 @@ impl OpenAiSummarizer {
             url,
             max_tokens_field,
             client,
+            served: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// What the server said about its limits, once asked.
+    fn served(&self) -> ServedLimits {
+        self.served.get().copied().unwrap_or_default()
     }
 
     fn body(&self, req: &SummaryRequest) -> Value {
@@ -98,13 +127,20 @@ impl OpenAiSummarizer {
         if let Some(key) = &self.config.api_key {
             request = request.bearer_auth(key.expose());
         }
-        let response = request.send().await.map_err(http::transport_error)?;
+        let mut clock = Clock::start(&self.config.http);
+        let response = clock
+            .within(request.send())
+            .await?
+            .map_err(http::transport_error)?;
         if !response.status().is_success() {
-            return Err(http::error_from_response(response, self.config.api_key.as_ref()).await);
+            let key = self.config.api_key.as_ref();
+            return Err(clock
+                .within(http::error_from_response(response, key))
+                .await?);
         }
         let mut events = Box::pin(http::sse_events(response, req.max_tokens));
         let mut stream = StreamState::default();
-        while let Some(event) = events.next().await {
+        while let Some(event) = clock.within(events.next()).await? {
             let data = event?.data;
             let data = data.trim();
             if data == "[DONE]" {
@@ -113,10 +149,13 @@ impl OpenAiSummarizer {
             }
             if !data.is_empty() {
                 stream.apply(data, on_delta)?;
+                if stream.started {
+                    clock.token();
+                }
                 http::check_text_len(stream.text.len(), req.max_tokens)?;
             }
         }
-        stream.finish(self.id())
+        stream.finish(self.id(), req.max_tokens)
     }
 }
 
@@ -127,6 +166,8 @@ struct StreamState {
     finish_reason: Option<String>,
     usage: Option<Usage>,
     done: bool,
+    /// Any token arrived (text or reasoning).
+    started: bool,
 }
 
 impl StreamState {
@@ -141,11 +182,20 @@ impl StreamState {
             self.usage = Some(parse_usage(usage));
         }
         for choice in chunk["choices"].as_array().into_iter().flatten() {
-            if let Some(delta) = choice["delta"]["content"].as_str()
-                && !delta.is_empty()
+            let delta = &choice["delta"];
+            if let Some(text) = delta["content"].as_str()
+                && !text.is_empty()
             {
-                self.text.push_str(delta);
-                on_delta(delta);
+                self.started = true;
+                self.text.push_str(text);
+                on_delta(text);
+            }
+            // Reasoning models think before they answer: that is the answer starting too.
+            if ["reasoning_content", "reasoning"]
+                .iter()
+                .any(|k| delta[*k].as_str().is_some_and(|t| !t.is_empty()))
+            {
+                self.started = true;
             }
             if let Some(reason) = choice["finish_reason"].as_str() {
                 self.finish_reason = Some(reason.to_owned());
@@ -154,12 +204,20 @@ impl StreamState {
         Ok(())
     }
 
-    fn finish(self, model: String) -> Result<SummaryOutput, SummarizeError> {
+    fn finish(self, model: String, max_tokens: u32) -> Result<SummaryOutput, SummarizeError> {
         if !self.done && self.finish_reason.is_none() {
             return Err(http::incomplete_stream());
         }
+        // Some servers say "stop" when they stopped at the limit: the count tells.
+        let at_limit = self
+            .usage
+            .as_ref()
+            .is_some_and(|u| u.output >= u64::from(max_tokens));
         match self.finish_reason.as_deref() {
-            Some("length") => return Err(SummarizeError::Truncated),
+            Some("length") => return Err(SummarizeError::Truncated { text: self.text }),
+            _ if at_limit && !self.text.trim().is_empty() => {
+                return Err(SummarizeError::Truncated { text: self.text });
+            }
             Some("content_filter") => {
                 return Err(SummarizeError::Other(
                     "Summarization failed: the provider's content filter stopped the output"
@@ -214,7 +272,49 @@ impl Summarizer for OpenAiSummarizer {
     }
 
     fn context_window(&self) -> u64 {
-        self.config.context_window
+        let served = self.served().context_window.unwrap_or(u64::MAX);
+        self.config.context_window.min(served)
+    }
+
+    fn max_output_tokens(&self) -> Option<u32> {
+        let configured = self
+            .config
+            .max_output_tokens
+            .unwrap_or_else(|| default_output_limit(self.context_window()));
+        let served = self
+            .served()
+            .max_output_tokens
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(u32::MAX);
+        Some(configured.min(served))
+    }
+
+    fn queue(&self) -> Option<Arc<RequestQueue>> {
+        self.config.queue.clone()
+    }
+
+    fn discover_limits<'a>(&'a self, cancel: &'a CancellationToken) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if !self.config.discover_limits {
+                return;
+            }
+            let probe = self.served.get_or_init(|| async {
+                let limits = discover::openai_compatible(
+                    &self.client,
+                    &self.config.base_url,
+                    &self.config.model,
+                    self.config.api_key.as_ref(),
+                )
+                .await;
+                tracing::debug!(model = %self.id(), ?limits, "limits the server reports");
+                limits
+            });
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {}
+                _ = probe => {}
+            }
+        })
     }
 
     fn summarize<'a>(

@@ -217,6 +217,21 @@ pub fn short_summary_max_tokens(reserve_tokens: u64) -> u32 {
     saturate((reserve_tokens / 5).min(512))
 }
 
+/// The line that tells a model how long its answer may be, put after the instructions of every
+/// request to a model: it is cut at `max_tokens`, so it should plan for about three quarters
+/// of that in words.
+pub fn length_instruction(purpose: super::Purpose, max_tokens: u32) -> String {
+    let words = (u64::from(max_tokens) * 3 / 4).max(1);
+    let what = match purpose {
+        super::Purpose::Short => "these sentences",
+        _ => "the whole summary",
+    };
+    format!(
+        "\n\nLength: keep {what} under about {words} words; the answer is cut off after \
+         {max_tokens} tokens."
+    )
+}
+
 fn saturate(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -446,6 +461,17 @@ mod tests {
         assert_eq!(short_summary_max_tokens(16_384), 512);
         assert_eq!(short_summary_max_tokens(1_000), 200);
         assert_eq!(history_max_tokens(u64::MAX), u32::MAX);
+    }
+
+    #[test]
+    fn the_length_instruction_names_the_limit() {
+        let line = length_instruction(super::super::Purpose::History, 400);
+        assert_eq!(
+            line,
+            "\n\nLength: keep the whole summary under about 300 words; the answer is cut off \
+             after 400 tokens."
+        );
+        assert!(length_instruction(super::super::Purpose::Short, 1).contains("about 1 words"));
     }
 
     #[test]

@@ -1,13 +1,17 @@
 //! The candidate loop of spec §4.15: try each summarizer in order, retry transient failures
 //! with exponential back-off (raised to what the server asks for), move on when a wait would be
-//! long or the error is not worth retrying, and end at once on cancellation.
+//! long, the error is not worth retrying or the operation's breaker opened, and end at once on
+//! cancellation.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, cancellable};
+use super::{
+    Breaker, DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, Verdict,
+    cancellable,
+};
 use crate::session::ids::days_from_civil;
 use crate::settings::RetrySettings;
 
@@ -73,7 +77,12 @@ pub struct AttemptEvent {
 /// What happened in an [`AttemptEvent`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptOutcome {
-    /// The attempt begins; text streamed by an earlier attempt is void.
+    /// The server's slots are busy: the request waits in compactd's queue (`ahead` requests
+    /// were already waiting) before it is sent.
+    Queued {
+        ahead: usize,
+    },
+    /// The attempt begins (the request is sent); text streamed by an earlier attempt is void.
     Started,
     /// The attempt failed and will be retried on this candidate after `sleep`.
     Retrying {
@@ -85,17 +94,54 @@ pub enum AttemptOutcome {
         /// The time actually slept (`delay` capped by [`RetryPolicy::max_sleep`]).
         sleep: Duration,
     },
-    /// The candidate is given up; the next one (if any) is tried.
+    /// The candidate is given up for this request; the next one (if any) is tried.
     Failed {
         error: String,
         /// The summarizer's context overflowed: the caller may shrink the input and try again.
         overflow: bool,
+        /// Set when this failure opened the breaker: the candidate is not asked again in this
+        /// operation, for this reason.
+        breaker_opened: Option<String>,
+    },
+    /// The candidate is not asked: its breaker opened earlier in this operation.
+    Skipped {
+        reason: String,
     },
     Succeeded,
 }
 
+/// One rung of the candidate ladder.
+#[derive(Clone, Copy)]
+pub struct Rung<'a> {
+    pub summarizer: &'a dyn Summarizer,
+    /// Another rung follows (a long wait then moves on instead of sleeping).
+    pub has_next: bool,
+    /// The answer is model-written: fit the request to the summarizer's output limit, say the
+    /// length in the prompt, and check the answer before keeping it. The extractive rung, built
+    /// from the conversation itself, is not checked.
+    pub checked: bool,
+}
+
+/// What every attempt of one request shares.
+pub struct AttemptContext<'a> {
+    pub policy: &'a RetryPolicy,
+    /// The operation's breaker, retry budget and learned token ratios.
+    pub breaker: &'a Breaker,
+    pub cancel: &'a CancellationToken,
+    pub on_delta: DeltaSink<'a>,
+    pub on_attempt: &'a (dyn Fn(AttemptEvent) + Send + Sync),
+}
+
+/// A kept answer and what its checks found (`None` for an unchecked rung).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kept {
+    pub output: SummaryOutput,
+    pub verdict: Option<Verdict>,
+}
+
 /// Summarises `req` with the first candidate that succeeds, then `fallback` (typically the
-/// extractive summarizer) if every candidate failed.
+/// extractive summarizer) if every candidate failed. The candidates' answers are checked; the
+/// fallback's are not. The breaker and retry budget are this call's own.
 ///
 /// Errors: [`SummarizeError::Cancelled`] as soon as `cancel` fires; otherwise, when all fail,
 /// an overflow if any candidate overflowed (the input must shrink), else the last error;
@@ -109,25 +155,31 @@ pub async fn summarize_with_candidates(
     on_delta: DeltaSink<'_>,
     on_attempt: &(dyn Fn(AttemptEvent) + Send + Sync),
 ) -> Result<SummaryOutput, SummarizeError> {
-    let all: Vec<&Arc<dyn Summarizer>> = candidates.iter().chain(fallback.as_ref()).collect();
+    let breaker = Breaker::new(policy.max_retries);
+    let ctx = AttemptContext {
+        policy,
+        breaker: &breaker,
+        cancel,
+        on_delta,
+        on_attempt,
+    };
+    let rungs: Vec<Rung<'_>> = candidates
+        .iter()
+        .map(|c| (c, true))
+        .chain(fallback.as_ref().map(|f| (f, false)))
+        .map(|(s, checked)| Rung {
+            summarizer: s.as_ref(),
+            has_next: false,
+            checked,
+        })
+        .collect();
+    let count = rungs.len();
     let mut last_error = None;
     let mut overflow = None;
-    for (index, candidate) in all.iter().enumerate() {
-        let has_next = index + 1 < all.len();
-        let id = candidate.id();
-        match try_candidate(
-            candidate.as_ref(),
-            &id,
-            has_next,
-            req,
-            policy,
-            cancel,
-            on_delta,
-            on_attempt,
-        )
-        .await
-        {
-            Ok(output) => return Ok(output),
+    for (index, mut rung) in rungs.into_iter().enumerate() {
+        rung.has_next = index + 1 < count;
+        match try_summarizer(rung, req, &ctx).await {
+            Ok(kept) => return Ok(kept.output),
             Err(SummarizeError::Cancelled) => return Err(SummarizeError::Cancelled),
             Err(error) => {
                 if error.is_overflow() {
@@ -142,55 +194,109 @@ pub async fn summarize_with_candidates(
         .unwrap_or_else(|| SummarizeError::Other(NO_AVAILABLE_MODEL.to_owned())))
 }
 
-/// The attempt loop on one candidate.
-#[allow(clippy::too_many_arguments)]
-async fn try_candidate(
-    candidate: &dyn Summarizer,
-    id: &str,
-    has_next: bool,
+/// The attempt loop on one rung: skipped when its breaker is open; otherwise queued to its
+/// server's slots, sent, retried while the error is transient and the operation's retry
+/// budget lasts, and its answer checked. A failure is counted by the breaker.
+pub async fn try_summarizer(
+    rung: Rung<'_>,
     req: &SummaryRequest,
-    policy: &RetryPolicy,
-    cancel: &CancellationToken,
-    on_delta: DeltaSink<'_>,
-    on_attempt: &(dyn Fn(AttemptEvent) + Send + Sync),
-) -> Result<SummaryOutput, SummarizeError> {
+    ctx: &AttemptContext<'_>,
+) -> Result<Kept, SummarizeError> {
+    let summarizer = rung.summarizer;
+    let id = summarizer.id();
     let event = |attempt, outcome| {
-        on_attempt(AttemptEvent {
-            candidate: id.to_owned(),
+        (ctx.on_attempt)(AttemptEvent {
+            candidate: id.clone(),
             attempt,
             outcome,
         })
     };
+    if let Some(reason) = ctx.breaker.open_reason(&id) {
+        event(
+            0,
+            AttemptOutcome::Skipped {
+                reason: reason.clone(),
+            },
+        );
+        return Err(SummarizeError::Skipped(reason));
+    }
+    let fitted;
+    let req = if rung.checked {
+        fitted = req.for_output_limit(summarizer.max_output_tokens());
+        &fitted
+    } else {
+        req
+    };
     let mut attempt = 0;
     loop {
-        event(attempt, AttemptOutcome::Started);
-        let result = cancellable(cancel, candidate.summarize(req, cancel.clone(), on_delta)).await;
-        let error = match result {
-            Ok(output) => {
-                event(attempt, AttemptOutcome::Succeeded);
-                return Ok(output);
+        let result = {
+            let _slot = match summarizer.queue() {
+                Some(queue) => Some(match queue.try_acquire() {
+                    Some(slot) => slot,
+                    None => {
+                        event(
+                            attempt,
+                            AttemptOutcome::Queued {
+                                ahead: queue.waiting(),
+                            },
+                        );
+                        cancellable(ctx.cancel, async { Ok(queue.acquire().await) }).await?
+                    }
+                }),
+                None => None,
+            };
+            event(attempt, AttemptOutcome::Started);
+            cancellable(
+                ctx.cancel,
+                summarizer.summarize(req, ctx.cancel.clone(), ctx.on_delta),
+            )
+            .await
+        };
+        let result = match result {
+            Ok(output) if rung.checked => check(req, output, false),
+            Err(SummarizeError::Truncated { text }) if rung.checked => {
+                check(req, SummaryOutput::cut(text, &id), true)
             }
-            Err(_) if cancel.is_cancelled() => return Err(SummarizeError::Cancelled),
-            Err(error) => error.reclassify_overflow(policy.is_overflow),
+            Ok(output) => Ok(Kept {
+                output,
+                verdict: None,
+            }),
+            Err(error) => Err(error),
+        };
+        let error = match result {
+            Ok(kept) => {
+                event(attempt, AttemptOutcome::Succeeded);
+                return Ok(kept);
+            }
+            Err(_) if ctx.cancel.is_cancelled() => return Err(SummarizeError::Cancelled),
+            Err(error) => error.reclassify_overflow(ctx.policy.is_overflow),
         };
         let retry_after = error.retry_after();
-        let retryable = !error.is_overflow()
-            && !matches!(error, SummarizeError::Cancelled)
-            && policy.enabled
-            && attempt < policy.max_retries
-            && (retry_after.is_some() || is_transient(&error.to_string()));
-        let delay = policy.delay(attempt, retry_after);
-        if !retryable || (delay > policy.move_on_after && has_next) {
+        // A server that says when to come back has not failed: only the budget bounds those.
+        let opened = if retry_after.is_some() {
+            None
+        } else {
+            ctx.breaker.record_failure(&id, &error)
+        };
+        let delay = ctx.policy.delay(attempt, retry_after);
+        let retryable = opened.is_none()
+            && !error.is_overflow()
+            && ctx.policy.enabled
+            && (retry_after.is_some() || is_transient(&error.to_string()))
+            && !(delay > ctx.policy.move_on_after && rung.has_next)
+            && ctx.breaker.take_retry(&id);
+        if !retryable {
             event(
                 attempt,
                 AttemptOutcome::Failed {
                     error: error.to_string(),
                     overflow: error.is_overflow(),
+                    breaker_opened: opened,
                 },
             );
             return Err(error);
         }
-        let sleep = policy.max_sleep.map_or(delay, |cap| delay.min(cap));
+        let sleep = ctx.policy.max_sleep.map_or(delay, |cap| delay.min(cap));
         event(
             attempt,
             AttemptOutcome::Retrying {
@@ -202,11 +308,23 @@ async fn try_candidate(
         );
         tokio::select! {
             biased;
-            _ = cancel.cancelled() => return Err(SummarizeError::Cancelled),
+            _ = ctx.cancel.cancelled() => return Err(SummarizeError::Cancelled),
             _ = tokio::time::sleep(sleep) => {}
         }
         attempt += 1;
     }
+}
+
+/// The checked answer, or the rejection.
+fn check(req: &SummaryRequest, output: SummaryOutput, cut: bool) -> Result<Kept, SummarizeError> {
+    let checked = super::check::check_answer(req, &output.text, cut)?;
+    Ok(Kept {
+        output: SummaryOutput {
+            text: checked.text,
+            ..output
+        },
+        verdict: Some(checked.verdict),
+    })
 }
 
 /// Whether an error message looks temporary (spec §4.15's case-insensitive pattern list).
@@ -562,9 +680,13 @@ mod tests {
 
     #[tokio::test]
     async fn retries_stop_at_the_limit_and_the_last_error_is_returned() {
-        let a = Scripted::new("a", vec![Err(http(503, None)); 10]);
+        // Different transient errors: the retry budget (3) is the limit.
+        let varied = [500, 502, 503, 504, 500, 502]
+            .map(|s| Err(http(s, None)))
+            .to_vec();
+        let a = Scripted::new("a", varied);
         let (out, events) = run(&[a.clone() as Arc<dyn Summarizer>], &fast()).await;
-        assert_eq!(out.unwrap_err(), http(503, None));
+        assert_eq!(out.unwrap_err(), http(504, None));
         assert_eq!(a.calls(), 4, "one attempt and three retries");
         assert_eq!(
             events
@@ -573,6 +695,16 @@ mod tests {
                 .count(),
             4
         );
+
+        // The same error twice opens the breaker before the budget is spent.
+        let a = Scripted::new("a", vec![Err(http(503, None)); 10]);
+        let (out, events) = run(&[a.clone() as Arc<dyn Summarizer>], &fast()).await;
+        assert_eq!(out.unwrap_err(), http(503, None));
+        assert_eq!(a.calls(), 2, "the breaker opened on the second 503");
+        assert!(events.iter().any(|e| matches!(
+            &e.outcome,
+            AttemptOutcome::Failed { breaker_opened: Some(reason), .. } if reason.contains("2 times (http 503)")
+        )));
 
         let disabled = RetryPolicy {
             enabled: false,
@@ -619,6 +751,124 @@ mod tests {
             AttemptOutcome::Retrying { delay, sleep, .. }
                 if delay == Duration::from_secs(45) && sleep == Duration::from_millis(5)
         )));
+    }
+
+    fn ctx<'a>(
+        policy: &'a RetryPolicy,
+        breaker: &'a Breaker,
+        cancel: &'a CancellationToken,
+    ) -> AttemptContext<'a> {
+        AttemptContext {
+            policy,
+            breaker,
+            cancel,
+            on_delta: &|_| {},
+            on_attempt: &|_| {},
+        }
+    }
+
+    fn rung(s: &dyn Summarizer, checked: bool) -> Rung<'_> {
+        Rung {
+            summarizer: s,
+            has_next: true,
+            checked,
+        }
+    }
+
+    #[tokio::test]
+    async fn one_operation_shares_one_breaker_and_one_retry_budget() {
+        let policy = fast();
+        let breaker = Breaker::new(1);
+        let cancel = CancellationToken::new();
+        let ctx = ctx(&policy, &breaker, &cancel);
+        let req = SummaryRequest::new(super::super::Purpose::History, "", "", 10);
+        // Request 1: a 502, retried (the whole budget), then a 503.
+        let a = Scripted::new(
+            "a",
+            vec![
+                Err(http(502, None)),
+                Err(http(503, None)),
+                Err(http(503, None)),
+            ],
+        );
+        let first = try_summarizer(rung(a.as_ref(), true), &req, &ctx).await;
+        assert_eq!(first.unwrap_err(), http(503, None));
+        assert_eq!(a.calls(), 2);
+        // Request 2 (another chunk or part): no retry left, and its 503 opens the breaker.
+        let second = try_summarizer(rung(a.as_ref(), true), &req, &ctx).await;
+        assert_eq!(second.unwrap_err(), http(503, None));
+        assert_eq!(a.calls(), 3);
+        assert!(breaker.open_reason("a").is_some());
+        // Request 3: not asked at all.
+        let third = try_summarizer(rung(a.as_ref(), true), &req, &ctx).await;
+        assert!(
+            matches!(third, Err(SummarizeError::Skipped(_))),
+            "{third:?}"
+        );
+        assert_eq!(a.calls(), 3);
+    }
+
+    #[tokio::test]
+    async fn model_answers_are_checked_and_the_extractive_rung_is_not() {
+        let policy = fast();
+        let breaker = Breaker::new(3);
+        let cancel = CancellationToken::new();
+        let ctx = ctx(&policy, &breaker, &cancel);
+        let req = SummaryRequest::new(super::super::Purpose::History, "", "", 10);
+        let looping: &'static str = "- Fix the parser.\n".repeat(10).leak();
+        let a = Scripted::new("a", vec![Ok(looping), Ok(looping)]);
+        let rejected = try_summarizer(rung(a.as_ref(), true), &req, &ctx).await;
+        assert!(
+            matches!(&rejected, Err(SummarizeError::Rejected { reason }) if reason.contains("repeats the line")),
+            "{rejected:?}"
+        );
+        assert_eq!(a.calls(), 1, "a rejected answer is not retried");
+        let unchecked = try_summarizer(rung(a.as_ref(), false), &req, &ctx)
+            .await
+            .unwrap();
+        assert_eq!(unchecked.verdict, None);
+        assert_eq!(unchecked.output.text, *looping);
+    }
+
+    #[tokio::test]
+    async fn a_checked_request_carries_the_output_limit_and_says_it() {
+        struct Limited(std::sync::Mutex<Option<SummaryRequest>>);
+        impl Summarizer for Limited {
+            fn id(&self) -> String {
+                "limited".into()
+            }
+            fn context_window(&self) -> u64 {
+                4_096
+            }
+            fn max_output_tokens(&self) -> Option<u32> {
+                Some(300)
+            }
+            fn summarize<'a>(
+                &'a self,
+                req: &'a SummaryRequest,
+                _cancel: CancellationToken,
+                _on_delta: DeltaSink<'a>,
+            ) -> futures::future::BoxFuture<'a, Result<SummaryOutput, SummarizeError>> {
+                *self.0.lock().unwrap() = Some(req.clone());
+                Box::pin(async { Ok(SummaryOutput::cut("## Goal\n- ok".into(), "limited")) })
+            }
+        }
+        let policy = fast();
+        let breaker = Breaker::new(3);
+        let cancel = CancellationToken::new();
+        let limited = Limited(Default::default());
+        let req = SummaryRequest::new(super::super::Purpose::History, "", "PROMPT", 13_107);
+        try_summarizer(rung(&limited, true), &req, &ctx(&policy, &breaker, &cancel))
+            .await
+            .unwrap();
+        let sent = limited.0.lock().unwrap().clone().unwrap();
+        assert_eq!(sent.max_tokens, 300);
+        assert!(
+            sent.prompt.starts_with("PROMPT\n\nLength:"),
+            "{}",
+            sent.prompt
+        );
+        assert!(sent.prompt.contains("300 tokens"));
     }
 
     #[tokio::test]

@@ -22,7 +22,9 @@ async fn a_cheap_request_answers_while_four_slow_compactions_run() {
     );
     let mut d = DaemonProcess::spawn_with(Framing::Ndjson, None).await;
     let settings = json!({
+        // Four slots: a server on this machine gets one by default, which would queue them.
         "providers": {"fake": {"kind": "openai", "baseUrl": llm.url(), "apiKey": "test",
+                               "maxParallelRequests": 4,
                                "models": {"fake-model": {"contextWindow": 100000}}}},
         "summarizer": {"kind": "openai", "model": "fake/fake-model"},
         "compaction": {"keepRecentTokens": 200}

@@ -64,7 +64,10 @@ fn rss_kib(pid: u32) -> u64 {
 /// counting and no automatic compaction.
 async fn daemon_against(server: &FakeLlm) -> DaemonProcess {
     let settings = json!({
+        // Every session's request at once, as against a hosted API (a server on this machine
+        // would get one slot by default).
         "providers": {"fake": {"kind": "openai", "baseUrl": format!("{}/v1", server.url()),
+            "maxParallelRequests": 32,
             "models": {"m": {"contextWindow": 200000, "maxOutputTokens": 8000}}}},
         "summarizer": {"kind": "openai", "model": "fake/m"},
         "retry": {"enabled": true, "maxRetries": 2, "baseDelayMs": 5},

@@ -216,7 +216,10 @@ async fn custom_instructions_are_appended_or_replace_the_prompt() {
     };
     nav(&open(&t.path), &env, &t.ids[7], replace).await.unwrap();
     let replaced = &recording.prompts(Purpose::Branch)[0];
-    assert!(!replaced.contains(&template) && replaced.trim_end().ends_with("FOCUS ON STORAGE"));
+    // The instructions end the prompt; only the answer's length follows them.
+    let (instructions, length) = replaced.rsplit_once("\n\nLength: ").expect("length line");
+    assert!(!replaced.contains(&template) && instructions.ends_with("FOCUS ON STORAGE"));
+    assert!(length.contains("2048 tokens"), "{length}");
 }
 
 #[tokio::test]

@@ -30,6 +30,7 @@ const RESERVE: u64 = 16_384;
 fn http() -> HttpOptions {
     HttpOptions {
         connect_timeout: Duration::from_secs(5),
+        first_token_timeout: Duration::from_secs(30),
         idle_timeout: Duration::from_secs(30),
         allow_insecure_http: false,
     }
@@ -43,7 +44,10 @@ fn openai(server: &FakeLlm) -> Arc<dyn Summarizer> {
             base_url: format!("{}/v1", server.url()),
             api_key: Some(SecretString::new(KEY)),
             context_window: 128_000,
+            max_output_tokens: None,
             max_tokens_field: None,
+            queue: None,
+            discover_limits: false,
             http: http(),
         })
         .expect("loopback http is allowed"),
@@ -58,7 +62,9 @@ fn anthropic(server: &FakeLlm) -> Arc<dyn Summarizer> {
             base_url: server.url(),
             api_key: Some(SecretString::new(KEY)),
             context_window: 200_000,
+            max_output_tokens: None,
             thinking: true,
+            queue: None,
             http: http(),
         })
         .expect("loopback http is allowed"),
@@ -308,7 +314,7 @@ async fn openai_429_with_retry_after_then_success() {
 }
 
 #[tokio::test]
-async fn openai_500s_exhaust_retries_then_the_next_candidate_answers() {
+async fn openai_500s_open_the_breaker_then_the_next_candidate_answers() {
     let failing = FakeLlm::start().await;
     failing.set_default(Reply::json(
         500,
@@ -320,14 +326,15 @@ async fn openai_500s_exhaust_retries_then_the_next_candidate_answers() {
     let (out, events) =
         run_candidates(&candidates, None, &history_request(), &fast_policy(2)).await;
     assert_eq!(out.unwrap().text, "from the second");
-    assert_eq!(failing.requests().len(), 3, "one attempt and two retries");
+    // The same 500 twice opens the breaker: one retry, not the whole budget of two.
+    assert_eq!(failing.requests().len(), 2, "one attempt and one retry");
     assert_eq!(healthy.requests().len(), 1);
     let failed: Vec<_> = events
         .iter()
         .filter(|e| matches!(e.outcome, AttemptOutcome::Failed { .. }))
         .map(|e| (e.candidate.as_str(), e.attempt))
         .collect();
-    assert_eq!(failed, [("fake/gpt-test", 2)]);
+    assert_eq!(failed, [("fake/gpt-test", 1)]);
 }
 
 /// A second OpenAI-compatible candidate with its own id.
@@ -339,7 +346,10 @@ fn anthropic_with_openai_stream(server: &FakeLlm) -> Arc<dyn Summarizer> {
             base_url: server.url(),
             api_key: None,
             context_window: 32_000,
+            max_output_tokens: None,
             max_tokens_field: None,
+            queue: None,
+            discover_limits: false,
             http: http(),
         })
         .unwrap(),
@@ -424,8 +434,12 @@ async fn a_silent_server_hits_the_idle_timeout_not_a_total_one() {
         base_url: server.url(),
         api_key: None,
         context_window: 1_000,
+        max_output_tokens: None,
         max_tokens_field: None,
+        queue: None,
+        discover_limits: false,
         http: HttpOptions {
+            first_token_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(1),
             ..http()
         },
@@ -441,6 +455,48 @@ async fn a_silent_server_hits_the_idle_timeout_not_a_total_one() {
 }
 
 #[tokio::test]
+async fn the_first_token_may_take_longer_than_the_idle_timeout() {
+    let server = FakeLlm::start().await;
+    // A local model reading its prompt: 1.2 s before anything, then a steady stream.
+    server.push(
+        openai_sse(&["## Goal\n", "- slow start"], "stop").delayed(Duration::from_millis(1_200)),
+    );
+    // Headers at once, then chunks 400 ms apart: the role chunk is no token, so the first token
+    // comes after 800 ms, longer than the idle timeout.
+    server.push(openai_sse(&["late", " but fine"], "stop").chunk_delay(Duration::from_millis(400)));
+    // Never a first token.
+    server.push(Reply::hang());
+    let summarizer = OpenAiSummarizer::new(OpenAiConfig {
+        provider: "local".into(),
+        model: "m".into(),
+        base_url: server.url(),
+        api_key: None,
+        context_window: 4_096,
+        max_output_tokens: None,
+        max_tokens_field: None,
+        http: HttpOptions {
+            first_token_timeout: Duration::from_secs(3),
+            idle_timeout: Duration::from_millis(500),
+            ..http()
+        },
+        queue: None,
+        discover_limits: false,
+    })
+    .unwrap();
+    let (out, _) = run(&summarizer, &history_request()).await;
+    assert_eq!(out.unwrap().text, "## Goal\n- slow start");
+    let (out, _) = run(&summarizer, &history_request()).await;
+    assert_eq!(out.unwrap().text, "late but fine");
+    let started = std::time::Instant::now();
+    let (out, _) = run(&summarizer, &history_request()).await;
+    let Err(SummarizeError::Timeout(message)) = out else {
+        panic!("expected a timeout, got {out:?}");
+    };
+    assert!(message.contains("first-token timeout"), "{message}");
+    assert!(started.elapsed() >= Duration::from_secs(3));
+}
+
+#[tokio::test]
 async fn openai_length_truncation_and_empty_output_are_rejected() {
     let server = FakeLlm::start().await;
     server.push(openai_sse(&["## Goal\n- half"], "length"));
@@ -449,7 +505,9 @@ async fn openai_length_truncation_and_empty_output_are_rejected() {
     let summarizer = openai(&server);
     assert_eq!(
         run(summarizer.as_ref(), &history_request()).await.0,
-        Err(SummarizeError::Truncated)
+        Err(SummarizeError::Truncated {
+            text: "## Goal\n- half".into()
+        })
     );
     assert_eq!(
         run(summarizer.as_ref(), &history_request()).await.0,
@@ -529,7 +587,10 @@ async fn api_keys_never_appear_in_errors_or_debug() {
             base_url: "https://api.example.com".into(),
             api_key: Some(SecretString::new(KEY)),
             context_window: 1,
+            max_output_tokens: None,
             max_tokens_field: None,
+            queue: None,
+            discover_limits: false,
             http: http(),
         })
         .unwrap()
@@ -654,7 +715,9 @@ async fn anthropic_500s_exhaust_retries_then_the_next_candidate() {
             base_url: healthy.url(),
             api_key: Some(SecretString::new(KEY)),
             context_window: 200_000,
+            max_output_tokens: None,
             thinking: false,
+            queue: None,
             http: http(),
         })
         .unwrap(),
@@ -690,7 +753,9 @@ async fn anthropic_cut_stream_truncation_and_empty_output() {
     assert_eq!(deltas, ["a"]);
     assert_eq!(
         run(summarizer.as_ref(), &history_request()).await.0,
-        Err(SummarizeError::Truncated)
+        Err(SummarizeError::Truncated {
+            text: "## Goal\n- cut off".into()
+        })
     );
     assert_eq!(
         run(summarizer.as_ref(), &history_request()).await.0,
@@ -862,7 +927,10 @@ async fn plain_http_to_other_hosts_is_refused() {
         base_url: "http://llm.example.com/v1".into(),
         api_key: None,
         context_window: 1,
+        max_output_tokens: None,
         max_tokens_field: None,
+        queue: None,
+        discover_limits: false,
         http: http(),
     });
     assert!(openai.is_err());
