@@ -1,15 +1,16 @@
 //! The `compactd` command line: `serve` (the default: the stdio daemon) and one-shot commands.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cli;
 
 /// compactd: keeps coding-agent conversations inside their LLM context window.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version = env!("COMPACTD_VERSION"), about)]
 struct Cli {
     /// What to do; without a command, `serve`.
     #[command(subcommand)]
@@ -55,6 +56,19 @@ enum Command {
     Prune(cli::prune::PruneArgs),
     /// Write a new session from a branch of this one (`--at ID`) or from a copy of all of it.
     Fork(cli::fork::ForkArgs),
+    /// Print the shell completion script of bash, zsh or fish (see the README's Install).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (`compactd.1` and one per command) into a directory, or print
+    /// `compactd.1` to stdout without `--out`.
+    Man {
+        /// The directory to write into (created if missing), e.g. `~/.local/share/man/man1`.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -76,6 +90,8 @@ fn main() -> ExitCode {
         Some(Command::Plan(args)) => cli::plan::run(args),
         Some(Command::Prune(args)) => cli::prune::run(args),
         Some(Command::Fork(args)) => cli::fork::run(args),
+        Some(Command::Completions { shell }) => completions(*shell),
+        Some(Command::Man { out }) => man(out.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -94,12 +110,56 @@ fn schema(out: &std::path::Path) -> Result<(), cli::common::CliError> {
     Ok(())
 }
 
+/// The completion script of `shell`, generated from the CLI definition, on stdout.
+fn completions(shell: clap_complete::Shell) -> Result<(), cli::common::CliError> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "compactd", &mut script);
+    write_stdout(&script)
+}
+
+/// Writes `bytes` to stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(bytes: &[u8]) -> Result<(), cli::common::CliError> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(bytes) {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(cli::common::CliError(
+            format!("cannot write to stdout: {error}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Man pages generated from the CLI definition: all of them into `out`, or the top one on stdout.
+fn man(out: Option<&std::path::Path>) -> Result<(), cli::common::CliError> {
+    let command = Cli::command().version(env!("CARGO_PKG_VERSION"));
+    let Some(out) = out else {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command).render(&mut page)?;
+        return write_stdout(&page);
+    };
+    let failed = |error: std::io::Error| {
+        cli::common::CliError(format!("cannot write to {}: {error}", out.display()))
+    };
+    std::fs::create_dir_all(out).map_err(failed)?;
+    clap_mangen::generate_to(command, out).map_err(failed)?;
+    eprintln!("wrote the man pages to {}", out.display());
+    Ok(())
+}
+
 /// Runs the daemon, then exits the process: tokio's stdin reader blocks a thread in `read`,
 /// so returning from `main` could wait forever on it.
 fn serve(args: &ServeArgs) -> ExitCode {
     if let Err(message) = init_logging(args, "info") {
         eprintln!("compactd: {message}");
         return ExitCode::FAILURE;
+    }
+    if std::io::stdin().is_terminal() {
+        // Someone typed `compactd` in a terminal: say what it is waiting for.
+        eprintln!(
+            "compactd {}: waiting for JSON-RPC on stdin (LSP Content-Length frames, or one JSON \
+             object per line); editors and agents start it themselves. Ctrl-D ends it; \
+             `compactd --help` lists the one-shot commands.",
+            env!("CARGO_PKG_VERSION")
+        );
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

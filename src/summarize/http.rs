@@ -138,6 +138,10 @@ fn is_loopback(url: &Url) -> bool {
 
 /// A client with the connect timeout of `options`; the read deadlines are the [`Clock`]'s.
 pub(crate) fn build_client(options: &HttpOptions) -> Result<reqwest::Client, SummarizeError> {
+    // reqwest is built without a crypto provider (Cargo.toml: `ring`, not the default C build
+    // of aws-lc-rs), so rustls needs one installed for the process. An error only says that one
+    // is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .connect_timeout(options.connect_timeout)
         .build()

@@ -9,6 +9,7 @@
 mod auto;
 mod cli;
 mod compact;
+mod install;
 mod navigate;
 mod summaries;
 mod summarizers;

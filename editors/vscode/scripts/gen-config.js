@@ -90,10 +90,10 @@ function generate() {
 const extensionOwn = {
   'compactd.path': {
     type: 'string',
-    default: 'compactd',
+    default: '',
     order: 0,
     markdownDescription:
-      'The `compactd` executable (absolute path, or a name looked up on `PATH`). The extension runs `compactd serve`.',
+      'The `compactd` executable (absolute path, or a name looked up on `PATH`). Empty: the binary bundled in the extension for this platform, else `compactd` on `PATH`. The extension runs `compactd serve`.',
   },
   'compactd.useVSCodeLanguageModel': {
     type: 'boolean',

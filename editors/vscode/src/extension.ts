@@ -1,6 +1,7 @@
 // The compactd extension: runs `compactd serve` as a language server (stdio, LSP framing), shows
 // the open session as a tree and its context usage in the status bar, and offers compaction and
 // tree navigation as commands.
+import * as fs from 'fs';
 import * as path from 'path';
 import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, StaticFeature, State } from 'vscode-languageclient/node';
@@ -10,19 +11,33 @@ import {
   ErrorKind,
   errorKind,
   NavigateTreeResult,
-  SESSION_EVENTS,
+  ServerNotifications,
   SessionInfo,
   SessionListResult,
   SessionTreeResult,
   SessionUsageResult,
   SummarizeParams,
-} from './protocol';
-import { initializationSettings, serverPath, useLanguageModel } from './settings';
+} from 'compactd-client';
+import { ServerChoice, resolveServer } from './server-path';
+import { configuredPath, initializationSettings, useLanguageModel } from './settings';
 import { statusText, statusTooltip } from './status';
 import { summarizeWithLanguageModel } from './summarizer';
 import { Item, ItemSnapshot, SessionTreeProvider } from './tree';
 
 const LAST_SESSION_KEY = 'compactd.lastSessionPath';
+
+/** Notifications that change what the tree view or the status bar show. */
+const SESSION_EVENTS: (keyof ServerNotifications)[] = [
+  'session/entriesAppended',
+  'session/treeNavigated',
+  'session/compactionStarted',
+  'session/compactionFinished',
+  'session/autoCompactionStarted',
+  'session/autoCompactionFinished',
+];
+
+/** The error kind the extension shows as information, not as an error. */
+const CANCELLED: ErrorKind = 'cancelled';
 
 /** What a command that failed returns (its error was also shown to the user). */
 export interface CommandError {
@@ -51,6 +66,8 @@ export interface TestApi {
   settled(): Promise<void>;
   /** Sends a raw request to the daemon. */
   request<T>(method: string, params: unknown): Promise<T>;
+  /** The daemon the extension started last, and where it came from (setting, bundled, PATH). */
+  server(): ServerChoice | undefined;
 }
 
 /** Declares compactd's own client capabilities next to the LSP ones. */
@@ -103,8 +120,25 @@ class Controller implements vscode.Disposable {
     return this.starting;
   }
 
+  /** The daemon started last (for the test API and the log). */
+  server?: ServerChoice;
+
   private async start(): Promise<void> {
-    const command = serverPath();
+    let choice: ServerChoice;
+    try {
+      choice = resolveServer({ configured: configuredPath(), extensionPath: this.context.extensionPath });
+    } catch (err) {
+      const message = `compactd: ${errorMessage(err)}`;
+      this.output.appendLine(message);
+      void vscode.window.showErrorMessage(message, 'Open Settings').then((pick) => {
+        if (pick) void vscode.commands.executeCommand('workbench.action.openSettings', 'compactd.path');
+      });
+      throw new Error(message);
+    }
+    this.server = choice;
+    const command = choice.command;
+    this.output.appendLine(`starting ${command} serve (${choice.source})`);
+    if (choice.source === 'bundled') ensureExecutable(command);
     const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
     const serverOptions: ServerOptions = { command, args: ['serve'], options: { cwd: folder } };
     const useLm = useLanguageModel();
@@ -298,7 +332,7 @@ class Controller implements vscode.Disposable {
       this.request<SessionUsageResult>('session/usage', { sessionId }),
     ]);
     let estimate: number | undefined;
-    if (usage.contextTokens === null) {
+    if (usage.contextTokens == null) {
       const context = await this.request<{ tokens: number }>('session/context', { sessionId });
       estimate = context.tokens;
     }
@@ -386,7 +420,7 @@ class Controller implements vscode.Disposable {
     await this.refresh();
     if (!preview) {
       await this.revealLeaf();
-      const after = result.tokensAfter !== undefined ? ` → ~${result.tokensAfter.toLocaleString('en-US')}` : '';
+      const after = result.tokensAfter != null ? ` → ~${result.tokensAfter.toLocaleString('en-US')}` : '';
       void vscode.window.showInformationMessage(
         `Compacted: ${result.tokensBefore.toLocaleString('en-US')}${after} tokens.${result.shortSummary ? ' ' + result.shortSummary : ''}`,
       );
@@ -482,6 +516,15 @@ class Controller implements vscode.Disposable {
   }
 }
 
+/** A .vsix may not keep the executable bit of the bundled binary: restore it. */
+function ensureExecutable(file: string): void {
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+  } catch {
+    fs.chmodSync(file, 0o755);
+  }
+}
+
 /** An error whose message is for the user as it is. */
 class UserError extends Error {}
 
@@ -490,7 +533,7 @@ function errorMessage(err: unknown): string {
 }
 
 function previewText(r: CompactResult): string {
-  const after = r.tokensAfter !== undefined ? `, about ${r.tokensAfter} after` : '';
+  const after = r.tokensAfter != null ? `, about ${r.tokensAfter} after` : '';
   return `<!-- compactd preview: nothing was written. ${r.tokensBefore} tokens before${after}; kept from entry ${r.firstKeptEntryId}. -->\n\n${r.summary}\n`;
 }
 
@@ -504,7 +547,7 @@ function command<A extends unknown[], R>(controller: Controller, body: (...args:
       const code = (err as { code?: number }).code;
       const message = errorMessage(err);
       controller.output.appendLine(`command failed: ${message}${kind ? ` (${kind})` : ''}`);
-      if (kind === ErrorKind.cancelled) void vscode.window.showInformationMessage(message);
+      if (kind === CANCELLED) void vscode.window.showInformationMessage(message);
       else void vscode.window.showErrorMessage(`compactd: ${message}`);
       return { error: { code, kind, message } };
     }
@@ -545,6 +588,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<TestAp
     restart: () => controller.restart(),
     settled: () => controller.settled(),
     request: <T>(method: string, params: unknown) => controller.request<T>(method, params),
+    server: () => controller.server,
   };
 }
 

@@ -47,9 +47,8 @@ export function useLanguageModel(): boolean {
   return vscode.workspace.getConfiguration('compactd').get<boolean>('useVSCodeLanguageModel', false);
 }
 
-/** `compactd.path`, with `~` expanded; the bare name is looked up on PATH by the spawn. */
-export function serverPath(): string {
-  const raw = vscode.workspace.getConfiguration('compactd').get<string>('path', 'compactd').trim() || 'compactd';
-  if (raw.startsWith('~/')) return (process.env.HOME ?? '') + raw.slice(1);
-  return raw;
+/** `compactd.path` if the user set it in any scope (its default means "not set"). */
+export function configuredPath(): string | undefined {
+  const info = vscode.workspace.getConfiguration('compactd').inspect<string>('path');
+  return info?.workspaceFolderValue ?? info?.workspaceValue ?? info?.globalValue;
 }

@@ -1,5 +1,5 @@
 // The status bar text: context size against the compaction threshold, e.g. `ctx 142k / 184k`.
-import { SessionUsageResult } from './protocol';
+import { SessionUsageResult } from 'compactd-client';
 
 /** `950`, `12k`, `184k`, `1.2M`. */
 export function formatTokens(n: number): string {
@@ -16,7 +16,7 @@ export function formatTokens(n: number): string {
 export function statusText(usage: SessionUsageResult, estimate?: number): string {
   const limit = formatTokens(usage.thresholdTokens ?? usage.contextWindow);
   const size =
-    usage.contextTokens !== null ? formatTokens(usage.contextTokens) : estimate !== undefined ? `~${formatTokens(estimate)}` : '?';
+    usage.contextTokens != null ? formatTokens(usage.contextTokens) : estimate !== undefined ? `~${formatTokens(estimate)}` : '?';
   const busy = usage.isCompacting || usage.isSummarizingBranch ? '$(sync~spin) ' : '';
   return `${busy}ctx ${size} / ${limit}`;
 }
@@ -24,12 +24,12 @@ export function statusText(usage: SessionUsageResult, estimate?: number): string
 /** The hover of the status bar item. */
 export function statusTooltip(usage: SessionUsageResult, estimate?: number): string {
   const lines = [
-    usage.contextTokens !== null
+    usage.contextTokens != null
       ? `Context: ${usage.contextTokens.toLocaleString('en-US')} tokens (from the latest reply's usage)`
       : estimate !== undefined
         ? `Context: about ${estimate.toLocaleString('en-US')} tokens (estimated; no usage since the latest compaction)`
         : 'Context: unknown',
-    usage.thresholdTokens !== null
+    usage.thresholdTokens != null
       ? `Auto-compaction above ${usage.thresholdTokens.toLocaleString('en-US')} tokens`
       : 'Auto-compaction is off',
     `Context window: ${usage.contextWindow.toLocaleString('en-US')} tokens`,

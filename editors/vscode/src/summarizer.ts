@@ -4,7 +4,7 @@
 // capability and sets `summarizer.kind = "client"`).
 import * as vscode from 'vscode';
 import { ResponseError } from 'vscode-languageclient/node';
-import { SummarizeParams } from './protocol';
+import { SummarizeParams } from 'compactd-client';
 
 /** JSON-RPC internal error: the daemon treats any error as "no answer" and falls back. */
 const INTERNAL_ERROR = -32603;

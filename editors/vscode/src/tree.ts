@@ -2,7 +2,7 @@
 // view nests only where the conversation branches: a chain is a flat list of entries, and at a
 // branch point each child chain becomes a collapsible "branch" item (the active one expanded).
 import * as vscode from 'vscode';
-import { SessionTreeResult, TreeNode } from './protocol';
+import { SessionTreeResult, TreeNode } from 'compactd-client';
 
 /** Entries that are bookkeeping, not conversation: walked through but not shown. */
 const HIDDEN = new Set(['label', 'compactd_leaf']);

@@ -1,10 +1,11 @@
 // @ts-check
 // Runs test/suite/index.js inside a real VS Code: code-server (npm) serves the workbench to
-// headless Chromium driven by playwright-core, with this folder as the extension under
-// development. Exit code = the suite's. The suite asks the runner for UI actions by logging
+// headless Chromium driven by playwright-core. The extension under test is the packaged .vsix,
+// installed with `code-server --install-extension` (the extension under development is only
+// test/harness, an empty extension that carries the suite). Exit code = the suite's. The suite asks the runner for UI actions by logging
 // `@@compactd-test <action>` lines (clicking a notification's Cancel button; the screenshot).
 //
-// usage: node test/run-in-vscode.js --code-server BIN [--screenshot FILE.png]
+// usage: node test/run-in-vscode.js --code-server BIN --vsix FILE [--screenshot FILE.png]
 // env:   COMPACTD_BIN (the daemon), CHROMIUM (default /usr/bin/chromium)
 'use strict';
 const cp = require('child_process');
@@ -23,10 +24,11 @@ const opt = (name) => {
 };
 const codeServer = opt('--code-server');
 const screenshot = opt('--screenshot');
+const vsix = opt('--vsix');
 const SUITE_TIMEOUT_MS = +(process.env.SUITE_TIMEOUT_MS || 300_000);
 const NOISE = /Failed to load resource|ChatModelSelection|AgentHost|AccountPolicyGate|ENOTFOUND|ERR_NAME_NOT_RESOLVED|authentication provider 'github'|sandbox attribute|open-vsx|marketplace|ERR_CONNECTION/i;
 
-const extDir = path.resolve(__dirname, '..');
+const harness = path.join(__dirname, 'harness');
 const suite = path.join(__dirname, 'suite/index.js');
 
 function freePort() {
@@ -62,12 +64,13 @@ function writeJson(file, value) {
 
 async function main() {
   if (!codeServer) throw new Error('--code-server BIN is required');
+  if (!vsix) throw new Error('--vsix FILE is required');
   const t0 = Date.now();
   const bin = daemonPath();
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'compactd-vscode-run-'));
   const ws = path.join(root, 'ws');
+  // No `compactd.path`: the installed extension must find the binary bundled in the .vsix.
   writeJson(path.join(ws, '.vscode/settings.json'), {
-    'compactd.path': bin,
     'compactd.settings.summarizer.kind': 'extractive',
     'compactd.settings.compaction.keepRecentTokens': 2000,
   });
@@ -91,17 +94,24 @@ async function main() {
     XDG_CACHE_HOME: path.join(root, 'home/cache'),
     COMPACTD_CONFIG_DIR: path.join(root, 'compactd-config'),
   };
+  const extensionsDir = path.join(root, 'ext');
+  const install = cp.spawnSync(codeServer, ['--extensions-dir', extensionsDir, '--user-data-dir', path.join(root, 'ud'), '--install-extension', vsix], {
+    env,
+    encoding: 'utf8',
+  });
+  if (install.status !== 0) throw new Error(`code-server --install-extension failed:\n${install.stdout}\n${install.stderr}`);
+  console.log(install.stdout.trim());
   const log = fs.openSync(path.join(root, 'code-server.log'), 'w');
   // detached: its own process group, so stopping it also stops the extension host and watchers.
   const cs = cp.spawn(
     codeServer,
     [
       '--auth', 'none', '--bind-addr', authority, '--config', path.join(root, 'cs-config.yaml'),
-      '--extensions-dir', path.join(root, 'ext'), '--user-data-dir', path.join(root, 'ud'),
+      '--extensions-dir', extensionsDir, '--user-data-dir', path.join(root, 'ud'),
       '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust',
       '--disable-getting-started-override', '--vscode-option', 'enable-smoke-test-driver', ws,
     ],
-    { env, detached: true, stdio: ['ignore', log, log] },
+    { env: { ...env, COMPACTD_TEST_EXTENSIONS_DIR: extensionsDir, COMPACTD_TEST_DAEMON: bin }, detached: true, stdio: ['ignore', log, log] },
   );
   const stopCodeServer = () => {
     try {
@@ -187,7 +197,7 @@ async function main() {
     });
     const exited = new Promise((resolve) => page.exposeFunction('codeAutomationExit', (code) => resolve(code)));
     const payload = [
-      ['extensionDevelopmentPath', `vscode-remote://${authority}${extDir}`],
+      ['extensionDevelopmentPath', `vscode-remote://${authority}${harness}`],
       ['extensionTestsPath', `vscode-remote://${authority}${suite}`],
     ];
     await page.goto(`http://${authority}/?folder=${encodeURIComponent(ws)}&payload=${encodeURIComponent(JSON.stringify(payload))}`);

@@ -496,6 +496,7 @@ end
 --- @param opts compactd.Options?
 function M.setup(opts)
   M.state.opts = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts or {})
+  require('compactd.commands').define()
   if M.state.opts.autostart then
     M.start()
   end

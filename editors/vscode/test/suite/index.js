@@ -5,8 +5,9 @@
 // summarizer, and check the tree view's items, the status bar text, the file afterwards, the
 // progress events, and that Cancel on the progress notification aborts a (slow) compaction.
 //
-// The workspace's .vscode/settings.json (written by the runner) sets `compactd.path` to the
-// debug build and `compactd.settings.summarizer.kind` to `extractive`.
+// The extension is the packaged .vsix installed into code-server (not this source folder), and
+// it runs the binary bundled in it: the workspace's .vscode/settings.json (written by the
+// runner) sets no `compactd.path`, only `compactd.settings.summarizer.kind = extractive`.
 'use strict';
 const assert = require('node:assert/strict');
 const fs = require('fs');
@@ -31,13 +32,34 @@ const lines = (file) => fs.readFileSync(file, 'utf8').trim().split('\n').map((l)
 const leafItem = () => api.treeItems().find((i) => i.kind === 'entry' && i.description.includes('◀ leaf'));
 const cmd = (name, ...args) => withTimeout(Promise.resolve(vscode.commands.executeCommand(name, ...args)), 30_000, name);
 
-test('activation starts the daemon', async () => {
+test('activation starts the daemon bundled in the installed .vsix', async () => {
   const ext = vscode.extensions.getExtension('compactd.compactd');
   assert.ok(ext, 'the extension is installed');
+  const installed = process.env.COMPACTD_TEST_EXTENSIONS_DIR;
+  assert.ok(installed && ext.extensionPath.startsWith(installed + path.sep), `installed from the .vsix: ${ext.extensionPath}`);
   api = await ext.activate();
   await withTimeout(api.ready(), 30_000, 'daemon start');
   const init = await api.request('session/list', {});
   assert.ok(Array.isArray(init.sessions));
+  assert.deepEqual(api.server(), { command: path.join(ext.extensionPath, 'bin/linux-x64/compactd'), source: 'bundled' });
+});
+
+test('compactd.path overrides the bundled binary; a wrong one is a clear error', async () => {
+  const cfg = vscode.workspace.getConfiguration('compactd');
+  const daemon = /** @type {string} */ (process.env.COMPACTD_TEST_DAEMON);
+  await cfg.update('path', daemon, vscode.ConfigurationTarget.Workspace);
+  await withTimeout(api.settled(), 30_000, 'restart');
+  assert.deepEqual(api.server(), { command: daemon, source: 'setting' });
+  assert.ok(Array.isArray((await api.request('session/list', {})).sessions), 'the daemon of the setting answers');
+
+  await cfg.update('path', '/nonexistent/compactd', vscode.ConfigurationTarget.Workspace);
+  await withTimeout(api.settled(), 30_000, 'restart').catch(() => undefined);
+  await assert.rejects(api.request('session/list', {}), /could not start `\/nonexistent\/compactd serve`/);
+
+  await cfg.update('path', undefined, vscode.ConfigurationTarget.Workspace);
+  await withTimeout(api.settled(), 30_000, 'restart');
+  await withTimeout(api.ready(), 30_000, 'daemon start');
+  assert.equal(api.server()?.source, 'bundled', 'back to the bundled binary');
 });
 
 test('Open Session shows the tree and the status bar', async () => {
