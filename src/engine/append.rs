@@ -8,10 +8,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session::{Entry, EntryKind};
 
-use super::auto::{self, AppendAction, AutoResult, PendingAuto};
+use super::auto::{self, AppendAction, PendingAuto};
 use super::env::EnvSource;
 use super::state::{SessionState, check_leaf};
-use super::{EngineError, EngineEvent, EventSink, OperationObserver};
+use super::{AutoResult, EngineError, EngineEvent, EventSink, OperationObserver};
 
 /// One entry to append: its kind and any extra top-level fields to keep as given.
 #[derive(Debug, Clone)]

@@ -28,7 +28,7 @@ use super::overflow::is_context_overflow;
 use super::run::run_compaction;
 use super::state::{AutoMemory, OpGuard, OpKind, SessionState};
 use super::{
-    CompactEnv, CompactOptions, CompactOutcome, CompactReason, EngineError, EngineEvent, EventSink,
+    AutoResult, CompactEnv, CompactOptions, CompactReason, EngineError, EngineEvent, EventSink,
     OperationObserver,
 };
 
@@ -158,38 +158,6 @@ pub fn decide(
         AutoDecision::CompactThreshold { tokens, threshold }
     } else {
         Nothing(Skip::BelowThreshold { tokens, threshold })
-    }
-}
-
-/// What an auto-compaction run did; mirrors the `AutoCompactionFinished` event.
-#[derive(Debug, Clone)]
-pub struct AutoResult {
-    pub reason: CompactReason,
-    pub outcome: Option<CompactOutcome>,
-    pub aborted: bool,
-    pub will_retry: bool,
-    /// Nothing to compact (or another compaction was running): not a failure.
-    pub skipped: bool,
-    /// `Context overflow recovery failed: …` or `Auto-compaction failed: …`.
-    pub error_message: Option<String>,
-    /// The typed failure behind `error_message`, when there is one.
-    pub error_kind: Option<&'static str>,
-    /// The synthetic `Continue if you have next steps.` entry, when one was appended.
-    pub continue_entry_id: Option<String>,
-}
-
-impl AutoResult {
-    fn new(reason: CompactReason) -> Self {
-        AutoResult {
-            reason,
-            outcome: None,
-            aborted: false,
-            will_retry: false,
-            skipped: false,
-            error_message: None,
-            error_kind: None,
-            continue_entry_id: None,
-        }
     }
 }
 
@@ -356,7 +324,6 @@ impl AutoPlan {
         let action = match decision {
             AutoDecision::RecoveryExhausted { reason: why } => {
                 result.error_message = Some(format!("{OVERFLOW_FAILED_PREFIX}{why}"));
-                result.error_kind = Some("overflowRecoveryFailed");
                 AppendAction::Failed
             }
             AutoDecision::RecoverOverflow { new_leaf, .. } => {
@@ -411,12 +378,7 @@ impl AutoPlan {
         events.emit(EngineEvent::AutoCompactionFinished {
             session_id: session_id.clone(),
             operation_id,
-            reason,
-            outcome: result.outcome.clone().map(Box::new),
-            aborted: result.aborted,
-            will_retry: result.will_retry,
-            skipped: result.skipped,
-            error_message: result.error_message.clone(),
+            result: Box::new(result.clone()),
         });
         // As in the reference, the follow-up prompt comes after the end event.
         if continue_after {

@@ -186,7 +186,7 @@ mod tests {
             Err(e) => e,
             Ok(_) => panic!("a broken override must fail the operation"),
         };
-        assert_eq!(error.kind(), "settingsInvalid");
+        assert_eq!(error.kind(), crate::engine::EngineErrorKind::Settings);
         assert!(
             error.to_string().contains(&template.display().to_string()),
             "{error}"

@@ -1,4 +1,6 @@
-//! The engine's typed errors; each maps 1:1 to a protocol error kind (`data.kind`).
+//! The engine's typed errors. Each variant has an [`EngineErrorKind`], which is what events
+//! carry; the daemon maps both to the protocol's error kinds in one place
+//! (`server/to_proto.rs`), so a kind never travels as a string.
 
 use super::SessionError;
 
@@ -69,24 +71,45 @@ impl EngineError {
         EngineError::Cancelled("Branch summarization cancelled".into())
     }
 
-    /// The protocol error kind (`data.kind`).
-    pub fn kind(&self) -> &'static str {
+    /// What kind of failure this is, without its details.
+    pub fn kind(&self) -> EngineErrorKind {
         match self {
-            EngineError::SessionNotFound(_) => "sessionNotFound",
-            EngineError::EntryNotFound(_) => "entryNotFound",
-            EngineError::AlreadyCompacted => "alreadyCompacted",
-            EngineError::NothingToCompact => "nothingToCompact",
-            EngineError::CompactionInProgress => "compactionInProgress",
-            EngineError::Cancelled(_) => "cancelled",
-            EngineError::SummarizationFailed(_) => "summarizationFailed",
-            EngineError::LeafMoved { .. } => "leafMoved",
-            EngineError::InvalidParams(_) => "invalidParams",
-            EngineError::SessionFile(SessionError::Storage(_)) => "storageUnavailable",
-            EngineError::SessionFile(_) => "sessionFileInvalid",
-            EngineError::CannotGetUnderThreshold { .. } => "cannotGetUnderThreshold",
-            EngineError::Settings(_) => "settingsInvalid",
-            EngineError::PathOutsideAllowed(_) => "pathOutsideAllowed",
-            EngineError::ReadOnly(_) => "sessionReadOnly",
+            EngineError::SessionNotFound(_) => EngineErrorKind::SessionNotFound,
+            EngineError::EntryNotFound(_) => EngineErrorKind::EntryNotFound,
+            EngineError::AlreadyCompacted => EngineErrorKind::AlreadyCompacted,
+            EngineError::NothingToCompact => EngineErrorKind::NothingToCompact,
+            EngineError::CompactionInProgress => EngineErrorKind::CompactionInProgress,
+            EngineError::Cancelled(_) => EngineErrorKind::Cancelled,
+            EngineError::SummarizationFailed(_) => EngineErrorKind::SummarizationFailed,
+            EngineError::LeafMoved { .. } => EngineErrorKind::LeafMoved,
+            EngineError::InvalidParams(_) => EngineErrorKind::InvalidParams,
+            EngineError::SessionFile(SessionError::Storage(_)) => EngineErrorKind::Storage,
+            EngineError::SessionFile(_) => EngineErrorKind::SessionFile,
+            EngineError::CannotGetUnderThreshold { .. } => EngineErrorKind::CannotGetUnderThreshold,
+            EngineError::Settings(_) => EngineErrorKind::Settings,
+            EngineError::PathOutsideAllowed(_) => EngineErrorKind::PathOutsideAllowed,
+            EngineError::ReadOnly(_) => EngineErrorKind::ReadOnly,
         }
     }
+}
+
+/// The kind of an [`EngineError`], one per variant, without its details.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EngineErrorKind {
+    SessionNotFound,
+    EntryNotFound,
+    AlreadyCompacted,
+    NothingToCompact,
+    CompactionInProgress,
+    Cancelled,
+    SummarizationFailed,
+    LeafMoved,
+    InvalidParams,
+    SessionFile,
+    /// The session database failed (unreachable, restarting, timed out).
+    Storage,
+    CannotGetUnderThreshold,
+    Settings,
+    PathOutsideAllowed,
+    ReadOnly,
 }

@@ -3,7 +3,7 @@
 
 use crate::session::Entry;
 
-use super::{CompactOutcome, EngineError};
+use super::{CompactOutcome, EngineError, EngineErrorKind};
 use crate::summarize::Purpose;
 
 /// A fresh operation id with `prefix` (`compact-…`, `auto-…`), as its events carry it.
@@ -137,7 +137,7 @@ impl OperationObserver for NoopObserver {
 /// [`EngineError::kind`]) and the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OperationError {
-    pub kind: &'static str,
+    pub kind: EngineErrorKind,
     pub message: String,
 }
 
@@ -146,6 +146,40 @@ impl From<&EngineError> for OperationError {
         OperationError {
             kind: error.kind(),
             message: error.to_string(),
+        }
+    }
+}
+
+/// What an auto-compaction run did: what `AutoCompactionFinished` carries and an append
+/// answers.
+#[derive(Debug, Clone)]
+pub struct AutoResult {
+    pub reason: CompactReason,
+    pub outcome: Option<CompactOutcome>,
+    pub aborted: bool,
+    pub will_retry: bool,
+    /// Nothing to compact (or another compaction was running): not a failure.
+    pub skipped: bool,
+    /// `Context overflow recovery failed: …` or `Auto-compaction failed: …`.
+    pub error_message: Option<String>,
+    /// The typed failure behind `error_message`; `None` when a recovery was given up without
+    /// trying (the message says why).
+    pub error_kind: Option<EngineErrorKind>,
+    /// The synthetic `Continue if you have next steps.` entry, when one was appended.
+    pub continue_entry_id: Option<String>,
+}
+
+impl AutoResult {
+    pub(crate) fn new(reason: CompactReason) -> Self {
+        AutoResult {
+            reason,
+            outcome: None,
+            aborted: false,
+            will_retry: false,
+            skipped: false,
+            error_message: None,
+            error_kind: None,
+            continue_entry_id: None,
         }
     }
 }
@@ -183,12 +217,8 @@ pub enum EngineEvent {
     AutoCompactionFinished {
         session_id: String,
         operation_id: String,
-        reason: CompactReason,
-        outcome: Option<Box<CompactOutcome>>,
-        aborted: bool,
-        will_retry: bool,
-        skipped: bool,
-        error_message: Option<String>,
+        /// What the run did (`continue_entry_id` is not set yet: the prompt follows).
+        result: Box<AutoResult>,
     },
     TreeNavigated {
         session_id: String,

@@ -32,10 +32,10 @@ pub use compact::{CompactOptions, CompactOutcome, compact};
 pub use env::{
     ClientSummarizerFactory, CompactEnv, EnvSource, PromptSource, token_counter, tokenizer_name,
 };
-pub use error::EngineError;
+pub use error::{EngineError, EngineErrorKind};
 pub use events::{
-    CompactReason, EngineEvent, EventSink, NoopObserver, OperationError, OperationObserver, Phase,
-    SummaryState, SummaryStatus,
+    AutoResult, CompactReason, EngineEvent, EventSink, NoopObserver, OperationError,
+    OperationObserver, Phase, SummaryState, SummaryStatus,
 };
 pub use hooks::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
@@ -45,7 +45,7 @@ pub use hooks::{
 pub use crate::session::{Session, SessionError};
 pub use crate::summarize::{Prompts, Purpose, RetryPolicy, Summarizer};
 pub use crate::tokens::TokenCounter;
-pub use auto::{AppendAction, AutoPlan, AutoResult, PendingAuto};
+pub use auto::{AppendAction, AutoPlan, PendingAuto};
 pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
 pub use registry::Engine;
 pub use sessions::{SessionInfo, SessionSummary};

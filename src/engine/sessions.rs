@@ -505,7 +505,11 @@ mod tests {
         assert!(check_session_path(Path::new("/tmp/a.jsonl")).is_ok());
         for bad in ["/tmp/a.json", "/tmp/.jsonl", "/tmp/a"] {
             let error = check_session_path(Path::new(bad)).unwrap_err();
-            assert_eq!(error.kind(), "pathOutsideAllowed", "{bad}");
+            assert_eq!(
+                error.kind(),
+                crate::engine::EngineErrorKind::PathOutsideAllowed,
+                "{bad}"
+            );
         }
         assert!(is_plain_id("2026-01-01_abc-DEF"));
         for bad in ["", "../x", "a/b", "a.b", &"x".repeat(129)] {
@@ -531,7 +535,11 @@ mod tests {
             .open(&base, &no_dir, path.to_str().unwrap(), true)
             .await
             .unwrap_err();
-        assert_eq!(error.kind(), "invalidParams", "not reused in another mode");
+        assert_eq!(
+            error.kind(),
+            crate::engine::EngineErrorKind::InvalidParams,
+            "not reused in another mode"
+        );
         assert_eq!(again.id, made.id);
         assert_eq!(table.all().len(), 1);
         // A copy of the file under another name carries the same id: refused while open.
@@ -541,8 +549,11 @@ mod tests {
             .open(&base, &no_dir, copy.to_str().unwrap(), false)
             .await
             .unwrap_err();
-        assert_eq!(error.kind(), "invalidParams");
+        assert_eq!(error.kind(), crate::engine::EngineErrorKind::InvalidParams);
         table.close(&made.id).unwrap();
-        assert_eq!(table.close(&made.id).unwrap_err().kind(), "sessionNotFound");
+        assert_eq!(
+            table.close(&made.id).unwrap_err().kind(),
+            crate::engine::EngineErrorKind::SessionNotFound
+        );
     }
 }

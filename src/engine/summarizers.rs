@@ -424,7 +424,7 @@ mod tests {
             summarizers_with_env(&remote, None, &env)
                 .unwrap_err()
                 .kind(),
-            "settingsInvalid"
+            crate::engine::EngineErrorKind::Settings
         );
     }
 

@@ -8,8 +8,11 @@
 //! * [`METHODS`] lists every method with its wire name, direction, params and result types
 //!   and, for the client's methods, its [`Concurrency`] class. The [`method`] module has a
 //!   marker type per method ([`method::SessionCompact`] ...) whose [`Method`] impl carries
-//!   the same facts at compile time, so a handler registration cannot pick the wrong types:
-//!   `router.request(SessionCompact::NAME, SessionCompact::CONCURRENCY, compact)`.
+//!   the same facts at compile time, so neither a handler registration nor a message to the
+//!   client can pick the wrong types: the daemon registers `.on::<SessionCompact>(compact)`
+//!   and sends `notify::<SessionCompactionStarted>(params)`. [`ClientRequest`],
+//!   [`ClientNotification`], [`ServerRequest`] and [`ServerNotification`] say which way each
+//!   goes.
 //! * [`ErrorKind`] lists the typed errors with stable codes and `data.kind` strings.
 //! * [`protocol_schemas`] turns all of it into the JSON Schemas checked in under `schema/`.
 //!
@@ -107,6 +110,18 @@ pub trait ClientMethod: Method {
     const CONCURRENCY: Concurrency;
 }
 
+/// A request the client sends; the server answers it.
+pub trait ClientRequest: ClientMethod + RequestMethod {}
+
+/// A notification the client sends.
+pub trait ClientNotification: ClientMethod {}
+
+/// A request the server sends; the client answers it.
+pub trait ServerRequest: RequestMethod {}
+
+/// A notification the server sends.
+pub trait ServerNotification: Method {}
+
 /// One row of [`METHODS`].
 #[derive(Debug, Clone, Copy)]
 pub struct MethodSpec {
@@ -184,6 +199,7 @@ macro_rules! protocol_table {
                 impl ClientMethod for $cr {
                     const CONCURRENCY: Concurrency = Concurrency::$crc;
                 }
+                impl ClientRequest for $cr {}
             )*
             $(
                 $(#[doc = $cnd])*
@@ -197,6 +213,7 @@ macro_rules! protocol_table {
                 impl ClientMethod for $cn {
                     const CONCURRENCY: Concurrency = Concurrency::$cnc;
                 }
+                impl ClientNotification for $cn {}
             )*
             $(
                 $(#[doc = $srd])*
@@ -210,6 +227,7 @@ macro_rules! protocol_table {
                 impl RequestMethod for $sr {
                     type Result = $srr;
                 }
+                impl ServerRequest for $sr {}
             )*
             $(
                 $(#[doc = $snd])*
@@ -220,6 +238,7 @@ macro_rules! protocol_table {
                     const DIRECTION: Direction = Direction::ServerToClient;
                     type Params = $snp;
                 }
+                impl ServerNotification for $sn {}
             )*
         }
 

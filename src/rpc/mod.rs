@@ -80,7 +80,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 pub use client::{Client, ClientRequestError};
 pub use message::{RequestId, RpcError, error_code};
 pub use parent::wait_for_process_exit;
-pub use peer::{ExitReason, NotificationCtx, Peer, PeerConfig, PeerHandle, RequestCtx};
+pub use peer::{
+    ExitReason, NotificationCtx, Peer, PeerConfig, PeerHandle, RequestCtx, TRANSPORT_NOTIFICATIONS,
+};
 pub use router::{Concurrency, Router};
 
 /// Locks a mutex, ignoring poisoning: no critical section here can leave data half-updated,

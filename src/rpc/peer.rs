@@ -36,6 +36,10 @@ const SHUTDOWN: &str = "shutdown";
 const EXIT: &str = "exit";
 const CANCEL_REQUEST: &str = "$/cancelRequest";
 
+/// The notifications the peer handles itself: `$/cancelRequest` cancels a request, `exit`
+/// ends [`Peer::serve`] (after its handler, if one is registered).
+pub const TRANSPORT_NOTIFICATIONS: [&str; 2] = [CANCEL_REQUEST, EXIT];
+
 /// Limits and timings of a peer.
 #[derive(Debug, Clone)]
 pub struct PeerConfig {

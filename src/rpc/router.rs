@@ -166,20 +166,24 @@ impl<S: Clone + Send + Sync + 'static> Router<S> {
         self
     }
 
-    /// Every registered request and notification with its class, sorted by name (for
-    /// documentation and schema generation).
-    pub fn methods(&self) -> Vec<(&'static str, Concurrency)> {
-        let mut methods: Vec<_> = self
-            .requests
-            .iter()
-            .map(|(name, m)| (*name, m.concurrency))
-            .chain(
-                self.notifications
-                    .iter()
-                    .map(|(name, m)| (*name, m.concurrency)),
-            )
-            .collect();
-        methods.sort_by_key(|(name, _)| *name);
-        methods
+    /// Every registered request with its class, sorted by name.
+    pub fn requests(&self) -> Vec<(&'static str, Concurrency)> {
+        sorted(&self.requests)
     }
+
+    /// Every registered notification with its class, sorted by name. The transport's own
+    /// ([`TRANSPORT_NOTIFICATIONS`](super::TRANSPORT_NOTIFICATIONS)) are handled whether or
+    /// not they are registered.
+    pub fn notifications(&self) -> Vec<(&'static str, Concurrency)> {
+        sorted(&self.notifications)
+    }
+}
+
+fn sorted<H>(methods: &HashMap<&'static str, Method<H>>) -> Vec<(&'static str, Concurrency)> {
+    let mut out: Vec<_> = methods
+        .iter()
+        .map(|(name, m)| (*name, m.concurrency))
+        .collect();
+    out.sort_by_key(|(name, _)| *name);
+    out
 }

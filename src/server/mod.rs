@@ -2,30 +2,34 @@
 //! `src/rpc/`, backed by the [`Engine`].
 //!
 //! This file holds the one method table ([`router`]), the connection state ([`Daemon`]) and
-//! the mapping of engine errors to protocol errors. Beside it: [`progress`] turns engine
-//! events and operation reports into notifications (`$/progress`, `session/*`), and
-//! [`adapters`] implements the engine's hooks and the client summarizer with
-//! server-to-client requests. The handlers, one file per method or small group, live in
-//! `src/server/handlers/`.
+//! the typed server-to-client requests ([`request`]). Beside it: [`progress`] turns engine
+//! events and operation reports into notifications (`$/progress`, `session/*`), [`adapters`]
+//! implements the engine's hooks and the client summarizer with server-to-client requests,
+//! and [`to_proto`] / [`from_proto`] are the one place domain values become wire values and
+//! back. The handlers, one file per method or small group, live in `src/server/handlers/`.
 
 mod adapters;
-pub(crate) mod convert;
+pub(crate) mod from_proto;
 mod handlers;
 pub(crate) mod progress;
+pub(crate) mod to_proto;
 
 use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::engine::{Engine, EngineError, SessionError};
+use crate::engine::Engine;
 use crate::protocol::method::*;
 use crate::protocol::{
-    ClientCapabilities, ClientMethod, ErrorKind, Method, ProgressToken, RequestMethod,
+    ClientCapabilities, ClientNotification, ClientRequest, ProgressToken, ServerRequest,
 };
-use crate::rpc::{ExitReason, Peer, RequestCtx, Router, RpcError};
+use crate::rpc::{
+    Client, ClientRequestError, ExitReason, NotificationCtx, Peer, RequestCtx, Router, RpcError,
+};
 use crate::settings::SettingsStack;
 
 pub(crate) use adapters::{ClientHooks, client_summarizer};
@@ -106,23 +110,55 @@ where
 }
 
 /// Registers methods by their protocol marker, so the wire name, the params and result types
-/// and the concurrency class all come from `protocol.rs` and cannot drift.
+/// and the concurrency class all come from `src/protocol/` and cannot drift.
 trait Table {
-    fn on<M: RequestMethod + ClientMethod>(
-        self,
-        handler: impl Handler<M::Params, M::Result>,
-    ) -> Self;
+    fn on<M: ClientRequest>(self, handler: impl Handler<M::Params, M::Result>) -> Self;
+    fn on_notification<M, F, Fut>(self, handler: F) -> Self
+    where
+        M: ClientNotification,
+        F: Fn(Arc<Daemon>, NotificationCtx, M::Params) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static;
 }
 
 impl Table for Router<Arc<Daemon>> {
-    fn on<M: RequestMethod + ClientMethod>(
-        self,
-        handler: impl Handler<M::Params, M::Result>,
-    ) -> Self {
+    fn on<M: ClientRequest>(self, handler: impl Handler<M::Params, M::Result>) -> Self {
         self.request(M::NAME, M::CONCURRENCY, move |d, ctx, p| {
             handler.call(d, ctx, p)
         })
     }
+
+    fn on_notification<M, F, Fut>(self, handler: F) -> Self
+    where
+        M: ClientNotification,
+        F: Fn(Arc<Daemon>, NotificationCtx, M::Params) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.notification(M::NAME, M::CONCURRENCY, handler)
+    }
+}
+
+/// Sends the server-to-client request `M` and waits up to `timeout` for its answer, typed by
+/// the protocol table.
+pub(crate) async fn request<M: ServerRequest>(
+    client: &Client,
+    params: M::Params,
+    timeout: Duration,
+) -> Result<M::Result, ClientRequestError> {
+    client.request(M::NAME, params, timeout).await
+}
+
+/// [`request`] for a method whose answer carries nothing (`window/workDoneProgress/create`):
+/// only whether the client answered without an error counts, whatever the result's shape
+/// (LSP clients answer `null`, some `{}`).
+pub(crate) async fn request_ack<M: ServerRequest<Result = ()>>(
+    client: &Client,
+    params: M::Params,
+    timeout: Duration,
+) -> Result<(), ClientRequestError> {
+    client
+        .request::<_, serde::de::IgnoredAny>(M::NAME, params, timeout)
+        .await
+        .map(|_| ())
 }
 
 /// The whole protocol on one screen: every method the client may send, once each.
@@ -150,55 +186,50 @@ pub fn router(daemon: Arc<Daemon>) -> Router<Arc<Daemon>> {
         .on::<SessionAbortBranchSummary>(session_navigate::abort)
         .on::<SettingsGet>(settings::get)
         .on::<SettingsUpdate>(settings::update)
-        .notification(
-            Initialized::NAME,
-            Initialized::CONCURRENCY,
-            lifecycle::initialized,
-        )
-        .notification(
-            WorkDoneProgressCancel::NAME,
-            WorkDoneProgressCancel::CONCURRENCY,
-            lifecycle::work_done_progress_cancel,
-        )
+        .on_notification::<Initialized, _, _>(lifecycle::initialized)
+        .on_notification::<WorkDoneProgressCancel, _, _>(lifecycle::work_done_progress_cancel)
 }
 
-/// The protocol error of an engine failure: its code, `data.kind` and a message a person can
-/// act on.
-pub(crate) fn engine_error(error: EngineError) -> RpcError {
-    match error {
-        EngineError::SessionNotFound(id) => ErrorKind::session_not_found(&id),
-        EngineError::EntryNotFound(id) => ErrorKind::entry_not_found(&id),
-        EngineError::AlreadyCompacted => ErrorKind::AlreadyCompacted.error(),
-        EngineError::NothingToCompact => ErrorKind::NothingToCompact.error(),
-        EngineError::CompactionInProgress => ErrorKind::CompactionInProgress.error(),
-        EngineError::Cancelled(message) => ErrorKind::Cancelled.with_message(message),
-        EngineError::SummarizationFailed(message) => {
-            ErrorKind::SummarizationFailed.with_message(message)
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Direction, METHODS, MessageKind};
+    use crate::rpc::TRANSPORT_NOTIFICATIONS;
+
+    /// Every method the client may send has exactly one handler, registered as its kind and
+    /// in the concurrency class the table declares; the transport's own notifications are
+    /// the only ones the daemon leaves to the transport.
+    #[test]
+    fn every_client_method_of_the_table_has_a_handler_in_its_class() {
+        let router = router(Daemon::new(SettingsStack::default()));
+        let mut requests = router.requests();
+        let mut notifications: Vec<_> = router.notifications();
+        for row in METHODS
+            .iter()
+            .filter(|m| m.direction == Direction::ClientToServer)
+        {
+            let declared = row.concurrency.expect("a client method has a class");
+            let registered = match row.kind {
+                MessageKind::Request => &mut requests,
+                MessageKind::Notification => &mut notifications,
+            };
+            match registered.iter().position(|(name, _)| *name == row.name) {
+                Some(at) => {
+                    let (_, class) = registered.remove(at);
+                    assert_eq!(class, declared, "{} runs in the wrong class", row.name);
+                }
+                None => assert!(
+                    row.kind == MessageKind::Notification
+                        && TRANSPORT_NOTIFICATIONS.contains(&row.name),
+                    "{} has no handler",
+                    row.name
+                ),
+            }
         }
-        EngineError::LeafMoved { expected, actual } => {
-            ErrorKind::leaf_moved(expected.as_deref().unwrap_or("none"), actual.as_deref())
-        }
-        EngineError::InvalidParams(message) => ErrorKind::InvalidParams.with_message(message),
-        error @ EngineError::SessionFile(SessionError::Storage(_)) => {
-            ErrorKind::StorageUnavailable.with_message(error.to_string())
-        }
-        error @ EngineError::SessionFile(_) => {
-            ErrorKind::SessionFileInvalid.with_message(error.to_string())
-        }
-        error @ EngineError::CannotGetUnderThreshold { tokens, threshold } => {
-            ErrorKind::CannotGetUnderThreshold
-                .with_message(error.to_string())
-                .with_data_field("tokensAfter", tokens)
-                .with_data_field("thresholdTokens", threshold)
-        }
-        error @ EngineError::Settings(_) => {
-            ErrorKind::SettingsInvalid.with_message(error.to_string())
-        }
-        error @ EngineError::PathOutsideAllowed(_) => {
-            ErrorKind::PathOutsideAllowed.with_message(error.to_string())
-        }
-        error @ EngineError::ReadOnly(_) => {
-            ErrorKind::SessionReadOnly.with_message(error.to_string())
-        }
+        assert!(requests.is_empty(), "not in the table: {requests:?}");
+        assert!(
+            notifications.is_empty(),
+            "not in the table: {notifications:?}"
+        );
     }
 }

@@ -16,21 +16,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::convert;
-use crate::engine::{
-    CompactReason, EngineEvent, EventSink, OperationError, OperationObserver, Phase, Purpose,
-};
+use super::to_proto;
+use crate::engine::{CompactReason, EngineEvent, EventSink, OperationObserver, Phase, Purpose};
 use crate::protocol::SummaryPart as WirePart;
 use crate::protocol::method::*;
 use crate::protocol::{
-    AutoCompactionFinished, AutoCompactionOutcome, AutoCompactionReason, AutoCompactionStarted,
-    AutoContinue, ClientCapabilities, CompactionDelta, CompactionFinished, CompactionReason,
-    CompactionStarted, EntriesAppended, ErrorInfo, ErrorKind, Method, ProgressParams,
-    ProgressPhase, ProgressToken, TreeNavigated, WorkDoneProgress, WorkDoneProgressTokenParams,
+    AutoCompactionFinished, AutoCompactionReason, AutoCompactionStarted, AutoContinue,
+    ClientCapabilities, CompactionDelta, CompactionFinished, CompactionReason, CompactionStarted,
+    EntriesAppended, Method, ProgressParams, ProgressPhase, ProgressToken, ServerNotification,
+    TreeNavigated, WorkDoneProgress, WorkDoneProgressTokenParams,
 };
 use crate::rpc::Client;
 
@@ -159,9 +156,12 @@ impl Hub {
                         let params = WorkDoneProgressTokenParams {
                             token: token.clone(),
                         };
-                        let created: Result<serde::de::IgnoredAny, _> = client
-                            .request(WorkDoneProgressCreate::NAME, params, CREATE_TIMEOUT)
-                            .await;
+                        let created = super::request_ack::<WorkDoneProgressCreate>(
+                            &client,
+                            params,
+                            CREATE_TIMEOUT,
+                        )
+                        .await;
                         if let Err(error) = created {
                             tracing::debug!(%error, "no progress token");
                             refused.insert(token);
@@ -183,7 +183,10 @@ impl Hub {
         }
     }
 
-    fn notify<P: Serialize>(&self, method: &'static str, params: P) {
+    /// Queues the notification `M`; its wire name and params type come from the protocol
+    /// table. Dropped when the client opted out of it.
+    fn notify<M: ServerNotification>(&self, params: M::Params) {
+        let method = M::NAME;
         if self
             .capabilities
             .get()
@@ -200,13 +203,10 @@ impl Hub {
 
     fn progress(&self, token: &Option<ProgressToken>, value: WorkDoneProgress) {
         if let Some(token) = token {
-            self.notify(
-                Progress::NAME,
-                ProgressParams {
-                    token: token.clone(),
-                    value,
-                },
-            );
+            self.notify::<Progress>(ProgressParams {
+                token: token.clone(),
+                value,
+            });
         }
     }
 
@@ -276,14 +276,7 @@ impl Hub {
     fn phase(&self, session_id: &str, phase: Phase, percentage: Option<u32>) {
         self.with_op(session_id, |hub, op| {
             hub.flush_deltas(session_id, op);
-            let phase = match phase {
-                Phase::Pruning => ProgressPhase::Pruning,
-                Phase::Preparing => ProgressPhase::Preparing,
-                Phase::Summarizing => ProgressPhase::Summarizing {
-                    characters: op.characters,
-                },
-                Phase::Persisting => ProgressPhase::Persisting,
-            };
+            let phase = to_proto::progress_phase(phase, op.characters);
             hub.report(op, phase, percentage);
         });
     }
@@ -305,7 +298,7 @@ impl Hub {
     fn delta(&self, session_id: &str, part: Purpose, text: &str) {
         self.with_op(session_id, |hub, op| {
             op.characters += text.chars().count() as u64;
-            if let Some(part) = wire_part(part) {
+            if let Some(part) = to_proto::summary_part(part) {
                 match op.pending.iter_mut().find(|(p, _)| *p == part) {
                     Some((_, pending)) => pending.push_str(text),
                     None => op.pending.push((part, text.to_owned())),
@@ -325,23 +318,20 @@ impl Hub {
     /// An attempt starts `part` over: text not sent yet is dropped, and a client that already
     /// received some is told to discard it (`reset: true`, empty text) before the new text.
     fn restart(&self, session_id: &str, part: Purpose) {
-        let Some(part) = wire_part(part) else {
+        let Some(part) = to_proto::summary_part(part) else {
             return;
         };
         self.with_op(session_id, |hub, op| {
             op.pending.retain(|(p, _)| *p != part);
             if let Some(at) = op.sent.iter().position(|p| *p == part) {
                 op.sent.remove(at);
-                hub.notify(
-                    SessionCompactionDelta::NAME,
-                    CompactionDelta {
-                        session_id: session_id.to_owned(),
-                        operation_id: op.operation_id.clone().unwrap_or_default(),
-                        part,
-                        text: String::new(),
-                        reset: true,
-                    },
-                );
+                hub.notify::<SessionCompactionDelta>(CompactionDelta {
+                    session_id: session_id.to_owned(),
+                    operation_id: op.operation_id.clone().unwrap_or_default(),
+                    part,
+                    text: String::new(),
+                    reset: true,
+                });
             }
         });
     }
@@ -356,30 +346,24 @@ impl Hub {
             if !op.sent.contains(&part) {
                 op.sent.push(part);
             }
-            self.notify(
-                SessionCompactionDelta::NAME,
-                CompactionDelta {
-                    session_id: session_id.to_owned(),
-                    operation_id: operation_id.clone(),
-                    part,
-                    text,
-                    reset: false,
-                },
-            );
+            self.notify::<SessionCompactionDelta>(CompactionDelta {
+                session_id: session_id.to_owned(),
+                operation_id: operation_id.clone(),
+                part,
+                text,
+                reset: false,
+            });
         }
     }
 
     fn send_started(&self, session_id: &str, op: &mut Op) {
         op.started_sent = true;
-        self.notify(
-            SessionCompactionStarted::NAME,
-            CompactionStarted {
-                session_id: session_id.to_owned(),
-                operation_id: op.operation_id.clone().unwrap_or_default(),
-                reason: op.reason,
-                work_done_token: op.progress.clone(),
-            },
-        );
+        self.notify::<SessionCompactionStarted>(CompactionStarted {
+            session_id: session_id.to_owned(),
+            operation_id: op.operation_id.clone().unwrap_or_default(),
+            reason: op.reason,
+            work_done_token: op.progress.clone(),
+        });
     }
 
     fn on_event(&self, event: EngineEvent) {
@@ -391,14 +375,11 @@ impl Hub {
                 let Some(leaf_id) = entries.last().map(|e| e.id.clone()) else {
                     return;
                 };
-                self.notify(
-                    SessionEntriesAppended::NAME,
-                    EntriesAppended {
-                        session_id,
-                        entries: entries.iter().map(convert::wire_entry).collect(),
-                        leaf_id,
-                    },
-                );
+                self.notify::<SessionEntriesAppended>(EntriesAppended {
+                    session_id,
+                    entries: entries.iter().map(to_proto::entry).collect(),
+                    leaf_id,
+                });
             }
             EngineEvent::CompactionStarted {
                 session_id,
@@ -406,14 +387,17 @@ impl Hub {
                 reason,
             } => {
                 let mut ops = lock(&self.ops);
-                let op = ops
-                    .entry(session_id.clone())
-                    .or_insert_with(|| Op::new(OperationKind::Compaction, reason_of(reason)));
+                let op = ops.entry(session_id.clone()).or_insert_with(|| {
+                    Op::new(
+                        OperationKind::Compaction,
+                        to_proto::compaction_reason(reason),
+                    )
+                });
                 if op.started_sent {
                     return;
                 }
                 op.operation_id = Some(operation_id);
-                op.reason = reason_of(reason);
+                op.reason = to_proto::compaction_reason(reason);
                 self.send_started(&session_id, op);
             }
             EngineEvent::CompactionFinished {
@@ -429,16 +413,13 @@ impl Hub {
                     op.started_sent = false;
                 }
                 drop(ops);
-                self.notify(
-                    SessionCompactionFinished::NAME,
-                    CompactionFinished {
-                        session_id,
-                        operation_id,
-                        result: outcome.map(|o| convert::compact_result(&o)),
-                        aborted,
-                        error: finished_error(aborted, error),
-                    },
-                );
+                self.notify::<SessionCompactionFinished>(CompactionFinished {
+                    session_id,
+                    operation_id,
+                    result: outcome.map(|o| to_proto::compact_result(&o)),
+                    aborted,
+                    error: to_proto::finished_error(aborted, error),
+                });
             }
             EngineEvent::AutoCompactionStarted {
                 session_id,
@@ -448,43 +429,26 @@ impl Hub {
             EngineEvent::AutoCompactionFinished {
                 session_id,
                 operation_id,
-                reason,
-                outcome,
-                aborted,
-                will_retry,
-                skipped,
-                error_message,
+                result,
             } => {
                 let Some(mut op) = lock(&self.ops).remove(&session_id) else {
                     return;
                 };
                 self.flush_deltas(&session_id, &mut op);
-                let result = outcome.map(|o| convert::compact_result(&o));
-                let end_message = if aborted {
+                let end_message = if result.aborted {
                     "cancelled".to_owned()
-                } else if let Some(message) = &error_message {
+                } else if let Some(message) = &result.error_message {
                     message.clone()
-                } else if skipped {
+                } else if result.skipped {
                     "skipped".to_owned()
                 } else {
                     "done".to_owned()
                 };
-                self.notify(
-                    SessionAutoCompactionFinished::NAME,
-                    AutoCompactionFinished {
-                        session_id,
-                        operation_id,
-                        outcome: AutoCompactionOutcome {
-                            reason: auto_reason(reason),
-                            result,
-                            aborted,
-                            will_retry,
-                            skipped,
-                            skip_reason: skipped.then(|| "nothing to compact".to_owned()),
-                            error_message,
-                        },
-                    },
-                );
+                self.notify::<SessionAutoCompactionFinished>(AutoCompactionFinished {
+                    session_id,
+                    operation_id,
+                    outcome: to_proto::auto_outcome(&result),
+                });
                 if let Some(token) = &op.progress {
                     lock(&self.cancels).remove(token);
                 }
@@ -495,7 +459,7 @@ impl Hub {
                     },
                 );
                 if let Some(auto_continue) = op.auto_continue.take() {
-                    self.notify(SessionAutoContinue::NAME, auto_continue);
+                    self.notify::<SessionAutoContinue>(auto_continue);
                 }
             }
             EngineEvent::TreeNavigated {
@@ -504,16 +468,13 @@ impl Hub {
                 old_leaf_id,
                 summary_entry,
                 from_extension,
-            } => self.notify(
-                SessionTreeNavigated::NAME,
-                TreeNavigated {
-                    session_id,
-                    new_leaf_id,
-                    old_leaf_id,
-                    summary_entry: summary_entry.map(|e| convert::wire_entry(&e)),
-                    from_extension,
-                },
-            ),
+            } => self.notify::<SessionTreeNavigated>(TreeNavigated {
+                session_id,
+                new_leaf_id,
+                old_leaf_id,
+                summary_entry: summary_entry.map(|e| to_proto::entry(&e)),
+                from_extension,
+            }),
             EngineEvent::AutoContinue {
                 session_id,
                 prompt,
@@ -530,7 +491,7 @@ impl Hub {
                     Some(op) if op.auto.is_some() => op.auto_continue = Some(event),
                     _ => {
                         drop(ops);
-                        self.notify(SessionAutoContinue::NAME, event);
+                        self.notify::<SessionAutoContinue>(event);
                     }
                 }
             }
@@ -538,7 +499,7 @@ impl Hub {
     }
 
     fn auto_started(&self, session_id: String, operation_id: String, reason: CompactReason) {
-        let auto = auto_reason(reason);
+        let auto = to_proto::auto_reason(reason);
         let n = self.next_auto.fetch_add(1, Ordering::Relaxed);
         let mut op = Op::new(OperationKind::Compaction, auto.into());
         op.auto = Some(auto);
@@ -552,14 +513,11 @@ impl Hub {
             );
             op.progress = Some(token);
         }
-        self.notify(
-            SessionAutoCompactionStarted::NAME,
-            AutoCompactionStarted {
-                session_id: session_id.clone(),
-                reason: auto,
-                operation_id,
-            },
-        );
+        self.notify::<SessionAutoCompactionStarted>(AutoCompactionStarted {
+            session_id: session_id.clone(),
+            reason: auto,
+            operation_id,
+        });
         let title = match auto {
             AutoCompactionReason::Overflow => {
                 format!("Recovering session {session_id} from a context overflow")
@@ -589,38 +547,6 @@ fn progress_token(params: &Value, refused: &HashSet<ProgressToken>) -> bool {
         .is_ok_and(|token| refused.contains(&token))
 }
 
-fn auto_reason(reason: CompactReason) -> AutoCompactionReason {
-    match reason {
-        CompactReason::Overflow => AutoCompactionReason::Overflow,
-        _ => AutoCompactionReason::Threshold,
-    }
-}
-
-fn reason_of(reason: CompactReason) -> CompactionReason {
-    match reason {
-        CompactReason::Manual => CompactionReason::Manual,
-        CompactReason::Threshold => CompactionReason::Threshold,
-        CompactReason::Overflow => CompactionReason::Overflow,
-    }
-}
-
-/// The error of a `session/compactionFinished`: the engine's typed failure with its protocol
-/// code, or `cancelled`.
-fn finished_error(aborted: bool, error: Option<OperationError>) -> Option<ErrorInfo> {
-    if aborted {
-        return Some(ErrorInfo::from(&ErrorKind::Cancelled.error()));
-    }
-    let error = error?;
-    Some(match ErrorKind::from_name(error.kind) {
-        Some(kind) => ErrorInfo::from(&kind.with_message(error.message)),
-        None => ErrorInfo {
-            code: crate::rpc::error_code::INTERNAL_ERROR,
-            kind: Some(error.kind.to_owned()),
-            message: error.message,
-        },
-    })
-}
-
 impl EventSink for Hub {
     fn emit(&self, event: EngineEvent) {
         self.on_event(event);
@@ -644,16 +570,5 @@ impl OperationObserver for OpObserver {
 
     fn restart(&self, part: Purpose) {
         self.hub.restart(&self.session_id, part);
-    }
-}
-
-/// The wire name of a streamed part; `None` for a branch summary, which the protocol shows as
-/// progress only.
-fn wire_part(part: Purpose) -> Option<WirePart> {
-    match part {
-        Purpose::History => Some(WirePart::History),
-        Purpose::TurnPrefix => Some(WirePart::TurnPrefix),
-        Purpose::Short => Some(WirePart::Short),
-        Purpose::Branch => None,
     }
 }

@@ -228,7 +228,10 @@ async fn a_kept_tail_above_the_threshold_fails_once_without_looping() {
     let auto = out.auto.unwrap();
     let message = auto.error_message.unwrap();
     assert!(message.starts_with("Auto-compaction failed: "), "{message}");
-    assert_eq!(auto.error_kind, Some("cannotGetUnderThreshold"));
+    assert_eq!(
+        auto.error_kind,
+        Some(compactd::engine::EngineErrorKind::CannotGetUnderThreshold)
+    );
     assert!(auto.continue_entry_id.is_none());
     assert_eq!(compactions(&h.path), 1);
     assert!(!h.events.names().contains(&"autoContinue"));

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use compactd::engine::{
-    BeforeCompactReply, CompactOptions, CompactingReply, EngineError, HookCompaction, NoHooks,
-    NoopObserver, compact,
+    BeforeCompactReply, CompactOptions, CompactingReply, EngineError, EngineErrorKind,
+    HookCompaction, NoHooks, NoopObserver, compact,
 };
 use compactd::session::{AgentMessage, Entry, EntryKind, Session};
 use compactd::summarize::Purpose;
@@ -242,7 +242,7 @@ async fn a_caller_chosen_boundary_is_validated() {
 
     for bad in [ids[4].as_str(), "nope"] {
         let err = run(&session, &env, at(bad)).await.unwrap_err();
-        assert_eq!(err.kind(), "invalidParams", "{bad}: {err}");
+        assert_eq!(err.kind(), EngineErrorKind::InvalidParams, "{bad}: {err}");
         assert!(err.to_string().contains("firstKeptEntryId"), "{err}");
     }
 }
@@ -287,7 +287,7 @@ async fn hook_cancel_stops_and_writes_nothing() {
         .await
         .unwrap_err();
     assert_eq!(err.to_string(), "Compaction cancelled");
-    assert_eq!(err.kind(), "cancelled");
+    assert_eq!(err.kind(), EngineErrorKind::Cancelled);
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
@@ -477,7 +477,7 @@ async fn a_moved_leaf_is_refused() {
     let err = run(&open(&path), &extractive_env(2_000), opts)
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), "leafMoved");
+    assert_eq!(err.kind(), EngineErrorKind::LeafMoved);
 }
 
 /// History and turn-prefix requests must both be in flight at once: each waits for the other.

@@ -11,7 +11,7 @@ use crate::protocol::{
 };
 use crate::rpc::{NotificationCtx, RequestCtx, RpcError};
 use crate::server::progress::CancelTarget;
-use crate::server::{ClientHooks, Daemon, client_summarizer, engine_error};
+use crate::server::{ClientHooks, Daemon, client_summarizer, to_proto};
 
 /// Records the client's capabilities, layers its settings, wires hooks, the client
 /// summarizer and notifications to it, and watches its process.
@@ -33,7 +33,7 @@ pub async fn initialize(
                     .set_initialize(&layer)
                     .map_err(|e| EngineError::Settings(e.to_string()))
             })
-            .map_err(engine_error)?;
+            .map_err(to_proto::error)?;
     }
     let capabilities = params.capabilities.clone();
     if !daemon.set_capabilities(capabilities.clone()) {

@@ -1,5 +1,6 @@
 //! The request handlers, one file per method or small group. Each is thin: wire params to a
-//! domain call to a wire result; the behaviour lives in the engine.
+//! domain call to a wire result, converted by `server/from_proto.rs` and
+//! `server/to_proto.rs`; the behaviour lives in the engine.
 
 pub mod lifecycle;
 pub mod session_append;
@@ -13,11 +14,6 @@ pub mod settings;
 
 use crate::protocol::ErrorKind;
 use crate::rpc::RpcError;
-
-/// `expectedLeafId` as the engine takes it: `Some(Some(id))` to check, `None` not to.
-fn expected_leaf(expected: Option<String>) -> Option<Option<String>> {
-    expected.map(Some)
-}
 
 /// `invalidParams` naming a field.
 fn invalid(method: &str, path: &str, detail: impl std::fmt::Display) -> RpcError {

@@ -4,15 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::expected_leaf;
-use crate::engine::{CompactOptions, CompactReason};
 use crate::protocol::method::WorkDoneProgressCreate;
 use crate::protocol::{
-    AbortResult, CompactResult, Method, ProgressToken, SessionCompactParams, SessionRef,
+    AbortResult, CompactResult, ProgressToken, SessionCompactParams, SessionRef,
     WorkDoneProgressTokenParams,
 };
 use crate::rpc::{RequestCtx, RpcError};
-use crate::server::{Daemon, OpObserver, OperationKind, convert, engine_error};
+use crate::server::{Daemon, OpObserver, OperationKind, from_proto, to_proto};
 
 /// How long the client gets to answer `window/workDoneProgress/create`.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,8 +22,8 @@ pub async fn compact(
 ) -> Result<CompactResult, RpcError> {
     let session_id = params.session_id.clone();
     // Fail fast, before asking the client for a progress token.
-    daemon.engine.state(&session_id).map_err(engine_error)?;
-    let progress = progress_token(&daemon, &ctx, params.work_done_token).await;
+    daemon.engine.state(&session_id).map_err(to_proto::error)?;
+    let progress = progress_token(&daemon, &ctx, params.work_done_token.clone()).await;
     let cancel = ctx.token().child_token();
     daemon.hub.begin(
         &session_id,
@@ -37,14 +35,7 @@ pub async fn compact(
         hub: daemon.hub.clone(),
         session_id: session_id.clone(),
     };
-    let options = CompactOptions {
-        reason: CompactReason::Manual,
-        custom_instructions: params.custom_instructions,
-        preview: params.preview.unwrap_or(false),
-        first_kept_entry_id: params.first_kept_entry_id,
-        expected_leaf_id: expected_leaf(params.expected_leaf_id),
-        leaf_id: params.leaf_id,
-    };
+    let options = from_proto::compact_options(params);
     let result = daemon
         .engine
         .compact(&session_id, options, cancel, &observer)
@@ -57,8 +48,8 @@ pub async fn compact(
     daemon.hub.end(&session_id, OperationKind::Compaction, end);
     daemon.hub.flush().await;
     result
-        .map(|outcome| convert::compact_result(&outcome))
-        .map_err(engine_error)
+        .map(|outcome| to_proto::compact_result(&outcome))
+        .map_err(to_proto::error)
 }
 
 /// The request's `workDoneToken`, else a token the client created on request (when it
@@ -78,10 +69,9 @@ pub(crate) async fn progress_token(
     let params = WorkDoneProgressTokenParams {
         token: token.clone(),
     };
-    let created: Result<serde::de::IgnoredAny, _> = ctx
-        .client()
-        .request(WorkDoneProgressCreate::NAME, params, CREATE_TIMEOUT)
-        .await;
+    let created =
+        crate::server::request_ack::<WorkDoneProgressCreate>(ctx.client(), params, CREATE_TIMEOUT)
+            .await;
     match created {
         Ok(_) => Some(token),
         Err(error) => {
@@ -99,7 +89,7 @@ pub async fn abort(
     daemon
         .engine
         .state(&params.session_id)
-        .map_err(engine_error)?;
+        .map_err(to_proto::error)?;
     Ok(AbortResult {
         aborted: daemon.engine.abort_compaction(&params.session_id).await,
     })

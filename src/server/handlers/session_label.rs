@@ -2,10 +2,9 @@
 
 use std::sync::Arc;
 
-use super::expected_leaf;
 use crate::protocol::{SetLabelParams, SetLabelResult};
 use crate::rpc::{RequestCtx, RpcError};
-use crate::server::{Daemon, engine_error};
+use crate::server::{Daemon, from_proto, to_proto};
 
 pub async fn set_label(
     daemon: Arc<Daemon>,
@@ -18,11 +17,11 @@ pub async fn set_label(
             &params.session_id,
             &params.target_id,
             params.label.as_deref().filter(|l| !l.is_empty()),
-            expected_leaf(params.expected_leaf_id),
+            from_proto::expected_leaf(params.expected_leaf_id),
         )
         .await;
     daemon.hub.flush().await;
-    let entry = entry.map_err(engine_error)?;
+    let entry = entry.map_err(to_proto::error)?;
     // The label entry is appended at the leaf, so it is the leaf now.
     Ok(SetLabelResult {
         leaf_id: entry.id.clone(),

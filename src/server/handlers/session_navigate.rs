@@ -3,14 +3,10 @@
 
 use std::sync::Arc;
 
-use super::expected_leaf;
 use super::session_compact::progress_token;
-use crate::engine::NavigateOptions;
-use crate::protocol::{
-    AbortResult, BranchSummaryPreview, NavigateTreeParams, NavigateTreeResult, SessionRef,
-};
+use crate::protocol::{AbortResult, NavigateTreeParams, NavigateTreeResult, SessionRef};
 use crate::rpc::{RequestCtx, RpcError};
-use crate::server::{Daemon, OpObserver, OperationKind, convert, engine_error};
+use crate::server::{Daemon, OpObserver, OperationKind, from_proto, to_proto};
 
 pub async fn navigate(
     daemon: Arc<Daemon>,
@@ -18,12 +14,12 @@ pub async fn navigate(
     params: NavigateTreeParams,
 ) -> Result<NavigateTreeResult, RpcError> {
     let session_id = params.session_id.clone();
-    daemon.engine.state(&session_id).map_err(engine_error)?;
+    daemon.engine.state(&session_id).map_err(to_proto::error)?;
     let summarize = params.summarize.unwrap_or(false);
     let cancel = ctx.token().child_token();
     // Progress only when there is a summary to wait for.
     let progress = match summarize {
-        true => progress_token(&daemon, &ctx, params.work_done_token).await,
+        true => progress_token(&daemon, &ctx, params.work_done_token.clone()).await,
         false => None,
     };
     daemon.hub.begin(
@@ -36,14 +32,7 @@ pub async fn navigate(
         hub: daemon.hub.clone(),
         session_id: session_id.clone(),
     };
-    let options = NavigateOptions {
-        summarize,
-        custom_instructions: params.custom_instructions,
-        replace_instructions: params.replace_instructions.unwrap_or(false),
-        expected_leaf_id: expected_leaf(params.expected_leaf_id),
-        preview: params.preview.unwrap_or(false),
-        from_leaf_id: params.leaf_id,
-    };
+    let options = from_proto::navigate_options(&params);
     let result = daemon
         .engine
         .navigate(&session_id, &params.target_id, options, cancel, &observer)
@@ -57,18 +46,15 @@ pub async fn navigate(
         .hub
         .end(&session_id, OperationKind::BranchSummary, end);
     daemon.hub.flush().await;
-    let outcome = result.map_err(engine_error)?;
+    let outcome = result.map_err(to_proto::error)?;
     Ok(NavigateTreeResult {
         editor_text: outcome.editor_text,
         cancelled: outcome.cancelled,
         aborted: outcome.aborted.then_some(true),
-        summary_entry: outcome.summary_entry.as_ref().map(convert::wire_entry),
-        summary: outcome.preview_summary.map(|s| BranchSummaryPreview {
-            summary: s.summary,
-            details: s.details,
-            from_extension: s.from_extension,
-            summarizer: s.summarizer,
-        }),
+        summary_entry: outcome.summary_entry.as_ref().map(to_proto::entry),
+        summary: outcome
+            .preview_summary
+            .map(to_proto::branch_summary_preview),
         leaf_id: outcome.leaf_id,
     })
 }
@@ -81,7 +67,7 @@ pub async fn abort(
     daemon
         .engine
         .state(&params.session_id)
-        .map_err(engine_error)?;
+        .map_err(to_proto::error)?;
     Ok(AbortResult {
         aborted: daemon.engine.abort_branch_summary(&params.session_id).await,
     })

@@ -9,7 +9,7 @@ use crate::protocol::{
     SessionListResult, SessionLocator, SessionOpenParams, SessionRef,
 };
 use crate::rpc::{RequestCtx, RpcError};
-use crate::server::{Daemon, convert, engine_error};
+use crate::server::{Daemon, to_proto};
 
 pub async fn create(
     daemon: Arc<Daemon>,
@@ -25,8 +25,8 @@ pub async fn create(
         .engine
         .create(&cwd, params.path.map(PathBuf::from), params.title)
         .await
-        .map_err(engine_error)?;
-    Ok(convert::session_info(info))
+        .map_err(to_proto::error)?;
+    Ok(to_proto::session_info(info))
 }
 
 pub async fn fork(
@@ -43,8 +43,8 @@ pub async fn fork(
             params.title,
         )
         .await
-        .map_err(engine_error)?;
-    Ok(convert::session_info(info))
+        .map_err(to_proto::error)?;
+    Ok(to_proto::session_info(info))
 }
 
 pub async fn open(
@@ -61,11 +61,11 @@ pub async fn open(
     } else {
         daemon.engine.open(&target).await
     }
-    .map_err(engine_error)?;
+    .map_err(to_proto::error)?;
     for warning in &info.warnings {
         tracing::warn!(session = %info.id, "{warning}");
     }
-    Ok(convert::session_info(info))
+    Ok(to_proto::session_info(info))
 }
 
 pub async fn list(
@@ -77,7 +77,7 @@ pub async fn list(
         .engine
         .list(params.cwd.as_deref().map(Path::new))
         .await
-        .map_err(engine_error)?;
+        .map_err(to_proto::error)?;
     let sessions = found
         .into_iter()
         .map(|s| SessionListItem {
@@ -112,6 +112,6 @@ pub async fn close(
         .engine
         .close(&params.session_id)
         .await
-        .map_err(engine_error)?;
+        .map_err(to_proto::error)?;
     Ok(Empty {})
 }

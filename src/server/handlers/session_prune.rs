@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::protocol::{ErrorKind, PruneResult, SessionPruneParams};
 use crate::rpc::{RequestCtx, RpcError};
-use crate::server::{Daemon, engine_error};
+use crate::server::{Daemon, to_proto};
 
 pub async fn prune(
     daemon: Arc<Daemon>,
@@ -12,7 +12,7 @@ pub async fn prune(
     params: SessionPruneParams,
 ) -> Result<PruneResult, RpcError> {
     let engine = &daemon.engine;
-    let state = engine.state(&params.session_id).map_err(engine_error)?;
+    let state = engine.state(&params.session_id).map_err(to_proto::error)?;
     if state.ops.is_compacting() {
         return Err(ErrorKind::CompactionInProgress.error());
     }
@@ -26,11 +26,6 @@ pub async fn prune(
     let outcome = engine
         .prune(&params.session_id, params.dry_run.unwrap_or(false))
         .await
-        .map_err(engine_error)?;
-    Ok(PruneResult {
-        pruned_count: outcome.pruned_count as u64,
-        tokens_saved: outcome.tokens_saved,
-        pruned_entry_ids: outcome.entry_ids,
-        dry_run: outcome.dry_run,
-    })
+        .map_err(to_proto::error)?;
+    Ok(to_proto::prune_result(outcome))
 }

@@ -8,7 +8,7 @@ use crate::protocol::{
     SessionUsageResult, TreeNode,
 };
 use crate::rpc::{RequestCtx, RpcError};
-use crate::server::{Daemon, convert, engine_error};
+use crate::server::{Daemon, to_proto};
 
 pub async fn context(
     daemon: Arc<Daemon>,
@@ -19,14 +19,14 @@ pub async fn context(
         .engine
         .context(&params.session_id, params.tokenizer.as_deref())
         .await
-        .map_err(engine_error)?;
+        .map_err(to_proto::error)?;
     let per_message = params.per_message.unwrap_or(false);
     Ok(SessionContextResult {
         message_tokens: per_message.then(|| view.messages.iter().map(|m| m.tokens).collect()),
         messages: view
             .messages
             .iter()
-            .map(|m| convert::wire_message(&m.message))
+            .map(|m| to_proto::message(&m.message))
             .collect(),
         tokens: view.total_tokens,
         context_window: view.context_window,
@@ -49,17 +49,17 @@ pub async fn tree(
         .engine
         .tree(&params.session_id)
         .await
-        .map_err(engine_error)?;
+        .map_err(to_proto::error)?;
     let mut entries = HashMap::new();
     if params.include_entries.unwrap_or(false) {
         let state = daemon
             .engine
             .state(&params.session_id)
-            .map_err(engine_error)?;
+            .map_err(to_proto::error)?;
         let session = state.session.read().await;
         for node in &view.nodes {
             if let Some(entry) = session.get(&node.id) {
-                entries.insert(node.id.clone(), convert::wire_entry(entry));
+                entries.insert(node.id.clone(), to_proto::entry(entry));
             }
         }
     }
@@ -105,9 +105,9 @@ pub async fn usage(
     let view = engine
         .usage(&params.session_id)
         .await
-        .map_err(engine_error)?;
-    let state = engine.state(&params.session_id).map_err(engine_error)?;
-    let settings = engine.session_settings(&state).map_err(engine_error)?;
+        .map_err(to_proto::error)?;
+    let state = engine.state(&params.session_id).map_err(to_proto::error)?;
+    let settings = engine.session_settings(&state).map_err(to_proto::error)?;
     Ok(SessionUsageResult {
         context_tokens: view.context_tokens,
         context_window: view.context_window,

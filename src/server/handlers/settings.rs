@@ -6,11 +6,10 @@ use serde_json::{Map, Value};
 
 use crate::engine::EngineError;
 use crate::protocol::{
-    SettingValue, SettingsGetParams, SettingsGetResult, SettingsTarget, SettingsUpdateParams,
-    SettingsUpdateResult,
+    SettingValue, SettingsGetParams, SettingsGetResult, SettingsUpdateParams, SettingsUpdateResult,
 };
 use crate::rpc::{RequestCtx, RpcError};
-use crate::server::{Daemon, engine_error};
+use crate::server::{Daemon, from_proto, to_proto};
 use crate::settings::{Settings, UpdateTarget};
 
 pub async fn get(
@@ -22,13 +21,13 @@ pub async fn get(
         Some(id) => daemon
             .engine
             .state(id)
-            .map_err(engine_error)?
+            .map_err(to_proto::error)?
             .settings_stack(),
         None => daemon.engine.settings(),
     };
     let settings = stack
         .effective()
-        .map_err(|e| engine_error(EngineError::Settings(e.to_string())))?;
+        .map_err(|e| to_proto::error(EngineError::Settings(e.to_string())))?;
     Ok(SettingsGetResult {
         settings: as_map(&settings),
         sources: stack
@@ -52,10 +51,7 @@ pub async fn update(
     _: RequestCtx,
     params: SettingsUpdateParams,
 ) -> Result<SettingsUpdateResult, RpcError> {
-    let target = match params.target {
-        SettingsTarget::User => UpdateTarget::UserFile,
-        SettingsTarget::Session => UpdateTarget::Initialize,
-    };
+    let target = from_proto::settings_target(params.target);
     let patch = Value::Object(params.patch);
     let (settings, file) = daemon
         .engine
@@ -69,7 +65,7 @@ pub async fn update(
             };
             Ok((settings, file))
         })
-        .map_err(engine_error)?;
+        .map_err(to_proto::error)?;
     Ok(SettingsUpdateResult {
         settings: as_map(&settings),
         file,

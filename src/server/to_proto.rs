@@ -1,0 +1,297 @@
+//! Every domain value the daemon puts on the wire, converted in one place: entries and
+//! messages as stored, results, events' payloads, hook and summarizer requests, and engine
+//! errors as protocol errors (their kind mapped as an enum, never through its name). The way
+//! back is [`super::from_proto`].
+
+use serde_json::{Map, Value};
+
+use crate::engine::{
+    self, AppendAction, AutoResult, BeforeCompactRequest, BeforeTreeRequest, CompactOutcome,
+    CompactReason, CompactingRequest, EngineError, EngineErrorKind, OperationError, Phase, Purpose,
+};
+use crate::protocol::{
+    AutoCompactionOutcome, AutoCompactionReason, BeforeCompactParams, BeforeTreeParams,
+    BranchSummaryPreview, CompactResult, CompactingParams, CompactionPreparation, CompactionReason,
+    ErrorInfo, ErrorKind, FileOps, NextAction, ProgressPhase, PruneResult, SessionInfo,
+    SummarizeParams, SummaryDetails, SummaryPart, SummaryPurpose, TreePreparation, WireEntry,
+    WireMessage,
+};
+use crate::rpc::RpcError;
+use crate::session::{AgentMessage, Entry};
+use crate::summarize::client::ClientSummaryRequest;
+
+/// An entry as stored in the file.
+pub fn entry(entry: &Entry) -> WireEntry {
+    match entry.to_value() {
+        Value::Object(map) => WireEntry(map),
+        // An entry always serialises to an object; keep the protocol's shape regardless.
+        other => WireEntry(Map::from_iter([("entry".to_owned(), other)])),
+    }
+}
+
+/// A message as the protocol carries it.
+pub fn message(message: &AgentMessage) -> WireMessage {
+    match serde_json::to_value(message) {
+        Ok(Value::Object(map)) => WireMessage(map),
+        _ => WireMessage::default(),
+    }
+}
+
+/// The wire result of a compaction.
+pub fn compact_result(outcome: &CompactOutcome) -> CompactResult {
+    CompactResult {
+        entry_id: outcome.entry_id.clone(),
+        summary: outcome.summary.clone(),
+        short_summary: outcome.short_summary.clone(),
+        first_kept_entry_id: outcome.first_kept_entry_id.clone(),
+        tokens_before: outcome.tokens_before,
+        tokens_after: Some(outcome.tokens_after),
+        details: summary_details(&outcome.details),
+        preserve_data: match &outcome.preserve_data {
+            Some(Value::Object(map)) => Some(map.clone()),
+            Some(other) => Some(Map::from_iter([("value".to_owned(), other.clone())])),
+            None => None,
+        },
+        preview: outcome.preview,
+        from_extension: outcome.from_extension,
+        summarizer: Some(outcome.summarizer.clone()),
+    }
+}
+
+/// An entry's `details` on the wire. Details that do not have the usual shape (a hook's own)
+/// are kept whole under their own keys rather than dropped.
+fn summary_details(details: &Value) -> SummaryDetails {
+    serde_json::from_value::<SummaryDetails>(details.clone()).unwrap_or_else(|_| SummaryDetails {
+        other: match details {
+            Value::Object(map) => map.clone(),
+            Value::Null => Map::new(),
+            other => Map::from_iter([("value".to_owned(), other.clone())]),
+        },
+        ..SummaryDetails::default()
+    })
+}
+
+/// The wire description of an open session.
+pub fn session_info(info: engine::SessionInfo) -> SessionInfo {
+    SessionInfo {
+        session_id: info.id,
+        path: info.path.display().to_string(),
+        cwd: info.cwd,
+        title: info.title,
+        leaf_id: info.leaf_id,
+        entry_count: info.entry_count as u64,
+        version: u32::try_from(info.version).unwrap_or(u32::MAX),
+        read_only: info.read_only,
+    }
+}
+
+/// The protocol error of an engine failure: its code, `data.kind` and a message a person can
+/// act on, with the typed `data` fields of the kinds that have them.
+pub fn error(error: EngineError) -> RpcError {
+    let kind = error_kind(error.kind());
+    match error {
+        EngineError::SessionNotFound(id) => ErrorKind::session_not_found(&id),
+        EngineError::EntryNotFound(id) => ErrorKind::entry_not_found(&id),
+        EngineError::LeafMoved { expected, actual } => {
+            ErrorKind::leaf_moved(expected.as_deref().unwrap_or("none"), actual.as_deref())
+        }
+        EngineError::AlreadyCompacted
+        | EngineError::NothingToCompact
+        | EngineError::CompactionInProgress => kind.error(),
+        error @ EngineError::CannotGetUnderThreshold { tokens, threshold } => kind
+            .with_message(error.to_string())
+            .with_data_field("tokensAfter", tokens)
+            .with_data_field("thresholdTokens", threshold),
+        error => kind.with_message(error.to_string()),
+    }
+}
+
+/// The protocol's kind of an engine failure.
+pub fn error_kind(kind: EngineErrorKind) -> ErrorKind {
+    match kind {
+        EngineErrorKind::SessionNotFound => ErrorKind::SessionNotFound,
+        EngineErrorKind::EntryNotFound => ErrorKind::EntryNotFound,
+        EngineErrorKind::AlreadyCompacted => ErrorKind::AlreadyCompacted,
+        EngineErrorKind::NothingToCompact => ErrorKind::NothingToCompact,
+        EngineErrorKind::CompactionInProgress => ErrorKind::CompactionInProgress,
+        EngineErrorKind::Cancelled => ErrorKind::Cancelled,
+        EngineErrorKind::SummarizationFailed => ErrorKind::SummarizationFailed,
+        EngineErrorKind::LeafMoved => ErrorKind::LeafMoved,
+        EngineErrorKind::InvalidParams => ErrorKind::InvalidParams,
+        EngineErrorKind::SessionFile => ErrorKind::SessionFileInvalid,
+        EngineErrorKind::Storage => ErrorKind::StorageUnavailable,
+        EngineErrorKind::CannotGetUnderThreshold => ErrorKind::CannotGetUnderThreshold,
+        EngineErrorKind::Settings => ErrorKind::SettingsInvalid,
+        EngineErrorKind::PathOutsideAllowed => ErrorKind::PathOutsideAllowed,
+        EngineErrorKind::ReadOnly => ErrorKind::SessionReadOnly,
+    }
+}
+
+/// The `error` of a `session/compactionFinished`: the failure with its protocol code, or
+/// `cancelled` when the compaction was aborted.
+pub fn finished_error(aborted: bool, error: Option<OperationError>) -> Option<ErrorInfo> {
+    if aborted {
+        return Some(ErrorInfo::from(&ErrorKind::Cancelled.error()));
+    }
+    let error = error?;
+    Some(ErrorInfo::from(
+        &error_kind(error.kind).with_message(error.message),
+    ))
+}
+
+pub fn compaction_reason(reason: CompactReason) -> CompactionReason {
+    match reason {
+        CompactReason::Manual => CompactionReason::Manual,
+        CompactReason::Threshold => CompactionReason::Threshold,
+        CompactReason::Overflow => CompactionReason::Overflow,
+    }
+}
+
+/// The reason of an auto-compaction (never manual).
+pub fn auto_reason(reason: CompactReason) -> AutoCompactionReason {
+    match reason {
+        CompactReason::Overflow => AutoCompactionReason::Overflow,
+        _ => AutoCompactionReason::Threshold,
+    }
+}
+
+/// The wire name of a streamed part; `None` for a branch summary, which the protocol shows as
+/// progress only.
+pub fn summary_part(part: Purpose) -> Option<SummaryPart> {
+    match part {
+        Purpose::History => Some(SummaryPart::History),
+        Purpose::TurnPrefix => Some(SummaryPart::TurnPrefix),
+        Purpose::Short => Some(SummaryPart::Short),
+        Purpose::Branch => None,
+    }
+}
+
+pub fn summary_purpose(purpose: Purpose) -> SummaryPurpose {
+    match purpose {
+        Purpose::History => SummaryPurpose::History,
+        Purpose::TurnPrefix => SummaryPurpose::TurnPrefix,
+        Purpose::Short => SummaryPurpose::Short,
+        Purpose::Branch => SummaryPurpose::Branch,
+    }
+}
+
+/// A phase of a running operation; `characters` is what has streamed so far.
+pub fn progress_phase(phase: Phase, characters: u64) -> ProgressPhase {
+    match phase {
+        Phase::Pruning => ProgressPhase::Pruning,
+        Phase::Preparing => ProgressPhase::Preparing,
+        Phase::Summarizing => ProgressPhase::Summarizing { characters },
+        Phase::Persisting => ProgressPhase::Persisting,
+    }
+}
+
+/// What an auto-compaction did, as `session/autoCompactionFinished` and `session/append`
+/// report it.
+pub fn auto_outcome(auto: &AutoResult) -> AutoCompactionOutcome {
+    AutoCompactionOutcome {
+        reason: auto_reason(auto.reason),
+        result: auto.outcome.as_ref().map(compact_result),
+        aborted: auto.aborted,
+        will_retry: auto.will_retry,
+        skipped: auto.skipped,
+        skip_reason: auto.skipped.then(|| "nothing to compact".to_owned()),
+        error_message: auto.error_message.clone(),
+    }
+}
+
+/// What the agent should do after an append.
+pub fn next_action(action: AppendAction, auto: Option<&AutoResult>) -> NextAction {
+    match action {
+        AppendAction::Compacting => NextAction::Compacting,
+        AppendAction::Recovering => NextAction::Recovering,
+        AppendAction::Retry => NextAction::Retry,
+        AppendAction::Failed => NextAction::Failed,
+        _ if auto.is_some_and(|a| a.aborted || a.skipped) => NextAction::Failed,
+        AppendAction::Compacted if auto.is_some_and(|a| a.continue_entry_id.is_some()) => {
+            NextAction::AutoContinue
+        }
+        AppendAction::Compacted | AppendAction::Continue => NextAction::Continue,
+    }
+}
+
+pub fn prune_result(outcome: engine::prune::PruneOutcome) -> PruneResult {
+    PruneResult {
+        pruned_count: outcome.pruned_count as u64,
+        tokens_saved: outcome.tokens_saved,
+        pruned_entry_ids: outcome.entry_ids,
+        dry_run: outcome.dry_run,
+    }
+}
+
+/// The branch summary a previewed navigation would attach.
+pub fn branch_summary_preview(preview: engine::BranchSummaryPreview) -> BranchSummaryPreview {
+    BranchSummaryPreview {
+        summary: preview.summary,
+        details: preview.details,
+        from_extension: preview.from_extension,
+        summarizer: preview.summarizer,
+    }
+}
+
+fn messages(messages: &[AgentMessage]) -> Vec<WireMessage> {
+    messages.iter().map(message).collect()
+}
+
+/// The params of `hooks/beforeCompact`.
+pub fn before_compact_params(req: &BeforeCompactRequest<'_>) -> BeforeCompactParams {
+    BeforeCompactParams {
+        session_id: req.session_id.to_owned(),
+        operation_id: req.operation_id.to_owned(),
+        reason: compaction_reason(req.reason),
+        preparation: CompactionPreparation {
+            first_kept_entry_id: req.first_kept_entry_id.to_owned(),
+            messages_to_summarize: messages(req.messages_to_summarize),
+            turn_prefix_messages: messages(req.turn_prefix_messages),
+            recent_messages: messages(req.recent_messages),
+            is_split_turn: req.is_split_turn,
+            tokens_before: req.tokens_before,
+            previous_summary: req.previous_summary.map(str::to_owned),
+            file_ops: FileOps {
+                read: req.file_ops.read.iter().cloned().collect(),
+                written: req.file_ops.written.iter().cloned().collect(),
+                edited: req.file_ops.edited.iter().cloned().collect(),
+            },
+        },
+        branch_entries: req.branch_entries.iter().map(entry).collect(),
+        custom_instructions: req.custom_instructions.map(str::to_owned),
+    }
+}
+
+/// The params of `hooks/compacting`.
+pub fn compacting_params(req: &CompactingRequest<'_>) -> CompactingParams {
+    CompactingParams {
+        session_id: req.session_id.to_owned(),
+        operation_id: req.operation_id.to_owned(),
+        messages: messages(req.messages),
+    }
+}
+
+/// The params of `hooks/beforeTree`.
+pub fn before_tree_params(req: &BeforeTreeRequest<'_>) -> BeforeTreeParams {
+    BeforeTreeParams {
+        session_id: req.session_id.to_owned(),
+        preparation: TreePreparation {
+            target_id: req.target_id.to_owned(),
+            old_leaf_id: req.old_leaf_id.map(str::to_owned),
+            common_ancestor_id: req.common_ancestor_id.map(str::to_owned),
+            entries_to_summarize: req.entries_to_summarize.iter().map(entry).collect(),
+            user_wants_summary: req.user_wants_summary,
+        },
+    }
+}
+
+/// The params of `summarizer/summarize` for session `session_id`.
+pub fn summarize_params(session_id: &str, req: ClientSummaryRequest) -> SummarizeParams {
+    SummarizeParams {
+        session_id: session_id.to_owned(),
+        purpose: summary_purpose(req.purpose),
+        system_prompt: req.system_prompt,
+        prompt: req.prompt,
+        max_tokens: u64::from(req.max_tokens),
+    }
+}
