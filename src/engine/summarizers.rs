@@ -238,7 +238,8 @@ pub fn summarizers_with_env(
             }
         }
         if !configured.is_empty()
-            && let Some(s) = largest_window_model(settings, provider_kind_of(kind), env, &candidates)?
+            && let Some(s) =
+                largest_window_model(settings, provider_kind_of(kind), env, &candidates)?
         {
             candidates.push(s);
         }
@@ -462,7 +463,11 @@ mod tests {
         // first in id order wins.
         assert_eq!(
             set.ids(),
-            ["anthropic/claude-x", "anthropic/claude-haiku-4-5", "extractive"]
+            [
+                "anthropic/claude-x",
+                "anthropic/claude-haiku-4-5",
+                "extractive"
+            ]
         );
 
         let extractive = settings_with(serde_json::json!({
