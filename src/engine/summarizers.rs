@@ -291,7 +291,7 @@ fn largest_window_model(
         .filter(|(_, full)| !candidates.iter().any(|c| c.id() == *full))
         .collect();
     // Largest window first; the sort is stable, so ties keep `provider/id` order.
-    models.sort_by(|a, b| b.0.cmp(&a.0));
+    models.sort_by_key(|m| std::cmp::Reverse(m.0));
     for (_, full) in models {
         if let Built::Ready(s) = model_summarizer(settings, &full, only, env)? {
             tracing::debug!(model = full, "largest-window summarizer candidate");
