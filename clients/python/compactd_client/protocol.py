@@ -1224,6 +1224,7 @@ ERROR_CODES: dict[str, int] = {
     "settingsInvalid": -32019,
     "pathOutsideAllowed": -32020,
     "sessionReadOnly": -32021,
+    "storageUnavailable": -32022,
     "invalidParams": -32602,
     "notInitialized": -32002,
     "cancelled": -32800,

@@ -1564,6 +1564,7 @@ export const ERROR_CODES = {
   settingsInvalid: -32019,
   pathOutsideAllowed: -32020,
   sessionReadOnly: -32021,
+  storageUnavailable: -32022,
   invalidParams: -32602,
   notInitialized: -32002,
   cancelled: -32800,
