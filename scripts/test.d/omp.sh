@@ -3,7 +3,8 @@
 # @oh-my-pi/pi-coding-agent 13.19.0 run by Bun 1.4.4 (npm @oven/bun-linux-x64), both installed
 # with exact versions from the committed lockfile (npm ci --ignore-scripts) under
 # target/omp-agent/, with the agent's model played by a fake OpenAI-compatible server on
-# 127.0.0.1. Typechecks the extension first (tsc from the same lockfile). Every step must pass;
+# 127.0.0.1. The extension talks to compactd through clients/typescript (compactd-client),
+# built first. Typechecks the extension (tsc from the same lockfile). Every step must pass;
 # nothing is skipped.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,6 +37,26 @@ agent_pkg="$cache/node_modules/@oh-my-pi/pi-coding-agent"
 step "cargo build (the daemon the extension starts)"
 cargo build --quiet
 export COMPACTD_BIN="$root/target/debug/compactd"
+
+# The extension speaks to compactd through clients/typescript (compactd-client, a file:
+# dependency: the protocol's types generated from schema/, on vscode-jsonrpc), built here first.
+client="$root/clients/typescript"
+client_stamp="$client/node_modules/.compactd-lock-stamp"
+client_sum=$(sha256sum "$client/package-lock.json" | cut -d' ' -f1)
+if [ "$(cat "$client_stamp" 2>/dev/null)" != "$client_sum" ]; then
+  step "npm ci (clients/typescript)"
+  (cd "$client" && npm ci --no-audit --no-fund >/dev/null) || die "npm ci in clients/typescript failed"
+  echo "$client_sum" >"$client_stamp"
+fi
+step "build clients/typescript (the extension's compactd-client dependency)"
+(cd "$client" && node scripts/generate.js --check && npx tsc -p .) || die "clients/typescript does not build"
+ext_stamp="$ext/node_modules/.compactd-lock-stamp"
+ext_sum=$(sha256sum "$ext/package-lock.json" | cut -d' ' -f1)
+if [ "$(cat "$ext_stamp" 2>/dev/null)" != "$ext_sum" ] || [ ! -e "$ext/node_modules/compactd-client" ]; then
+  step "npm ci (integrations/oh-my-pi: links compactd-client)"
+  (cd "$ext" && npm ci --no-audit --no-fund >/dev/null) || die "npm ci in integrations/oh-my-pi failed"
+  echo "$ext_sum" >"$ext_stamp"
+fi
 
 step "tsc (the extension's own code)"
 "$cache/node_modules/.bin/tsc" -p "$ext" || die "the extension does not typecheck"

@@ -100,7 +100,8 @@ export class CompactdClient {
     }) as cp.ChildProcessWithoutNullStreams;
     const spawned = new Promise<void>((resolve, reject) => {
       proc.once('spawn', resolve);
-      proc.once('error', (err) => reject(new Error(`cannot start \`${command}\`: ${err.message}`)));
+      // `cause` keeps the spawn error's `code` (ENOENT, EACCES) for callers that tell them apart.
+      proc.once('error', (err) => reject(new Error(`cannot start \`${command}\`: ${err.message}`, { cause: err })));
     });
     const exited = new Promise<number | string>((resolve) =>
       proc.once('exit', (code, signal) => resolve(code ?? signal ?? -1)),

@@ -6,16 +6,8 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import type { SummarizeParams, SummarizeResponse } from "compactd-client";
 import type { ExtensionContext, Model } from "./omp";
-
-/** `summarizer/summarize` params (compactd's protocol, `docs/protocol.md` §5). */
-export interface SummarizeParams {
-  sessionId: string;
-  purpose: "history" | "turnPrefix" | "short" | "branch";
-  systemPrompt: string;
-  prompt: string;
-  maxTokens: number;
-}
 
 interface AssistantMessage {
   content: { type: string; text?: string }[];
@@ -73,7 +65,7 @@ export class AgentModel {
   }
 
   /** Answers one `summarizer/summarize` request. */
-  async summarize(params: SummarizeParams, signal: AbortSignal): Promise<{ text: string }> {
+  async summarize(params: SummarizeParams, signal: AbortSignal): Promise<SummarizeResponse> {
     const ctx = this.#ctx;
     const model = ctx?.model;
     if (!ctx || !model) throw new Error("the agent has no model selected");

@@ -6,9 +6,9 @@
  * returns nothing and the agent's own path runs, after one notice saying why.
  */
 import { execFile } from "node:child_process";
-import { type SummarizeParams, AgentModel } from "./agent-model";
-import { Daemon, DaemonMissing } from "./daemon";
-import { PeerClosed, RequestTimeout, RpcError } from "./jsonrpc";
+import { type CompactResult, type ProgressParams, CompactdError } from "compactd-client";
+import { AgentModel } from "./agent-model";
+import { Daemon, DaemonMissing, PeerClosed, RequestTimeout } from "./daemon";
 import type {
   CompactionResult,
   ExtensionContext,
@@ -20,25 +20,6 @@ import type {
 import { type Options, isObject } from "./options";
 
 const STATUS_KEY = "compactd";
-
-/** compactd's `CompactResult` (the fields this reads). */
-interface CompactResult {
-  summary: string;
-  shortSummary?: string;
-  firstKeptEntryId: string;
-  tokensBefore: number;
-  tokensAfter?: number;
-  details: Record<string, unknown>;
-  preserveData?: Record<string, unknown>;
-  summarizer?: string;
-}
-
-/** compactd's `NavigateTreeResult` for a preview. */
-interface NavigatePreview {
-  cancelled: boolean;
-  aborted?: boolean;
-  summary?: { summary: string; details?: Record<string, unknown>; summarizer?: string };
-}
 
 /** Which open compactd session holds which agent file, for the daemon that opened it. */
 interface OpenSession {
@@ -52,7 +33,6 @@ export class Compactd {
   #model = new AgentModel();
   #useAgentModel: boolean;
   #sessions = new Map<string, OpenSession>();
-  #serverRequests = new Map<number | string, AbortController>();
   #ctx: ExtensionContext | undefined;
   #progressToken = 0;
   #progressLabel = new Map<string, string>();
@@ -64,10 +44,17 @@ export class Compactd {
     this.#useAgentModel = options.summarizer === "agent";
     this.daemon = new Daemon({
       bin: options.bin,
-      clientSummarizer: this.#useAgentModel,
       settings: this.#initialSettings(),
-      onNotification: (method, params) => this.#onNotification(method, params),
-      onRequest: (method, params, id) => this.#onRequest(method, params, id),
+      handlers: this.#useAgentModel
+        ? {
+            "summarizer/summarize": (params, token) => {
+              const abort = new AbortController();
+              token.onCancellationRequested(() => abort.abort());
+              return this.#model.summarize(params, abort.signal);
+            },
+          }
+        : {},
+      onProgress: params => this.#onProgress(params),
     });
   }
 
@@ -81,7 +68,7 @@ export class Compactd {
       }
     }
     try {
-      await this.daemon.peer();
+      await this.daemon.client();
     } catch (error) {
       this.#fallbackNotice(ctx, error, "start");
     }
@@ -100,13 +87,13 @@ export class Compactd {
     const token = this.#newProgressToken("compacting");
     let sessionId: string | undefined;
     const onAbort = () => {
-      if (sessionId) void this.#peerRequest("session/abortCompaction", { sessionId }).catch(() => undefined);
+      if (sessionId) void this.daemon.request("session/abortCompaction", { sessionId }).catch(() => undefined);
     };
     event.signal.addEventListener("abort", onAbort, { once: true });
     try {
       sessionId = await this.#open(file);
       await this.#syncCompactionSettings(event.preparation.settings);
-      const result = await this.#peerRequest<CompactResult>(
+      const result = await this.daemon.request(
         "session/compact",
         {
           sessionId,
@@ -122,7 +109,7 @@ export class Compactd {
       if (event.signal.aborted) return { cancel: true };
       if (error instanceof RequestTimeout) onAbort();
       // compactd agrees with the agent that there is nothing to do: let the agent say so.
-      if (error instanceof RpcError && (error.kind === "nothingToCompact" || error.kind === "alreadyCompacted")) {
+      if (error instanceof CompactdError && (error.kind === "nothingToCompact" || error.kind === "alreadyCompacted")) {
         return undefined;
       }
       this.#fallbackNotice(ctx, error, "compaction");
@@ -142,12 +129,12 @@ export class Compactd {
     const token = this.#newProgressToken("summarizing the branch");
     let sessionId: string | undefined;
     const onAbort = () => {
-      if (sessionId) void this.#peerRequest("session/abortBranchSummary", { sessionId }).catch(() => undefined);
+      if (sessionId) void this.daemon.request("session/abortBranchSummary", { sessionId }).catch(() => undefined);
     };
     event.signal.addEventListener("abort", onAbort, { once: true });
     try {
       sessionId = await this.#open(file);
-      const result = await this.#peerRequest<NavigatePreview>(
+      const result = await this.daemon.request(
         "session/navigateTree",
         {
           sessionId,
@@ -163,7 +150,7 @@ export class Compactd {
         return event.signal.aborted || result.aborted ? { cancel: true } : undefined;
       }
       const details = {
-        ...(result.summary.details ?? {}),
+        ...(isObject(result.summary.details) ? result.summary.details : {}),
         compactd: compactdDetails(result.summary.summarizer, this.#model.answered()),
       };
       return { summary: { summary: result.summary.summary, details } };
@@ -213,7 +200,7 @@ export class Compactd {
     };
     const key = `${this.daemon.generation}:${JSON.stringify(compaction)}`;
     if (key === this.#sentCompaction) return;
-    await this.#peerRequest("settings/update", { target: "session", patch: { compaction } });
+    await this.daemon.request("settings/update", { target: "session", patch: { compaction } });
     this.#sentCompaction = key;
   }
 
@@ -228,42 +215,19 @@ export class Compactd {
   async #open(file: string): Promise<string> {
     const ctx = this.#ctx;
     if (ctx) await flushAgentWrites(ctx);
-    const peer = await this.daemon.peer();
+    await this.daemon.client();
     const known = this.#sessions.get(file);
-    if (known && known.generation === this.daemon.generation && !peer.closed) return known.sessionId;
-    const info = await this.#peerRequest<{ sessionId: string }>("session/open", { path: file, readOnly: true });
+    if (known && known.generation === this.daemon.generation) return known.sessionId;
+    const info = await this.daemon.request("session/open", { path: file, readOnly: true });
     this.#sessions.set(file, { sessionId: info.sessionId, generation: this.daemon.generation });
     return info.sessionId;
   }
 
-  async #peerRequest<T>(method: string, params: Record<string, unknown>, timeoutMs?: number): Promise<T> {
-    const peer = await this.daemon.peer();
-    return peer.request<T>(method, params, timeoutMs);
-  }
-
-  #onNotification(method: string, params: unknown): void {
-    if (!isObject(params)) return;
-    if (method === "$/progress") {
-      const token = String(params.token);
-      const label = this.#progressLabel.get(token);
-      const value = isObject(params.value) ? params.value : {};
-      if (label && value.kind !== "end" && typeof value.message === "string") {
-        this.#ctx?.ui.setStatus(STATUS_KEY, `compactd: ${label} (${value.message})`);
-      }
-    } else if (method === "$/cancelRequest") {
-      this.#serverRequests.get(params.id as number | string)?.abort();
-    }
-  }
-
-  async #onRequest(method: string, params: unknown, id: number | string): Promise<unknown> {
-    if (method === "window/workDoneProgress/create") return null;
-    if (method !== "summarizer/summarize") throw new RpcError(-32601, `method not found: ${method}`);
-    const abort = new AbortController();
-    this.#serverRequests.set(id, abort);
-    try {
-      return await this.#model.summarize(params as SummarizeParams, abort.signal);
-    } finally {
-      this.#serverRequests.delete(id);
+  #onProgress(params: ProgressParams): void {
+    const label = this.#progressLabel.get(String(params.token));
+    const value = params.value;
+    if (label && value.kind !== "end" && typeof value.message === "string") {
+      this.#ctx?.ui.setStatus(STATUS_KEY, `compactd: ${label} (${value.message})`);
     }
   }
 
@@ -302,7 +266,7 @@ function toCompaction(result: CompactResult, models: string[]): CompactionResult
     summary: result.summary,
     firstKeptEntryId: result.firstKeptEntryId,
     tokensBefore: result.tokensBefore,
-    details: { ...details, compactd: compactdDetails(result.summarizer, models, result.tokensAfter) },
+    details: { ...details, compactd: compactdDetails(result.summarizer ?? undefined, models, result.tokensAfter ?? undefined) },
   };
   if (result.shortSummary) compaction.shortSummary = result.shortSummary;
   if (result.preserveData) compaction.preserveData = result.preserveData;

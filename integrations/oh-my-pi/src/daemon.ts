@@ -1,10 +1,16 @@
 /**
- * One `compactd serve` per agent process: started on first use, initialised with this agent's
- * settings, restarted on the next use after it died. Its stderr is kept (the tail goes into
- * error messages), never shown on the agent's stdout.
+ * One `compactd serve` per agent process, spoken to through compactd's typed client
+ * (`compactd-client`, clients/typescript: the protocol's types generated from schema/, on
+ * vscode-jsonrpc): started on first use, initialised with this agent's settings, restarted on
+ * the next use after it died. Its stderr is kept by the client (the tail goes into error
+ * messages), never shown on the agent's stdout.
  */
-import { spawn } from "node:child_process";
-import { JsonRpcPeer, PeerClosed } from "./jsonrpc";
+import {
+  type ClientRequests,
+  CompactdClient,
+  type ProgressParams,
+  type ServerRequestHandlers,
+} from "compactd-client";
 
 export const CLIENT_NAME = "compactd-oh-my-pi";
 export const CLIENT_VERSION = "0.1.0";
@@ -15,10 +21,10 @@ export interface DaemonConfig {
   bin: string;
   /** The `initialize` settings layer. */
   settings: Record<string, unknown>;
-  /** Declare the `summarizer/summarize` capability (the agent's model answers). */
-  clientSummarizer: boolean;
-  onNotification(method: string, params: unknown): void;
-  onRequest(method: string, params: unknown, id: number | string): Promise<unknown>;
+  /** The server-to-client requests this agent answers (`summarizer/summarize` when the agent's
+   * model writes summaries); the client declares their capabilities. */
+  handlers: ServerRequestHandlers;
+  onProgress(params: ProgressParams): void;
 }
 
 /** compactd could not be started at all (missing binary, no permission): retrying is futile. */
@@ -29,13 +35,32 @@ export class DaemonMissing extends Error {
   }
 }
 
+/** The daemon went away while a request was open. */
+export class PeerClosed extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = "PeerClosed";
+  }
+}
+
+export class RequestTimeout extends Error {
+  constructor(method: string, ms: number) {
+    super(`${method} got no answer in ${ms} ms`);
+    this.name = "RequestTimeout";
+  }
+}
+
+/** One started daemon: its client, and why it ended once it has. */
+interface Running {
+  client: CompactdClient;
+  ended: string | undefined;
+}
+
 export class Daemon {
   #config: DaemonConfig;
-  #peer: Promise<JsonRpcPeer> | undefined;
-  #pid: number | undefined;
-  #stderr: string[] = [];
+  #running: Promise<Running> | undefined;
+  #last: Running | undefined;
   #generation = 0;
-  #kill: (() => void) | undefined;
 
   constructor(config: DaemonConfig) {
     this.#config = config;
@@ -47,73 +72,83 @@ export class Daemon {
   }
 
   get pid(): number | undefined {
-    return this.#pid;
+    return this.#last?.client.process.pid;
   }
 
   /** The last lines compactd wrote to stderr. */
   stderrTail(): string {
-    return this.#stderr.join("\n");
+    const text = this.#last?.client.stderr ?? "";
+    return text.split("\n").filter(line => line.trim()).slice(-STDERR_LINES).join("\n");
   }
 
   /** The running daemon, started (and initialised) if it is not running. */
-  async peer(): Promise<JsonRpcPeer> {
-    if (this.#peer) {
-      const peer = await this.#peer.catch(() => undefined);
-      if (peer && !peer.closed) return peer;
+  async client(): Promise<CompactdClient> {
+    if (this.#running) {
+      const running = await this.#running.catch(() => undefined);
+      if (running && running.ended === undefined) return running.client;
     }
-    this.#peer = this.#start();
-    return this.#peer;
+    this.#running = this.#start();
+    return (await this.#running).client;
+  }
+
+  /** A typed request to the running daemon (started if need be); rejects with the client's
+   * `CompactdError`, with `PeerClosed` when the daemon died, or after `timeoutMs` with
+   * `RequestTimeout`. */
+  async request<M extends keyof ClientRequests>(
+    method: M,
+    params: ClientRequests[M]["params"],
+    timeoutMs?: number,
+  ): Promise<ClientRequests[M]["result"]> {
+    await this.client();
+    const running = this.#last as Running;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const answer = running.client.request(method, params).catch((error: unknown) => {
+      if (running.ended !== undefined) throw new PeerClosed(running.ended);
+      throw error;
+    });
+    if (timeoutMs === undefined) return answer;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new RequestTimeout(method, timeoutMs)), timeoutMs);
+    });
+    try {
+      return await Promise.race([answer, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Ends the daemon (on agent shutdown). */
   stop(): void {
-    this.#kill?.();
-    this.#peer = undefined;
+    this.#last?.client.process.kill();
+    this.#running = undefined;
   }
 
-  async #start(): Promise<JsonRpcPeer> {
+  async #start(): Promise<Running> {
     this.#generation++;
-    this.#stderr = [];
-    const proc = spawn(this.#config.bin, ["serve"], { stdio: ["pipe", "pipe", "pipe"] });
-    const spawned = new Promise<void>((resolve, reject) => {
-      proc.once("spawn", () => resolve());
-      proc.once("error", error => {
-        const code = (error as NodeJS.ErrnoException).code;
-        const why = code === "ENOENT" ? "not found" : code === "EACCES" ? "not executable" : error.message;
-        reject(new DaemonMissing(`cannot start ${this.#config.bin}: ${why}`));
-      });
-    });
-    proc.stderr.setEncoding("utf8");
-    proc.stderr.on("data", (chunk: string) => {
-      for (const line of chunk.split("\n")) {
-        if (!line.trim()) continue;
-        this.#stderr.push(line);
-        if (this.#stderr.length > STDERR_LINES) this.#stderr.shift();
-      }
-    });
-    const peer = new JsonRpcPeer(proc, {
-      onNotification: (method, params) => this.#config.onNotification(method, params),
-      onRequest: (method, params, id) => this.#config.onRequest(method, params, id),
-    });
-    this.#kill = () => proc.kill();
-    await spawned;
-    this.#pid = proc.pid;
-    // The daemon must not outlive the agent: compactd also exits when this process dies.
-    await peer.request(
-      "initialize",
-      {
-        processId: process.pid,
+    let client: CompactdClient;
+    try {
+      // The daemon must not outlive the agent: compactd also exits when this process dies
+      // (the client sends this process's id in `initialize`).
+      client = await CompactdClient.start({
+        command: this.#config.bin,
+        args: ["serve"],
         clientInfo: { name: CLIENT_NAME, version: CLIENT_VERSION },
-        capabilities: { summarizer: this.#config.clientSummarizer, workDoneProgress: false },
-        initializationOptions: { settings: this.#config.settings },
-      },
-      INITIALIZE_TIMEOUT_MS,
-    ).catch(error => {
-      proc.kill();
-      const tail = this.stderrTail();
-      throw error instanceof PeerClosed && tail ? new PeerClosed(`${error.message}: ${tail}`) : error;
+        settings: this.#config.settings,
+        handlers: this.#config.handlers,
+        initializeTimeoutMs: INITIALIZE_TIMEOUT_MS,
+      });
+    } catch (error) {
+      const code = ((error as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+      if (code === "ENOENT") throw new DaemonMissing(`cannot start ${this.#config.bin}: not found`);
+      if (code === "EACCES") throw new DaemonMissing(`cannot start ${this.#config.bin}: not executable`);
+      throw error;
+    }
+    const running: Running = { client, ended: undefined };
+    this.#last = running;
+    client.onProgress(params => this.#config.onProgress(params));
+    void client.exited.then(how => {
+      running.ended = `compactd exited (${typeof how === "string" ? how : `code ${how}`})`;
     });
-    peer.notify("initialized", {});
-    return peer;
+    return running;
   }
 }
