@@ -9,9 +9,9 @@ use compactd::engine::{
     CompactEnv, CompactOptions, CompactOutcome, EnvSource, OperationObserver, Phase, Purpose,
     SharedSession, compact, session_window,
 };
+use compactd::server::to_proto;
 use compactd::session::Session;
 use compactd::settings::{Settings, SummarizerKind};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{self, CliError, TokenizerArg};
@@ -45,7 +45,7 @@ pub struct CompactArgs {
     /// Tokens of recent conversation to keep verbatim (default: the setting).
     #[arg(long)]
     pub keep_recent_tokens: Option<u64>,
-    /// Print the result as JSON.
+    /// Print the result as JSON (a `session/compact` result, the protocol's schema).
     #[arg(long)]
     pub json: bool,
     /// Token counter (default: the `tokenizer` setting).
@@ -85,7 +85,7 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
     progress.finish();
     let outcome = outcome.map_err(|e| CliError(format!("{}: {e}", args.session.display())))?;
     if args.json {
-        return common::print_json(&outcome_json(&outcome));
+        return common::print_json(&to_proto::compact_result(&outcome));
     }
     common::print(&pretty(&outcome, &args.session))
 }
@@ -131,23 +131,6 @@ where
         });
         op(cancel).await
     }))
-}
-
-/// The outcome as the `--json` output: the protocol's field names.
-fn outcome_json(o: &CompactOutcome) -> serde_json::Value {
-    json!({
-        "entryId": o.entry_id,
-        "preview": o.preview,
-        "summary": o.summary,
-        "shortSummary": o.short_summary,
-        "firstKeptEntryId": o.first_kept_entry_id,
-        "tokensBefore": o.tokens_before,
-        "tokensAfter": o.tokens_after,
-        "details": o.details,
-        "preserveData": o.preserve_data,
-        "fromExtension": o.from_extension,
-        "summarizer": o.summarizer,
-    })
 }
 
 fn pretty(o: &CompactOutcome, file: &Path) -> String {

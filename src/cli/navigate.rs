@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use compactd::engine::{NavigateOptions, NavigateOutcome, SharedSession, navigate_tree};
-use serde_json::json;
+use compactd::server::to_proto;
 
 use super::common::{self, CliError, TokenizerArg};
 use super::compact::{StderrProgress, engine_env, open_writable, run_cancellable};
@@ -24,7 +24,7 @@ pub struct NavigateArgs {
     /// What the branch summary should focus on (appended to the prompt).
     #[arg(long)]
     pub instructions: Option<String>,
-    /// Print the result as JSON.
+    /// Print the result as JSON (a `session/navigateTree` result, the protocol's schema).
     #[arg(long)]
     pub json: bool,
     /// Token counter (default: the `tokenizer` setting).
@@ -50,21 +50,9 @@ pub fn run(args: &NavigateArgs) -> Result<(), CliError> {
     progress.finish();
     let outcome = outcome.map_err(|e| CliError(format!("{}: {e}", args.session.display())))?;
     if args.json {
-        return common::print_json(&outcome_json(&outcome));
+        return common::print_json(&to_proto::navigate_result(outcome));
     }
     common::print(&pretty(&outcome))
-}
-
-fn outcome_json(o: &NavigateOutcome) -> serde_json::Value {
-    json!({
-        "cancelled": o.cancelled,
-        "aborted": o.aborted,
-        "editorText": o.editor_text,
-        "leafId": o.leaf_id,
-        "oldLeafId": o.old_leaf_id,
-        "summaryEntry": o.summary_entry.as_ref().map(|e| e.to_value()),
-        "fromExtension": o.from_extension,
-    })
 }
 
 fn pretty(o: &NavigateOutcome) -> String {

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use compactd::engine::prune::prune_live;
+use compactd::server::to_proto;
 
 use super::common::{self, CliError, TokenizerArg};
 
@@ -14,6 +15,7 @@ pub struct PruneArgs {
     /// Only report what would be pruned.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the result as JSON (a `session/prune` result, the protocol's schema).
     #[arg(long)]
     pub json: bool,
     /// Token counter (default: the `tokenizer` setting).
@@ -27,7 +29,7 @@ pub fn run(args: &PruneArgs) -> Result<(), CliError> {
     let counter = common::counter(args.tokenizer, &settings)?;
     let outcome = prune_live(&mut session, counter.as_ref(), args.dry_run)?;
     if args.json {
-        return common::print_json(&outcome);
+        return common::print_json(&to_proto::prune_result(outcome));
     }
     let verb = if args.dry_run {
         "would prune"

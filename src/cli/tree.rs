@@ -1,8 +1,10 @@
 //! `compactd tree SESSION`: the session tree, the leaf marked.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use compactd::engine::usage::{render_tree, tree_view};
+use compactd::server::to_proto;
 
 use super::common::{self, CliError, TokenizerArg};
 
@@ -11,7 +13,7 @@ use super::common::{self, CliError, TokenizerArg};
 pub struct TreeArgs {
     /// The session file (`.jsonl`); it is only read.
     pub session: PathBuf,
-    /// Print JSON (flat nodes in pre-order with depth) instead of the pretty tree.
+    /// Print JSON (a `session/tree` result, the protocol's schema) instead of the pretty tree.
     #[arg(long)]
     pub json: bool,
     /// Accepted for symmetry with the other commands; the tree shows no token counts.
@@ -23,7 +25,7 @@ pub fn run(args: &TreeArgs) -> Result<(), CliError> {
     let session = common::open(&args.session)?;
     let view = tree_view(&session);
     if args.json {
-        common::print_json(&view)
+        common::print_json(&to_proto::tree_result(view, HashMap::new()))
     } else {
         common::print(&render_tree(&view))
     }

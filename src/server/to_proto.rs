@@ -2,6 +2,11 @@
 //! messages as stored, results, events' payloads, hook and summarizer requests, and engine
 //! errors as protocol errors (their kind mapped as an enum, never through its name). The way
 //! back is [`super::from_proto`].
+//!
+//! Public so that the command line's `--json` output prints these same result types
+//! (`compactd tree --json` is a `session/tree` result): one schema covers both.
+
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -12,9 +17,9 @@ use crate::engine::{
 use crate::protocol::{
     AutoCompactionOutcome, AutoCompactionReason, BeforeCompactParams, BeforeTreeParams,
     BranchSummaryPreview, CompactResult, CompactingParams, CompactionPreparation, CompactionReason,
-    ErrorInfo, ErrorKind, FileOps, NextAction, ProgressPhase, PruneResult, SessionInfo,
-    SummarizeParams, SummaryDetails, SummaryPart, SummaryPurpose, TreePreparation, WireEntry,
-    WireMessage,
+    ErrorInfo, ErrorKind, FileOps, NavigateTreeResult, NextAction, ProgressPhase, PruneResult,
+    SessionInfo, SessionTreeResult, SummarizeParams, SummaryDetails, SummaryPart, SummaryPurpose,
+    TreeNode, TreePreparation, WireEntry, WireMessage,
 };
 use crate::rpc::RpcError;
 use crate::session::{AgentMessage, Entry};
@@ -220,6 +225,57 @@ pub fn prune_result(outcome: engine::prune::PruneOutcome) -> PruneResult {
         tokens_saved: outcome.tokens_saved,
         pruned_entry_ids: outcome.entry_ids,
         dry_run: outcome.dry_run,
+    }
+}
+
+/// The `session/tree` result of `view`, with the whole entry of each node found in `entries`
+/// (empty unless `includeEntries`).
+pub fn tree_result(
+    view: engine::usage::TreeView,
+    mut entries: HashMap<String, WireEntry>,
+) -> SessionTreeResult {
+    let ids: HashSet<&str> = view.nodes.iter().map(|n| n.id.as_str()).collect();
+    let active: HashSet<&str> = view.active_path.iter().map(String::as_str).collect();
+    let mut children: HashMap<&str, Vec<String>> = HashMap::new();
+    let mut roots = Vec::new();
+    for node in &view.nodes {
+        match node.parent_id.as_deref().filter(|p| ids.contains(p)) {
+            Some(parent) => children.entry(parent).or_default().push(node.id.clone()),
+            None => roots.push(node.id.clone()),
+        }
+    }
+    let nodes = view
+        .nodes
+        .iter()
+        .map(|node| TreeNode {
+            id: node.id.clone(),
+            parent_id: node.parent_id.clone(),
+            entry_type: node.entry_type.clone(),
+            role: node.role.clone(),
+            timestamp: node.timestamp.clone(),
+            preview: (!node.preview.is_empty()).then(|| node.preview.clone()),
+            label: node.label.clone(),
+            children: children.remove(node.id.as_str()).unwrap_or_default(),
+            on_active_path: active.contains(node.id.as_str()),
+            entry: entries.remove(&node.id),
+        })
+        .collect();
+    SessionTreeResult {
+        leaf_id: view.leaf_id,
+        roots,
+        nodes,
+    }
+}
+
+/// The `session/navigateTree` result of a navigation.
+pub fn navigate_result(outcome: engine::NavigateOutcome) -> NavigateTreeResult {
+    NavigateTreeResult {
+        editor_text: outcome.editor_text,
+        cancelled: outcome.cancelled,
+        aborted: outcome.aborted.then_some(true),
+        summary_entry: outcome.summary_entry.as_ref().map(entry),
+        summary: outcome.preview_summary.map(branch_summary_preview),
+        leaf_id: outcome.leaf_id,
     }
 }
 

@@ -200,3 +200,57 @@ fn a_prompt_override_that_cannot_be_read_stops_the_command_and_writes_nothing() 
     assert!(err.contains("compaction-summary.md"), "{err}");
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
+
+/// `--json` prints the protocol's result types (the schema of `schema/`), the same shapes the
+/// daemon answers: `tree --json` is a `session/tree` result (`type`, `children`, `roots`),
+/// `compact --json` a `session/compact` result, `prune --json` a `session/prune` result.
+#[test]
+fn json_output_is_the_protocols_result_types() {
+    use compactd::protocol::{CompactResult, PruneResult, SessionTreeResult};
+    let (dir, path) = demo_copy();
+    let p = path.to_str().unwrap();
+    let json_of = |args: &[&str]| -> Value {
+        let out = compactd(args, dir.path());
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+    };
+
+    let tree = json_of(&["tree", p, "--json"]);
+    let typed: SessionTreeResult =
+        serde_json::from_value(tree.clone()).expect("a session/tree result");
+    let (session, _) = Session::open(&path).unwrap();
+    assert_eq!(typed.leaf_id.as_deref(), session.leaf_id());
+    assert_eq!(typed.roots.len(), 1);
+    let first = &tree["nodes"][0];
+    assert_eq!(first["type"], "model_change", "{first}");
+    assert!(first.get("entryType").is_none(), "{first}");
+    assert!(first["onActivePath"].as_bool().unwrap());
+    assert_eq!(
+        serde_json::to_value(&typed).unwrap(),
+        tree,
+        "nothing beyond the protocol's fields"
+    );
+
+    let prune = json_of(&["prune", p, "--dry-run", "--json"]);
+    let typed: PruneResult = serde_json::from_value(prune.clone()).expect("a session/prune result");
+    assert!(typed.dry_run);
+    assert_eq!(serde_json::to_value(&typed).unwrap(), prune);
+
+    let compact = json_of(&[
+        "compact",
+        p,
+        "--json",
+        "--keep-recent-tokens",
+        "2000",
+        "--tokenizer",
+        "chars4",
+    ]);
+    let typed: CompactResult =
+        serde_json::from_value(compact.clone()).expect("a session/compact result");
+    assert_eq!(typed.summarizer.as_deref(), Some("extractive"));
+    assert_eq!(serde_json::to_value(&typed).unwrap(), compact);
+}

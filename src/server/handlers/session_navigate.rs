@@ -47,16 +47,7 @@ pub async fn navigate(
         .end(&session_id, OperationKind::BranchSummary, end);
     daemon.hub.flush().await;
     let outcome = result.map_err(to_proto::error)?;
-    Ok(NavigateTreeResult {
-        editor_text: outcome.editor_text,
-        cancelled: outcome.cancelled,
-        aborted: outcome.aborted.then_some(true),
-        summary_entry: outcome.summary_entry.as_ref().map(to_proto::entry),
-        summary: outcome
-            .preview_summary
-            .map(to_proto::branch_summary_preview),
-        leaf_id: outcome.leaf_id,
-    })
+    Ok(to_proto::navigate_result(outcome))
 }
 
 pub async fn abort(

@@ -1,11 +1,11 @@
 //! The reads: `session/context`, `session/tree` and `session/usage`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::protocol::{
     SessionContextParams, SessionContextResult, SessionRef, SessionTreeParams, SessionTreeResult,
-    SessionUsageResult, TreeNode,
+    SessionUsageResult,
 };
 use crate::rpc::{RequestCtx, RpcError};
 use crate::server::{Daemon, to_proto};
@@ -63,37 +63,7 @@ pub async fn tree(
             }
         }
     }
-    let ids: HashSet<&str> = view.nodes.iter().map(|n| n.id.as_str()).collect();
-    let active: HashSet<&str> = view.active_path.iter().map(String::as_str).collect();
-    let mut children: HashMap<&str, Vec<String>> = HashMap::new();
-    let mut roots = Vec::new();
-    for node in &view.nodes {
-        match node.parent_id.as_deref().filter(|p| ids.contains(p)) {
-            Some(parent) => children.entry(parent).or_default().push(node.id.clone()),
-            None => roots.push(node.id.clone()),
-        }
-    }
-    let nodes = view
-        .nodes
-        .iter()
-        .map(|node| TreeNode {
-            id: node.id.clone(),
-            parent_id: node.parent_id.clone(),
-            entry_type: node.entry_type.clone(),
-            role: node.role.clone(),
-            timestamp: node.timestamp.clone(),
-            preview: (!node.preview.is_empty()).then(|| node.preview.clone()),
-            label: node.label.clone(),
-            children: children.remove(node.id.as_str()).unwrap_or_default(),
-            on_active_path: active.contains(node.id.as_str()),
-            entry: entries.remove(&node.id),
-        })
-        .collect();
-    Ok(SessionTreeResult {
-        leaf_id: view.leaf_id,
-        roots,
-        nodes,
-    })
+    Ok(to_proto::tree_result(view, entries))
 }
 
 pub async fn usage(
