@@ -1,8 +1,23 @@
 //! compactd: keeps coding-agent conversations inside their LLM context window.
 //!
-//! Layers, each depending only on those below: `rpc` -> `engine` -> {`summarize`,
-//! `compaction`} -> `session` -> `tokens`; `settings` is read by all, and `files` (opening
-//! only regular files, without blocking) is used by all.
+//! Layers, each depending only on those below it (no cycle):
+//!
+//! ```text
+//! server ──> protocol ──> rpc                 the wire: handlers, method table and types, transport
+//!   │
+//!   └──> engine ──> summarize ─────────────┐
+//!          │  └───> compaction ──> tokens ──┴──> session
+//!          └──────────────────────> tokens
+//! ```
+//!
+//! `tokens` sits above `session`: it counts `session`'s messages, and `session` knows nothing
+//! of token counts. `settings` is read by all, and `files` (opening only regular files,
+//! without blocking) is used by all. `docs/architecture.md` follows one request through these
+//! layers, from the wire to the file.
+//!
+//! Comments cite `spec §N` (the reference behaviour compactd reimplements) and `DESIGN §N`
+//! (its design notes); neither document is in this repository, and `docs/references.md` says
+//! what each cited section is about and where `docs/conformance.md` covers it.
 
 pub mod compaction;
 pub mod engine;

@@ -155,19 +155,25 @@ interface Reply {
 
 let toolCallSeq = 0;
 
+/** Numbers compactd's summaries, so that no answer repeats an earlier one word for word: a
+ * branch summary's input holds the earlier compaction summaries, and compactd rejects an answer
+ * that copies its input. */
+let summaryCount = 0;
+
 function answer(kind: RequestKind, body: ChatRequest): Reply {
   if (kind === "compactd-summary") {
+    const n = ++summaryCount;
     return {
       text: [
         "## Goal",
-        `- Work through the project's modules one at a time (${MODEL_SUMMARY_MARK}).`,
+        `- Work through the project's modules one at a time (${MODEL_SUMMARY_MARK}, summary ${n}).`,
         "",
         "## Progress",
         "### Done",
-        "- [x] Read several modules and reported on each.",
+        `- [x] Read several modules and reported on each, as of summary ${n}.`,
         "",
         "## Next Steps",
-        "1. Continue with the remaining modules.",
+        `1. Continue with the remaining modules after summary ${n}.`,
       ].join("\n"),
     };
   }
