@@ -527,7 +527,11 @@ fn prune_cli_dry_run_leaves_the_file_alone() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v["prunedCount"].is_u64() && v["tokensSaved"].is_u64() && v["entryIds"].is_array());
+    // The `session/prune` result's shape.
+    assert!(
+        v["prunedCount"].is_u64() && v["tokensSaved"].is_u64() && v["prunedEntryIds"].is_array()
+    );
+    assert_eq!(v["dryRun"], true);
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
