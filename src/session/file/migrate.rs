@@ -9,13 +9,19 @@ use crate::session::ids;
 
 /// Migrates entries of a version 1 or 2 file to version 3 in place (spec §1.5). Returns the
 /// version migrated from, `None` when the file is already current.
-pub(super) fn migrate(header: &mut SessionHeader, entries: &mut [(Entry, usize)]) -> Option<u64> {
+/// `line_bytes(n)` gives line `n`'s bytes (1-based, the header is line 1), from which v1 ids are
+/// derived.
+pub(super) fn migrate<'a>(
+    header: &mut SessionHeader,
+    entries: &mut [(Entry, usize)],
+    line_bytes: impl Fn(usize) -> &'a [u8],
+) -> Option<u64> {
     let from = header.version.unwrap_or(1);
     if from >= CURRENT_SESSION_VERSION {
         return None;
     }
     if from < 2 {
-        migrate_v1_ids(entries);
+        migrate_v1_ids(entries, line_bytes);
     }
     for (entry, _) in entries.iter_mut() {
         // Known `hookMessage`s already parse as `custom`; this catches ones kept as unknown.
@@ -32,14 +38,18 @@ pub(super) fn migrate(header: &mut SessionHeader, entries: &mut [(Entry, usize)]
     Some(from)
 }
 
-/// v1 → v2: fresh ids, a linear chain in file order, `firstKeptEntryIndex` (an index into the
+/// v1 → v2: ids derived from each line's number and bytes (the same on every load and in every
+/// process, so ids shown before the first write stay valid), a linear chain in file order, `firstKeptEntryIndex` (an index into the
 /// parsed lines *including the header*) → `firstKeptEntryId`.
-pub(super) fn migrate_v1_ids(entries: &mut [(Entry, usize)]) {
+pub(super) fn migrate_v1_ids<'a>(
+    entries: &mut [(Entry, usize)],
+    line_bytes: impl Fn(usize) -> &'a [u8],
+) {
     let mut taken = HashSet::new();
     let new_ids: Vec<String> = entries
         .iter()
-        .map(|_| {
-            let id = ids::new_entry_id(|c| taken.contains(c));
+        .map(|(_, line)| {
+            let id = ids::derived_entry_id(*line, line_bytes(*line), |c| taken.contains(c));
             taken.insert(id.clone());
             id
         })
