@@ -623,3 +623,51 @@ async fn a_compaction_at_another_leaf_must_be_a_preview() {
     d.take_all("session/compactionFinished");
     d.finish().await;
 }
+
+/// Load warnings (malformed lines, duplicate ids, a torn tail, a migration) are in the result of
+/// `session/open`, not only on the daemon's stderr; a clean file has none.
+#[tokio::test]
+async fn load_warnings_are_returned_by_session_open() {
+    let mut d = DaemonProcess::spawn().await;
+    d.initialize(json!({}), json!({})).await;
+    async fn open(d: &mut DaemonProcess, name: &str) -> Value {
+        let path = d.home.path().join(name);
+        std::fs::copy(devtools::fixtures::session(name), &path).unwrap();
+        d.ok("session/open", json!({"path": path})).await
+    }
+    let quirks = open(&mut d, "quirks.jsonl").await;
+    let warnings: Vec<&str> = quirks["warnings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no warnings in {quirks}"))
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.starts_with("line 3: skipped")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("duplicate entry id a4")),
+        "{warnings:?}"
+    );
+    // The torn-tail fixture has the same session id.
+    d.ok("session/close", json!({"sessionId": quirks["sessionId"]}))
+        .await;
+    let torn = open(&mut d, "torn-tail.jsonl").await;
+    assert!(
+        torn["warnings"]
+            .as_array()
+            .is_some_and(|w| w.iter().any(|w| w.as_str().unwrap().contains("torn last line"))),
+        "{torn}"
+    );
+    let v1 = open(&mut d, "v1.jsonl").await;
+    assert!(
+        v1["warnings"][0].as_str().unwrap().contains("migrated from version 1"),
+        "{v1}"
+    );
+    let cwd = d.project();
+    let clean = d.ok("session/create", json!({"cwd": cwd})).await;
+    assert!(clean.get("warnings").is_none(), "{clean}");
+}

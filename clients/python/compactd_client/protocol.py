@@ -137,6 +137,12 @@ class SessionInfo(TypedDict):
     """The file's version before any in-memory migration (1, 2 or 3)."""
     readOnly: NotRequired[bool]
     """Opened with `readOnly: true`: compactd never writes this file."""
+    warnings: NotRequired[list[str]]
+    """What loading found and worked around, one sentence each, e.g. `line 7: skipped: not
+    JSON: …` (a malformed line, kept verbatim), `line 9: duplicate entry id 1a2b3c4d`, `line
+    12: torn last line ignored: …` (cut away by the next write), an in-memory migration, a
+    project settings file that was skipped. Absent when there is nothing to report.
+    """
 
 
 class SessionOpenParams(TypedDict):
@@ -1224,6 +1230,7 @@ ERROR_CODES: dict[str, int] = {
     "settingsInvalid": -32019,
     "pathOutsideAllowed": -32020,
     "sessionReadOnly": -32021,
+    "storageUnavailable": -32022,
     "invalidParams": -32602,
     "notInitialized": -32002,
     "cancelled": -32800,
