@@ -232,6 +232,9 @@ fn ids_shown_for_a_v1_file_stay_valid_until_it_is_written() {
     let (session, _) = Session::open(&path).unwrap();
     // The rewrite (migration to v3) kept the ids that were shown.
     for node in nodes {
-        assert!(session.get(node["id"].as_str().unwrap()).is_some(), "{node}");
+        assert!(
+            session.get(node["id"].as_str().unwrap()).is_some(),
+            "{node}"
+        );
     }
 }

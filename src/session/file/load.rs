@@ -96,7 +96,12 @@ impl Session {
         } else {
             Vec::new()
         };
-        let line_bytes = |n: usize| n.checked_sub(1).and_then(|i| lines.get(i)).copied().unwrap_or(&[]);
+        let line_bytes = |n: usize| {
+            n.checked_sub(1)
+                .and_then(|i| lines.get(i))
+                .copied()
+                .unwrap_or(&[])
+        };
         if let Some(from) = migrate(&mut session.header, &mut parsed, line_bytes) {
             report.migrated_from = Some(from);
             session.needs_rewrite = true;
