@@ -1,8 +1,9 @@
 //! The summarizer candidates built from settings (spec §4.15, DESIGN §5).
 //!
 //! Order, duplicates removed by id: the RPC client's summarizer (when the client offered one),
-//! the remote endpoint (when configured), `summarizer.model`, `summarizer.candidates`, then the
-//! model of each role in `default, smol, slow, plan, commit`. `summarizer.kind` other than
+//! the remote endpoint (when configured), `summarizer.model`, `summarizer.candidates`, the
+//! model of each role in `default, smol, slow, plan, commit`, then (when at least one of those
+//! is configured) the available model with the largest context window that is not yet listed. `summarizer.kind` other than
 //! `auto` keeps only summarizers of that kind. The extractive summarizer is always the last
 //! rung, so a compaction never fails for want of a model. Manual compactions and branch
 //! summaries use the same candidates and retries as automatic ones (spec §13 #9).
@@ -223,8 +224,9 @@ pub fn summarizers_with_env(
         SummarizerKind::Auto | SummarizerKind::Openai | SummarizerKind::Anthropic
     );
     if models_wanted {
-        for model in model_strings(settings) {
-            match model_summarizer(settings, &model, provider_kind_of(kind), env)? {
+        let configured = model_strings(settings);
+        for model in &configured {
+            match model_summarizer(settings, model, provider_kind_of(kind), env)? {
                 Built::Ready(s) => {
                     if !candidates.iter().any(|c| c.id() == s.id()) {
                         candidates.push(s);
@@ -234,6 +236,12 @@ pub fn summarizers_with_env(
                     tracing::info!(model, "summarizer model skipped: {reason}");
                 }
             }
+        }
+        if !configured.is_empty()
+            && let Some(s) =
+                largest_window_model(settings, provider_kind_of(kind), env, &candidates)?
+        {
+            candidates.push(s);
         }
     }
 
@@ -257,6 +265,40 @@ fn model_strings(settings: &Settings) -> Vec<String> {
     );
     out.retain(|m| !m.trim().is_empty());
     out
+}
+
+/// The largest-window rung (spec §4.15): of the models the providers list that can run (a key
+/// in the settings or the environment, or a keyless server on this machine) and are not already
+/// candidates, the one with the largest context window; ties go to the first in
+/// `provider/id` order. Only added after at least one configured model, so a daemon with no
+/// model configured never starts sending conversations to a hosted API because a key happens
+/// to be in its environment.
+fn largest_window_model(
+    settings: &Settings,
+    only: Option<ProviderKind>,
+    env: &dyn Fn(&str) -> Option<String>,
+    candidates: &[Arc<dyn Summarizer>],
+) -> Result<Option<Arc<dyn Summarizer>>, EngineError> {
+    let mut models: Vec<(u64, String)> = settings
+        .providers
+        .iter()
+        .filter(|(_, p)| only.is_none_or(|k| k == p.kind))
+        .flat_map(|(name, p)| {
+            p.models
+                .iter()
+                .map(move |(id, m)| (m.context_window, format!("{name}/{id}")))
+        })
+        .filter(|(_, full)| !candidates.iter().any(|c| c.id() == *full))
+        .collect();
+    // Largest window first; the sort is stable, so ties keep `provider/id` order.
+    models.sort_by_key(|m| std::cmp::Reverse(m.0));
+    for (_, full) in models {
+        if let Built::Ready(s) = model_summarizer(settings, &full, only, env)? {
+            tracing::debug!(model = full, "largest-window summarizer candidate");
+            return Ok(Some(s));
+        }
+    }
+    Ok(None)
 }
 
 /// Resolves `provider/id` or a bare id (matched case-insensitively across providers).
@@ -395,10 +437,18 @@ mod tests {
         }));
         let env = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-test".to_owned());
         let set = summarizers_with_env(&settings, None, &env).unwrap();
-        // anthropic has no key: skipped; gpt-b appears once; the local server needs no key.
+        // anthropic has no key: skipped; gpt-b appears once; the local server needs no key;
+        // then the largest window among the models that can run (gpt-4.1, 1,047,576 tokens,
+        // before gpt-4.1-mini with the same window).
         assert_eq!(
             set.ids(),
-            ["openai/gpt-a", "openai/gpt-b", "local/llama", "extractive"]
+            [
+                "openai/gpt-a",
+                "openai/gpt-b",
+                "local/llama",
+                "openai/gpt-4.1",
+                "extractive"
+            ]
         );
     }
 
@@ -409,7 +459,16 @@ mod tests {
         }));
         let env = |_: &str| Some("key".to_owned());
         let set = summarizers_with_env(&settings, None, &env).unwrap();
-        assert_eq!(set.ids(), ["anthropic/claude-x", "extractive"]);
+        // The largest-window rung keeps to the kind too: the 200k Anthropic models tie, the
+        // first in id order wins.
+        assert_eq!(
+            set.ids(),
+            [
+                "anthropic/claude-x",
+                "anthropic/claude-haiku-4-5",
+                "extractive"
+            ]
+        );
 
         let extractive = settings_with(serde_json::json!({
             "summarizer": {"kind": "extractive", "model": "openai/gpt-a"},
@@ -426,6 +485,42 @@ mod tests {
                 .kind(),
             crate::engine::EngineErrorKind::Settings
         );
+    }
+
+    #[test]
+    fn the_largest_window_rung_needs_a_configured_model_and_a_runnable_provider() {
+        let env = |name: &str| (name == "ANTHROPIC_API_KEY").then(|| "key".to_owned());
+        // Nothing configured: a key in the environment alone starts no model.
+        let set = summarizers_with_env(&Settings::default(), None, &env).unwrap();
+        assert_eq!(set.ids(), ["extractive"]);
+
+        // The keyless loopback server's big model beats the keyed 200k ones; the remote
+        // provider without a key is skipped even though its window is larger still.
+        let settings = settings_with(serde_json::json!({
+            "summarizer": {"model": "anthropic/claude-sonnet-4-5"},
+            "providers": {
+                "big": {"kind": "openai", "baseUrl": "http://127.0.0.1:9/v1",
+                        "models": {"huge": {"contextWindow": 2_000_000}}},
+                "far": {"kind": "openai", "baseUrl": "https://llm.example/v1",
+                        "apiKeyEnv": "FAR_KEY",
+                        "models": {"giant": {"contextWindow": 9_000_000}}}
+            }
+        }));
+        let set = summarizers_with_env(&settings, None, &env).unwrap();
+        assert_eq!(
+            set.ids(),
+            ["anthropic/claude-sonnet-4-5", "big/huge", "extractive"]
+        );
+        assert_eq!(set.candidates[1].context_window(), 2_000_000);
+
+        // Already a candidate: not listed twice (and nothing else can run here).
+        let settings = settings_with(serde_json::json!({
+            "summarizer": {"model": "big/huge"},
+            "providers": {"big": {"kind": "openai", "baseUrl": "http://127.0.0.1:9/v1",
+                                  "models": {"huge": {"contextWindow": 2_000_000}}}}
+        }));
+        let set = summarizers_with_env(&settings, None, &no_env).unwrap();
+        assert_eq!(set.ids(), ["big/huge", "extractive"]);
     }
 
     #[test]

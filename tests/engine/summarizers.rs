@@ -1263,3 +1263,64 @@ async fn endless_streams_are_cut_at_the_size_caps_and_not_retried_as_transient()
         server.wait_client_closed(1, TIMEOUT).await;
     }
 }
+
+/// Spec §4.15's last model rung: every configured model fails, and the available model with the
+/// largest context window (here a keyless server on this machine that no setting names as a
+/// summarizer) answers before the extractive fallback is needed.
+#[tokio::test]
+async fn the_largest_window_model_answers_when_every_configured_model_fails() {
+    let failing = FakeLlm::start().await;
+    failing.set_default(Reply::json(
+        400,
+        json!({"error": {"message": "model not loaded"}}),
+    ));
+    let wide = FakeLlm::start().await;
+    wide.push(openai_sse(&["from the widest"], "stop"));
+    let settings = json!({
+        "summarizer": {"model": "small/a", "candidates": ["small/b"]},
+        "modelRoles": {"smol": "small/c"},
+        "providers": {
+            "small": {"kind": "openai", "baseUrl": format!("{}/v1", failing.url()),
+                      "discoverLimits": false,
+                      "models": {"a": {"contextWindow": 8000}, "b": {"contextWindow": 16000},
+                                 "c": {"contextWindow": 32000}}},
+            "wide": {"kind": "openai", "baseUrl": format!("{}/v1", wide.url()),
+                     "discoverLimits": false,
+                     "models": {"long": {"contextWindow": 1_000_000}}}
+        }
+    });
+    let mut stack = compactd::settings::SettingsStack::new();
+    stack.set_initialize(&settings).expect("valid settings");
+    let settings = stack.effective().expect("effective settings");
+    let set = compactd::engine::summarizers::summarizers_with_env(&settings, None, &|_| None)
+        .expect("summarizers");
+    assert_eq!(
+        set.ids(),
+        ["small/a", "small/b", "small/c", "wide/long", "extractive"]
+    );
+
+    let (out, events) = run_candidates(
+        &set.candidates,
+        set.fallback.clone(),
+        &history_request(),
+        &fast_policy(2),
+    )
+    .await;
+    let out = out.expect("the widest model answers");
+    assert_eq!(out.text, "from the widest");
+    // The three configured models were each tried once (a 400 is not retried), in order.
+    let asked: Vec<String> = failing
+        .requests()
+        .iter()
+        .map(|r| r.json()["model"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(asked, ["a", "b", "c"]);
+    assert_eq!(wide.requests().len(), 1);
+    assert_eq!(wide.requests()[0].json()["model"], "long");
+    let failed: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e.outcome, AttemptOutcome::Failed { .. }))
+        .map(|e| e.candidate.clone())
+        .collect();
+    assert_eq!(failed, ["small/a", "small/b", "small/c"]);
+}
