@@ -59,29 +59,6 @@ pub fn new_entry_id(taken: impl Fn(&str) -> bool) -> String {
     }
 }
 
-/// An 8-hex entry id derived from a line's number and bytes (FNV-1a 64, folded to 32 bits), so
-/// every reader of the same file derives the same id; on a collision with `taken` the hash is
-/// extended with an attempt counter, which keeps the result deterministic for a given file.
-pub fn derived_entry_id(line: usize, bytes: &[u8], taken: impl Fn(&str) -> bool) -> String {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut base = OFFSET;
-    for b in (line as u64).to_le_bytes().iter().chain(bytes) {
-        base = (base ^ u64::from(*b)).wrapping_mul(PRIME);
-    }
-    for attempt in 0u64.. {
-        let mut h = base;
-        for b in attempt.to_le_bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(PRIME);
-        }
-        let id = format!("{:08x}", (h ^ (h >> 32)) as u32);
-        if !taken(&id) {
-            return id;
-        }
-    }
-    unreachable!("an unbounded counter always finds a free id")
-}
-
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a millisecond Unix time.
 pub fn iso_from_ms(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);

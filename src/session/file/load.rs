@@ -90,19 +90,7 @@ impl Session {
         }
         session.read_lines(&data, from, TailMode::Open, report, &mut parsed);
         session.preparsed = VecDeque::new();
-        // Line `n` (1-based) is `lines[n - 1]`; only a v1 file needs them, for its derived ids.
-        let lines: Vec<&[u8]> = if session.header.version.unwrap_or(1) < 2 {
-            data.split(|b| *b == b'\n').collect()
-        } else {
-            Vec::new()
-        };
-        let line_bytes = |n: usize| {
-            n.checked_sub(1)
-                .and_then(|i| lines.get(i))
-                .copied()
-                .unwrap_or(&[])
-        };
-        if let Some(from) = migrate(&mut session.header, &mut parsed, line_bytes) {
+        if let Some(from) = migrate(&mut session.header, &mut parsed) {
             report.migrated_from = Some(from);
             session.needs_rewrite = true;
         }
