@@ -5,14 +5,16 @@
 # VS Code (code-server from npm under Node 24 from npm, in headless Chromium driven by
 # playwright-core) against that .vsix installed with `code-server --install-extension`.
 #
-# Installs what it needs on a fresh machine and caches it under target/vscode-test/, so reruns
-# skip the installs. Every step must pass; nothing is skipped.
+# Installs what it needs on a fresh machine and caches it, pinned and checked, in
+# $COMPACTD_TEST_CACHE/vscode-test (default ~/.cache/compactd-tests), outside the clone, so a
+# new clone does not rebuild code-server's native modules (the longest install of the test
+# command). Every step must pass; nothing is skipped.
 # Usage: scripts/test.d/vscode.sh [--screenshot docs/img/vscode.png]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 ext="$root/editors/vscode"
-cache="$root/target/vscode-test"
+cache="${COMPACTD_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/compactd-tests}/vscode-test"
 NODE_VERSION=24.22.3
 CODE_SERVER_VERSION=4.139.1
 screenshot=()
@@ -85,9 +87,9 @@ npx tsc -p .
 node scripts/bundle.js
 step "vsce package --target linux-x64 (the daemon bundled)"
 node scripts/bundle-binary.js "$COMPACTD_BIN" --target linux-x64
-npx vsce package --target linux-x64 --no-dependencies --allow-missing-repository -o "$cache/compactd-linux-x64.vsix"
-python3 -m zipfile -l "$cache/compactd-linux-x64.vsix" | grep -qE '^extension/bin/linux-x64/compactd +' || { echo "the .vsix lacks the binary" >&2; exit 1; }
-if python3 -m zipfile -l "$cache/compactd-linux-x64.vsix" | grep -qE '^extension/(node_modules|src|test)/'; then echo "the .vsix ships sources or node_modules" >&2; exit 1; fi
+npx vsce package --target linux-x64 --no-dependencies --allow-missing-repository -o "$root/target/compactd-linux-x64.vsix"
+python3 -m zipfile -l "$root/target/compactd-linux-x64.vsix" | grep -qE '^extension/bin/linux-x64/compactd +' || { echo "the .vsix lacks the binary" >&2; exit 1; }
+if python3 -m zipfile -l "$root/target/compactd-linux-x64.vsix" | grep -qE '^extension/(node_modules|src|test)/'; then echo "the .vsix ships sources or node_modules" >&2; exit 1; fi
 
 # --- tests -------------------------------------------------------------------------------
 step "protocol tests (vscode-jsonrpc against compactd serve)"
@@ -97,6 +99,6 @@ step "which binary the extension runs (setting, bundled, PATH, none)"
 node --test test/server-path.test.js
 
 step "extension suite inside VS Code (code-server + headless Chromium)"
-node test/run-in-vscode.js --code-server "$code_server" --vsix "$cache/compactd-linux-x64.vsix" "${screenshot[@]}"
+node test/run-in-vscode.js --code-server "$code_server" --vsix "$root/target/compactd-linux-x64.vsix" "${screenshot[@]}"
 
 step "done in $(($(date +%s) - t0)) s"

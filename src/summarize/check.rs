@@ -14,6 +14,7 @@
 //! prompts ask for; for the short summary, its complete sentences) when what remains passes the
 //! same checks; with nothing complete, it is rejected.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::{Purpose, SummarizeError, SummaryRequest};
@@ -208,7 +209,7 @@ fn echo(prompt: &str, answer: &str) -> Option<String> {
             long.len()
         ));
     }
-    let (copied, from_conversation) = share(conversation);
+    let (copied, from_conversation) = share(&without_carried_summaries(conversation));
     if copied >= 3 && from_conversation >= CONVERSATION_COPY_SHARE {
         return Some(format!(
             "it copies the conversation instead of summarising it ({copied} of its {} long lines \
@@ -243,6 +244,31 @@ fn split_prompt(prompt: &str) -> (&str, String) {
         _ => rest.to_owned(),
     };
     (conversation, instructions)
+}
+
+/// The conversation without the summaries it carries (`<summary>` blocks of earlier
+/// compactions and branch summaries): a new summary legitimately repeats their lines, as an
+/// update repeats its previous summary.
+fn without_carried_summaries(conversation: &str) -> Cow<'_, str> {
+    const OPEN: &str = "<summary>";
+    const CLOSE: &str = "</summary>";
+    if !conversation.contains(OPEN) {
+        return Cow::Borrowed(conversation);
+    }
+    let mut out = String::with_capacity(conversation.len());
+    let mut rest = conversation;
+    while let Some(open) = rest.find(OPEN) {
+        out.push_str(&rest[..open]);
+        match rest[open..].find(CLOSE) {
+            Some(close) => rest = &rest[open + close + CLOSE.len()..],
+            None => {
+                rest = "";
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
 /// Degenerate repetition: one line many times, a looping phrase, a long run of one character.
@@ -375,6 +401,30 @@ mod tests {
             I changed the tokenizer loop so the final token is pushed before returning\n\
             test result: ok. 42 passed; 0 failed; finished in 0.31s for the parser";
         assert!(reason(copied).contains("copies the conversation"));
+    }
+
+    #[test]
+    fn repeating_a_carried_summary_is_not_a_copy() {
+        // A branch that passed through a compaction carries its summary as a `<summary>` block
+        // (the context's compaction and branch summary messages); the new summary keeps its
+        // lines, as the fake model in the oh-my-pi suite does.
+        let carried = "## Goal\n- Work through the project's modules one at a time\n\
+            ## Progress\n- [x] Read several modules and reported on each of them\n\
+            ## Next Steps\n1. Continue with the remaining modules of the project";
+        let conversation = format!(
+            "[User]: The conversation history before this point was compacted into the \
+             following summary:\n\n<summary>\n{carried}\n</summary>\n\n{CONVERSATION}"
+        );
+        let checked = check_answer(&history(&conversation), carried, false).unwrap();
+        assert_eq!(checked.verdict, Verdict::Passed);
+        // The conversation outside the carried summary is still checked.
+        let copied = "fix the parser bug in src/parse.rs, it drops the last token\n\
+            I changed the tokenizer loop so the final token is pushed before returning\n\
+            test result: ok. 42 passed; 0 failed; finished in 0.31s for the parser";
+        assert!(matches!(
+            check_answer(&history(&conversation), copied, false),
+            Err(SummarizeError::Rejected { reason }) if reason.contains("copies the conversation")
+        ));
     }
 
     #[test]

@@ -3,8 +3,10 @@
 --- key at fault), the running client and the current session.
 local M = {}
 
---- Starts `cmd` once, sends `initialize` (with `settings`) and `exit` as newline-delimited
---- JSON, and returns the decoded `initialize` answer, or nil and what went wrong.
+--- Starts `cmd` once, sends `initialize` (with `settings`) as newline-delimited JSON and closes
+--- its stdin, and returns the decoded `initialize` answer, or nil and what went wrong. At EOF the
+--- daemon answers what is in flight and exits; an `exit` notification would instead cancel an
+--- `initialize` still running.
 --- @return table? answer, string? problem
 local function probe(cmd, env, settings)
   local init = {
@@ -18,8 +20,7 @@ local function probe(cmd, env, settings)
       initializationOptions = settings and { settings = settings } or nil,
     },
   }
-  local exit = { jsonrpc = '2.0', method = 'exit' }
-  local input = vim.json.encode(init) .. '\n' .. vim.json.encode(exit) .. '\n'
+  local input = vim.json.encode(init) .. '\n'
   local ok, proc = pcall(vim.system, cmd, { stdin = input, text = true, env = env })
   if not ok then
     return nil, tostring(proc)
