@@ -53,6 +53,14 @@ fn warn_report(path: &Path, report: &LoadReport) {
             s.reason
         );
     }
+    for d in &report.duplicate_ids {
+        eprintln!(
+            "{}:{}: warning: duplicate entry id {} (the first one wins)",
+            path.display(),
+            d.line,
+            d.id
+        );
+    }
     if let Some(t) = &report.torn_tail {
         eprintln!(
             "{}:{}: warning: torn last line ignored: {}",

@@ -89,6 +89,14 @@ pub(crate) async fn append(
         let mut session = state.session.write().await;
         state.refresh_locked(&mut session)?;
         check_leaf(&session, &options.expected_leaf)?;
+        // A label must name an entry clients can see, as `session/setLabel` requires.
+        for entry in &entries {
+            if let EntryKind::Label { target_id, .. } = &entry.kind
+                && session.get(target_id).is_none_or(|e| e.is_leaf_move())
+            {
+                return Err(EngineError::EntryNotFound(target_id.clone()));
+            }
+        }
         if entries.is_empty() {
             Vec::new()
         } else {

@@ -85,6 +85,12 @@ pub struct SessionInfo {
     /// Opened with `readOnly: true`: compactd never writes this file.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
+    /// What loading found and worked around, one sentence each, e.g. `line 7: skipped: not
+    /// JSON: …` (a malformed line, kept verbatim), `line 9: duplicate entry id 1a2b3c4d`, `line
+    /// 12: torn last line ignored: …` (cut away by the next write), an in-memory migration, a
+    /// project settings file that was skipped. Absent when there is nothing to report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Params of `session/list`.

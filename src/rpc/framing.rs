@@ -244,6 +244,17 @@ impl MessageCodec {
         // reads happened to end: otherwise one large read would accept a header block that
         // byte-by-byte reads reject.
         let window = &buf[..buf.len().min(MAX_HEADER_BYTES + HEADER_END_MAX_LEN)];
+        // A JSON line where a header belongs (an NDJSON message in an LSP-framed stream) is
+        // answered as soon as its line ends, not read as a header and dropped.
+        if window.first() == Some(&b'{')
+            && let Some(pos) = memchr::memchr(b'\n', window)
+        {
+            buf.advance(pos + 1);
+            let detail = "a JSON line where an LSP header was expected: this stream is \
+                          LSP-framed (`Content-Length: N`, a blank line, then N bytes of JSON)"
+                .to_owned();
+            return Some(Step::Yield(Frame::Error(FrameError::BadHeader(detail))));
+        }
         let (block_len, body_start) = match find_header_end(window) {
             Some((block_len, body_start)) if block_len <= MAX_HEADER_BYTES => {
                 (block_len, body_start)
@@ -412,7 +423,10 @@ fn parse_headers(block: &[u8]) -> Result<usize, String> {
         if line.is_empty() {
             continue;
         }
-        let Some((name, value)) = line.split_once(':') else {
+        let Some((name, value)) = line
+            .split_once(':')
+            .filter(|(name, _)| is_header_name(name))
+        else {
             return Err(format!("expected `Name: value`, got `{}`", shorten(line)));
         };
         // Content-Type is optional and only UTF-8 JSON is spoken, so other headers are ignored.
@@ -428,6 +442,15 @@ fn parse_headers(block: &[u8]) -> Result<usize, String> {
         }
     }
     content_length.ok_or_else(|| "missing Content-Length header".to_owned())
+}
+
+/// An HTTP header field name (RFC 9110 `token`), so that a line like `{"jsonrpc":"2.0",…}`
+/// is not taken for a header named `{"jsonrpc"` and silently ignored.
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 fn shorten(text: &str) -> String {
@@ -512,6 +535,37 @@ mod tests {
             assert!(matches!(&frames[2], Frame::Error(FrameError::BadHeader(_))));
             assert_eq!(frames[3], message(r#"{"ok":2}"#));
         }
+    }
+
+    #[test]
+    fn an_ndjson_line_in_an_lsp_stream_is_an_error_not_dropped() {
+        // Alone (answered before the next header arrives), and run into a header block.
+        let alone = format!("{}{{\"id\":2}}\n", lsp(r#"{"ok":1}"#));
+        let frames = decode_chunked(&mut codec(1024), alone.as_bytes(), alone.len());
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert!(
+            matches!(&frames[1], Frame::Error(FrameError::BadHeader(d)) if d.contains("JSON line")),
+            "{frames:?}"
+        );
+        let input = format!("{}{{\"id\":2}}\n{}", lsp(r#"{"ok":1}"#), lsp(r#"{"ok":3}"#));
+        for chunk in [1, 5, input.len()] {
+            let frames = decode_chunked(&mut codec(1024), input.as_bytes(), chunk);
+            assert_eq!(frames.len(), 3, "chunk {chunk}: {frames:?}");
+            assert_eq!(frames[0], message(r#"{"ok":1}"#));
+            assert!(matches!(&frames[1], Frame::Error(FrameError::BadHeader(_))));
+            assert_eq!(frames[2], message(r#"{"ok":3}"#));
+        }
+        // A JSON line inside a header block is refused too, not taken for a header.
+        let input = format!(
+            "{}X-Note: 1\r\n{{\"id\":2,\"a\":1}}\r\nContent-Length: 2\r\n\r\n{{}}",
+            lsp("[]")
+        );
+        let frames = decode_chunked(&mut codec(1024), input.as_bytes(), input.len());
+        assert_eq!(frames[0], message("[]"));
+        assert!(
+            matches!(&frames[1], Frame::Error(FrameError::BadHeader(d)) if d.contains("Name: value")),
+            "{frames:?}"
+        );
     }
 
     #[test]

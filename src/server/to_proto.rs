@@ -87,6 +87,7 @@ pub fn session_info(info: engine::SessionInfo) -> SessionInfo {
         entry_count: info.entry_count as u64,
         version: u32::try_from(info.version).unwrap_or(u32::MAX),
         read_only: info.read_only,
+        warnings: info.warnings,
     }
 }
 

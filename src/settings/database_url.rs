@@ -5,6 +5,8 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::model::REDACTED;
+
 /// A database connection URL: `Debug` and `Serialize` show it with the password as `***`.
 #[derive(Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(transparent)]
@@ -75,9 +77,88 @@ pub fn redact_url(url: &str) -> String {
     out
 }
 
+/// `url` (a provider's `baseUrl`) with any credentials in it replaced by `***`: the whole
+/// userinfo (`https://user:secret@host` → `https://user:***@host`, `https://token@host` →
+/// `https://***@host`) and the values of query parameters whose name suggests a secret
+/// (`key`, `api_key`, `token`, `secret`, `password`, `auth`, `sig`, …).
+pub fn redact_url_credentials(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = match rest.find(['/', '?', '#']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("***@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    let (before_fragment, fragment) = match tail.find('#') {
+        Some(i) => tail.split_at(i),
+        None => (tail, ""),
+    };
+    let tail = match before_fragment.split_once('?') {
+        Some((path, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|param| match param.split_once('=') {
+                    Some((name, value)) if !value.is_empty() && is_secret_param(name) => {
+                        format!("{name}={REDACTED}")
+                    }
+                    _ => param.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", params.join("&"))
+        }
+        None => before_fragment.to_owned(),
+    };
+    format!("{scheme}://{authority}{tail}{fragment}")
+}
+
+fn is_secret_param(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "key",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "auth",
+        "sig",
+        "credential",
+    ]
+    .iter()
+    .any(|word| name.contains(word))
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact_url;
+
+    #[test]
+    fn base_url_credentials_are_hidden() {
+        use super::redact_url_credentials as r;
+        assert_eq!(
+            r("https://user:s3cret@llm.example/v1?key=abc&model=x#f"),
+            "https://user:***@llm.example/v1?key=***&model=x#f"
+        );
+        assert_eq!(r("https://sk-token@llm.example"), "https://***@llm.example");
+        assert_eq!(
+            r("http://127.0.0.1:8080/v1?api_key=k1&X-Goog-Api-Key=k2&access_token=t"),
+            "http://127.0.0.1:8080/v1?api_key=***&X-Goog-Api-Key=***&access_token=***"
+        );
+        // Nothing secret: unchanged (a port is not a password).
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "https://api.openai.com/v1?model=x",
+            "not a url",
+        ] {
+            assert_eq!(r(url), url);
+        }
+    }
 
     #[test]
     fn passwords_are_hidden_in_every_form() {

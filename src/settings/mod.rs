@@ -22,7 +22,7 @@ mod tests;
 
 mod database_url;
 
-pub use database_url::{DatabaseUrl, redact_url};
+pub use database_url::{DatabaseUrl, redact_url, redact_url_credentials};
 pub use error::{SettingsError, SettingsOrigin, SettingsSource, SettingsWarning};
 pub use model::{
     BranchSummarySettings, CompactionSettings, DEFAULT_CONTEXT_WINDOW, HookSettings, LogSettings,

@@ -275,7 +275,9 @@ impl ProviderKind {
 pub struct ProviderSettings {
     /// `openai` (OpenAI-compatible chat completions) or `anthropic` (Messages API).
     pub kind: ProviderKind,
-    /// API base URL. Unset: the official URL of `kind`.
+    /// API base URL. Unset: the official URL of `kind`. Shown with any credentials in it
+    /// (`user:secret@`, `?key=…`) as `***`.
+    #[serde(serialize_with = "serialize_base_url")]
     pub base_url: Option<String>,
     /// Name of the environment variable holding the API key. Unset: `OPENAI_API_KEY` or
     /// `ANTHROPIC_API_KEY` by `kind`.
@@ -425,6 +427,16 @@ impl SecretString {
 impl fmt::Debug for SecretString {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(REDACTED)
+    }
+}
+
+fn serialize_base_url<S: Serializer>(
+    url: &Option<String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match url {
+        Some(url) => serializer.serialize_str(&super::redact_url_credentials(url)),
+        None => serializer.serialize_none(),
     }
 }
 

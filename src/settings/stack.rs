@@ -200,11 +200,7 @@ impl SettingsStack {
             .into_iter()
             .map(|(path, value)| {
                 let origin = self.origin_of(&path);
-                let value = if path.last().is_some_and(|key| key == "apiKey") && !value.is_null() {
-                    Value::String(REDACTED.to_owned())
-                } else {
-                    value
-                };
+                let value = redacted_leaf(path.last().map(String::as_str), value);
                 ExplainedSetting {
                     key: format_key_path(&path),
                     path,
@@ -588,16 +584,27 @@ pub(crate) fn format_key_path(path: &[String]) -> String {
     key
 }
 
-/// A copy of `value` with every `apiKey` string replaced by `***`.
+/// A leaf value as it may be shown: an `apiKey` as `***`, credentials in a `baseUrl` or a
+/// database `url` as `***`.
+fn redacted_leaf(key: Option<&str>, value: Value) -> Value {
+    match (key, value) {
+        (Some("apiKey"), value) if !value.is_null() => Value::String(REDACTED.to_owned()),
+        (Some("baseUrl"), Value::String(url)) => Value::String(super::redact_url_credentials(&url)),
+        (Some("url"), Value::String(url)) => Value::String(super::redact_url(&url)),
+        (_, value) => value,
+    }
+}
+
+/// A copy of `value` with every `apiKey` string replaced by `***` and the credentials in
+/// URLs hidden.
 pub(crate) fn redacted(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(key, value)| {
-                    let value = if key == "apiKey" && !value.is_null() {
-                        Value::String(REDACTED.to_owned())
-                    } else {
-                        redacted(value)
+                    let value = match value {
+                        Value::Object(_) | Value::Array(_) => redacted(value),
+                        leaf => redacted_leaf(Some(key), leaf.clone()),
                     };
                     (key.clone(), value)
                 })

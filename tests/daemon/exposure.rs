@@ -160,3 +160,47 @@ fn assert_no_listeners(pid: u32) {
         }
     }
 }
+
+/// Credentials written into a provider's `baseUrl` (`user:secret@`, `?key=`) are shown as `***`
+/// by `settings/get`, in the effective settings and in every explained source, whichever
+/// layer set them (settings file or `initialize` options).
+#[tokio::test]
+async fn credentials_in_a_base_url_are_redacted_by_settings_get() {
+    let settings = json!({
+        "providers": {"fromFile": {"kind": "openai",
+            "baseUrl": "https://alice:file-SECRET-1@llm.example/v1?key=file-SECRET-2&region=eu",
+            "models": {"m": {"contextWindow": 1000}}}},
+        "tokenizer": "chars4",
+    });
+    let mut d = DaemonProcess::spawn_opts(SpawnOptions {
+        settings: Some(settings),
+        ..SpawnOptions::default()
+    })
+    .await;
+    d.initialize(
+        json!({}),
+        json!({"settings": {"providers": {"fromInit": {"kind": "anthropic",
+            "baseUrl": "https://init-SECRET-3@llm.example?api_key=init-SECRET-4"}}}}),
+    )
+    .await;
+    let s = d.create_session().await;
+    for params in [json!({}), json!({"sessionId": s})] {
+        let view = d.ok("settings/get", params).await;
+        let text = view.to_string();
+        assert!(!text.contains("SECRET"), "{text}");
+        let providers = &view["settings"]["providers"];
+        assert_eq!(
+            providers["fromFile"]["baseUrl"],
+            "https://alice:***@llm.example/v1?key=***&region=eu"
+        );
+        assert_eq!(
+            providers["fromInit"]["baseUrl"],
+            "https://***@llm.example?api_key=***"
+        );
+        assert!(
+            text.contains("region=eu"),
+            "only the secrets are hidden: {text}"
+        );
+    }
+    d.finish().await;
+}

@@ -333,6 +333,24 @@ async fn prune_and_settings_update() {
         "settingsInvalid",
     )
     .await;
+    // A refused session-target update names the layer the client patched, not `initialize`.
+    for patch in [
+        json!({"compaction": {"reserveTokens": "lots"}}),
+        json!({"noSuchKey": 1}),
+    ] {
+        let error = d
+            .err(
+                "settings/update",
+                json!({"target": "session", "patch": patch}),
+                "settingsInvalid",
+            )
+            .await;
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            !message.contains("initialize") && message.contains("target \"session\""),
+            "{message}"
+        );
+    }
     let got = d.ok("settings/get", json!({"sessionId": session})).await;
     assert_eq!(got["settings"]["compaction"]["keepRecentTokens"], 777);
     assert_eq!(got["settings"]["compaction"]["reserveTokens"], 9000);
@@ -621,5 +639,90 @@ async fn a_compaction_at_another_leaf_must_be_a_preview() {
     .await;
     d.take_all("session/compactionStarted");
     d.take_all("session/compactionFinished");
+    d.finish().await;
+}
+
+/// Load warnings (malformed lines, duplicate ids, a torn tail, a migration) are in the result of
+/// `session/open`, not only on the daemon's stderr; a clean file has none.
+#[tokio::test]
+async fn load_warnings_are_returned_by_session_open() {
+    let mut d = DaemonProcess::spawn().await;
+    d.initialize(json!({}), json!({})).await;
+    async fn open(d: &mut DaemonProcess, name: &str) -> Value {
+        let path = d.home.path().join(name);
+        std::fs::copy(devtools::fixtures::session(name), &path).unwrap();
+        d.ok("session/open", json!({"path": path})).await
+    }
+    let quirks = open(&mut d, "quirks.jsonl").await;
+    let warnings: Vec<&str> = quirks["warnings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no warnings in {quirks}"))
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.starts_with("line 3: skipped")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("duplicate entry id a4")),
+        "{warnings:?}"
+    );
+    // The torn-tail fixture has the same session id.
+    d.ok("session/close", json!({"sessionId": quirks["sessionId"]}))
+        .await;
+    let torn = open(&mut d, "torn-tail.jsonl").await;
+    assert!(
+        torn["warnings"].as_array().is_some_and(|w| w
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("torn last line"))),
+        "{torn}"
+    );
+    let v1 = open(&mut d, "v1.jsonl").await;
+    assert!(
+        v1["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("migrated from version 1"),
+        "{v1}"
+    );
+    let cwd = d.project();
+    let clean = d.ok("session/create", json!({"cwd": cwd})).await;
+    assert!(clean.get("warnings").is_none(), "{clean}");
+}
+
+/// A `label` entry appended with `session/append` must name an existing entry, as
+/// `session/setLabel` requires; a batch with a dangling label writes nothing.
+#[tokio::test]
+async fn appending_a_label_for_a_missing_entry_is_entry_not_found() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    let first = d.append(&session, json!([user("one")])).await;
+    let target = first["appended"][0].as_str().unwrap().to_owned();
+    let path = d.ok("session/list", json!({})).await["sessions"][0]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let before = std::fs::read(&path).unwrap();
+    let error = d
+        .err(
+            "session/append",
+            json!({"sessionId": session, "entries": [
+                {"type": "label", "targetId": target, "label": "fine"},
+                {"type": "label", "targetId": "nope", "label": "x"},
+            ]}),
+            "entryNotFound",
+        )
+        .await;
+    assert!(
+        error["message"].as_str().unwrap().contains("nope"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing was written");
+    d.append(
+        &session,
+        json!([{"type": "label", "targetId": target, "label": "fine"}]),
+    )
+    .await;
     d.finish().await;
 }

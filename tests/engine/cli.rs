@@ -254,3 +254,41 @@ fn json_output_is_the_protocols_result_types() {
     assert_eq!(typed.summarizer.as_deref(), Some("extractive"));
     assert_eq!(serde_json::to_value(&typed).unwrap(), compact);
 }
+
+#[test]
+fn ids_shown_for_a_v1_file_stay_valid_until_it_is_written() {
+    // A v1 file has no ids on disk: they are derived from the lines, so every process reading
+    // the same bytes shows the same ids, and `navigate` accepts one `tree` printed.
+    let (dir, path) = devtools::fixtures::copy_to_temp(&devtools::fixtures::session("v1.jsonl"));
+    let p = path.to_str().unwrap();
+    let tree = |home: &std::path::Path| -> Value {
+        let out = compactd(&["tree", p, "--json"], home);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let first = tree(dir.path());
+    let second = tree(dir.path());
+    assert_eq!(first, second, "two loads of the same bytes disagree on ids");
+    let nodes = first["nodes"].as_array().unwrap();
+    assert!(nodes.len() >= 3);
+    let target = nodes[1]["id"].as_str().unwrap().to_string();
+
+    let out = compactd(&["navigate", p, &target, "--json"], dir.path());
+    assert!(
+        out.status.success(),
+        "navigate to an id `tree` showed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (session, _) = Session::open(&path).unwrap();
+    // The rewrite (migration to v3) kept the ids that were shown.
+    for node in nodes {
+        assert!(
+            session.get(node["id"].as_str().unwrap()).is_some(),
+            "{node}"
+        );
+    }
+}

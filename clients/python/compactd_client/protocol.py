@@ -137,6 +137,12 @@ class SessionInfo(TypedDict):
     """The file's version before any in-memory migration (1, 2 or 3)."""
     readOnly: NotRequired[bool]
     """Opened with `readOnly: true`: compactd never writes this file."""
+    warnings: NotRequired[list[str]]
+    """What loading found and worked around, one sentence each, e.g. `line 7: skipped: not
+    JSON: …` (a malformed line, kept verbatim), `line 9: duplicate entry id 1a2b3c4d`, `line
+    12: torn last line ignored: …` (cut away by the next write), an in-memory migration, a
+    project settings file that was skipped. Absent when there is nothing to report.
+    """
 
 
 class SessionOpenParams(TypedDict):

@@ -342,6 +342,13 @@ export interface SessionInfo {
    * Opened with `readOnly: true`: compactd never writes this file.
    */
   readOnly?: boolean;
+  /**
+   * What loading found and worked around, one sentence each, e.g. `line 7: skipped: not
+   * JSON: …` (a malformed line, kept verbatim), `line 9: duplicate entry id 1a2b3c4d`, `line
+   * 12: torn last line ignored: …` (cut away by the next write), an in-memory migration, a
+   * project settings file that was skipped. Absent when there is nothing to report.
+   */
+  warnings?: string[];
 }
 /**
  * Params of `session/open`: exactly one of `path` and `sessionId`.

@@ -62,6 +62,7 @@ pub async fn open(
         daemon.engine.open(&target).await
     }
     .map_err(to_proto::error)?;
+    // In the result (`warnings`) for the client, and on stderr for whoever runs the daemon.
     for warning in &info.warnings {
         tracing::warn!(session = %info.id, "{warning}");
     }

@@ -10,7 +10,7 @@ use crate::protocol::{
 };
 use crate::rpc::{RequestCtx, RpcError};
 use crate::server::{Daemon, from_proto, to_proto};
-use crate::settings::{Settings, UpdateTarget};
+use crate::settings::{Settings, SettingsError, SettingsSource, UpdateTarget};
 
 pub async fn get(
     daemon: Arc<Daemon>,
@@ -58,7 +58,7 @@ pub async fn update(
         .update_settings(|stack| {
             let settings = stack
                 .update(target, &patch)
-                .map_err(|e| EngineError::Settings(e.to_string()))?;
+                .map_err(|e| EngineError::Settings(update_error(target, e)))?;
             let file = match target {
                 UpdateTarget::UserFile => stack.user_file().map(|f| f.display().to_string()),
                 UpdateTarget::Initialize => None,
@@ -70,6 +70,30 @@ pub async fn update(
         settings: as_map(&settings),
         file,
     })
+}
+
+/// The message of a refused update. The `session` target is the connection's in-memory layer
+/// (where `initialize` options also go): its errors name it as the client knows it.
+fn update_error(target: UpdateTarget, error: SettingsError) -> String {
+    const SESSION: &str = "the session settings (settings/update target \"session\")";
+    match (target, error) {
+        (
+            UpdateTarget::Initialize,
+            SettingsError::Invalid {
+                origin,
+                key,
+                message,
+            },
+        ) if origin.source == SettingsSource::Initialize => {
+            format!("settings error in {SESSION}: {key}: {message}")
+        }
+        (UpdateTarget::Initialize, SettingsError::Syntax { origin, message })
+            if origin.source == SettingsSource::Initialize =>
+        {
+            format!("settings error in {SESSION}: {message}")
+        }
+        (_, error) => error.to_string(),
+    }
 }
 
 /// Effective settings as JSON; secrets serialise as `***`.
