@@ -214,9 +214,51 @@ fn init_logging(args: &ServeArgs, default_level: &str) -> Result<(), String> {
                 .append(true)
                 .open(path)
                 .map_err(|e| format!("cannot open the log file {}: {e}", path.display()))?;
-            builder.with_writer(std::sync::Mutex::new(file)).init();
+            let file = std::sync::Arc::new(std::sync::Mutex::new(file));
+            builder
+                .with_writer(move || Lossy(LockedFile(file.clone())))
+                .init();
         }
-        None => builder.with_writer(std::io::stderr).init(),
+        None => builder.with_writer(|| Lossy(std::io::stderr())).init(),
     }
     Ok(())
+}
+
+/// A log writer that drops what it cannot write. A log line is never worth a request: when
+/// stderr or the log file fails (a full disk, `ulimit -f`, a closed pipe), tracing would report
+/// it with `eprintln!`, which panics on the same broken stderr and takes down the task that
+/// logged, so its request would never be answered.
+struct Lossy<W: std::io::Write>(W);
+
+impl<W: std::io::Write> std::io::Write for Lossy<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = self.0.write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = self.0.flush();
+        Ok(())
+    }
+}
+
+/// The log file, shared by every thread that logs.
+struct LockedFile(std::sync::Arc<std::sync::Mutex<std::fs::File>>);
+
+impl std::io::Write for LockedFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut file = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        // One lock for the whole line, so lines of two threads never interleave.
+        let mut file = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let mut file = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.flush()
+    }
 }

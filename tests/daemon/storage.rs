@@ -91,6 +91,41 @@ fn assert_io_error(error: &Value, os_error: &str) {
     assert!(error["data"]["path"].as_str().is_some(), "{error}");
 }
 
+/// A daemon whose log cannot be written (its stderr is a file already past `ulimit -f`, as a
+/// full disk or a closed pipe would be) keeps answering: before, tracing reported the failed
+/// write with `eprintln!`, which panicked on the same stderr inside the task that logged, so
+/// `initialize` was never answered.
+#[tokio::test]
+async fn a_daemon_whose_log_cannot_be_written_keeps_answering() {
+    let limit = 4096;
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("stderr.log");
+    std::fs::write(&log, vec![b'x'; 2 * limit as usize]).unwrap();
+    let stderr = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let mut d = DaemonProcess::spawn_opts(devtools::daemon::SpawnOptions {
+        settings: Some(settings()),
+        stderr: Some(stderr),
+        wrapper: vec!["prlimit".into(), format!("--fsize={limit}:{limit}")],
+        ..Default::default()
+    })
+    .await;
+    d.initialize(json!({}), json!({})).await;
+    let path = d.home.path().join("logged.jsonl");
+    let info = d
+        .ok("session/create", json!({"path": path, "cwd": d.project()}))
+        .await;
+    let s = info["sessionId"].as_str().unwrap().to_owned();
+    d.append(&s, json!([user("hello")])).await;
+    let context = d.ok("session/context", json!({"sessionId": s})).await;
+    assert_eq!(context["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().len(),
+        2 * limit,
+        "the log did not grow"
+    );
+    assert_eq!(d.close_stdin_and_wait().await, Some(0));
+}
+
 /// Under `ulimit -f`: a 3-entry append whose write passes the limit after part of the batch is
 /// answered with `ioError` (`EFBIG`) and cut back, so the file is byte for byte what it was and
 /// a retry duplicates nothing; the daemon lives on (before: SIGXFSZ killed it with no answer).
