@@ -247,18 +247,27 @@ struct LockedFile(std::sync::Arc<std::sync::Mutex<std::fs::File>>);
 
 impl std::io::Write for LockedFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let mut file = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut file = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         file.write(buf)
     }
 
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         // One lock for the whole line, so lines of two threads never interleave.
-        let mut file = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut file = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         file.write_all(buf)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        let mut file = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut file = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         file.flush()
     }
 }
