@@ -163,7 +163,9 @@ async function main() {
 
     // One branch summary: back to the first answer, summarising the rest.
     const target = ids[1];
-    const nav = await ok('session/navigateTree', { sessionId, targetId: target, summarize: true });
+    // A preview: its result says which summarizer wrote the summary (`summary.summarizer`); the
+    // written entry of a non-preview navigation does not.
+    const nav = await ok('session/navigateTree', { sessionId, targetId: target, summarize: true, preview: true });
     const branch = nav.summary ?? {};
     const text = branch.summary ?? nav.summaryEntry?.summary;
     const by = branch.summarizer ?? nav.summaryEntry?.summarizer;
