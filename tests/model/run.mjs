@@ -1,0 +1,203 @@
+// The real-model check (scripts/test.d/model.sh): the compactd binary over pipes (LSP framing)
+// against tests/model/server.mjs serving Gemma 3 270M. One scenario per invocation:
+//
+//   node run.mjs fits    URL  the server says its window: one compaction (history and turn
+//                             prefix, queued to the one slot) and one branch summary
+//   node run.mjs refused URL  the server's window is smaller than configured and not said: the
+//                             refused prompt is asked again (re-planned) before any fallback
+//   node run.mjs breaker URL  the server answers 503: the breaker stops asking after two
+//
+// Whatever the base model writes, the outcome must be one of two, and visible: the model's
+// summary kept (`summarizer` is the model) or rejected with the reason logged and the offline
+// extractive summary used (`summarizer` is `extractive`). Exits non-zero on any failed check.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const [scenario, url] = process.argv.slice(2);
+const bin = process.env.COMPACTD_BIN;
+assert.ok(bin && url && scenario, 'usage: COMPACTD_BIN=... node run.mjs SCENARIO URL');
+const MODEL = 'local/gemma';
+const OP_TIMEOUT_MS = 600_000;
+
+const settingsFor = {
+  // Configured bigger than served: the window is read from /v1/models.
+  fits: { contextWindow: 32768, maxOutputTokens: 48, discover: true },
+  // Configured bigger than served and the server does not say: the server refuses.
+  refused: { contextWindow: 8192, maxOutputTokens: 48, discover: false },
+  breaker: { contextWindow: 8192, maxOutputTokens: 48, discover: false },
+}[scenario];
+assert.ok(settingsFor, `unknown scenario ${scenario}`);
+
+const settings = {
+  providers: { local: {
+    kind: 'openai', baseUrl: `${url}/v1`, discoverLimits: settingsFor.discover,
+    firstTokenTimeoutMs: OP_TIMEOUT_MS, idleTimeoutMs: 120_000,
+    models: { gemma: { contextWindow: settingsFor.contextWindow, maxOutputTokens: settingsFor.maxOutputTokens } },
+  } },
+  summarizer: { kind: 'openai', model: MODEL },
+  retry: { enabled: true, maxRetries: 3, baseDelayMs: 200 },
+  tokenizer: 'chars4',
+  compaction: { enabled: false, keepRecentTokens: 120 },
+};
+
+// --- a minimal LSP-framed JSON-RPC client -----------------------------------------------
+const home = fs.mkdtempSync(path.join(os.tmpdir(), 'compactd-model-'));
+for (const d of ['config', 'data', 'project']) fs.mkdirSync(path.join(home, d));
+fs.writeFileSync(path.join(home, 'config', 'settings.json'), JSON.stringify(settings));
+const stderrPath = path.join(home, 'stderr.log');
+const child = spawn(bin, ['serve'], {
+  env: { ...process.env, COMPACTD_CONFIG_DIR: path.join(home, 'config'), COMPACTD_DATA_DIR: path.join(home, 'data'), COMPACTD_LOG: 'compactd=info' },
+  stdio: ['pipe', 'pipe', fs.openSync(stderrPath, 'w')],
+});
+const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+let buffer = Buffer.alloc(0);
+let nextId = 1;
+const pending = new Map();
+const progress = [];
+const notifications = [];
+child.stdout.on('data', (data) => {
+  buffer = Buffer.concat([buffer, data]);
+  for (;;) {
+    const end = buffer.indexOf('\r\n\r\n');
+    if (end < 0) return;
+    const length = Number(/Content-Length: *(\d+)/i.exec(buffer.subarray(0, end).toString())[1]);
+    if (buffer.length < end + 4 + length) return;
+    const message = JSON.parse(buffer.subarray(end + 4, end + 4 + length).toString());
+    buffer = buffer.subarray(end + 4 + length);
+    if (message.id !== undefined && pending.has(message.id)) {
+      pending.get(message.id)(message);
+      pending.delete(message.id);
+    } else if (message.method === '$/progress') {
+      progress.push(message.params.value);
+    } else if (message.method) {
+      notifications.push(message);
+    }
+  }
+});
+function write(message) {
+  const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', ...message }));
+  child.stdin.write(`Content-Length: ${body.length}\r\n\r\n`);
+  child.stdin.write(body);
+}
+function call(method, params) {
+  const id = nextId++;
+  const answer = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out: ${method}`)), OP_TIMEOUT_MS);
+    pending.set(id, (m) => { clearTimeout(timer); resolve(m); });
+  });
+  write({ id, method, params });
+  return answer;
+}
+async function ok(method, params) {
+  const m = await call(method, params);
+  assert.ok(!m.error, `${method}: ${JSON.stringify(m.error)}`);
+  return m.result;
+}
+const stats = async () => (await fetch(`${url}/stats`)).json();
+const log = () => fs.readFileSync(stderrPath, 'utf8');
+const show = (what, value) => console.log(`model.${scenario}: ${what}: ${typeof value === 'string' ? value : JSON.stringify(value)}`);
+
+// --- a small session: two turns, then a turn long enough that the cut falls inside it -----
+function message(role, text) {
+  return role === 'user'
+    ? { type: 'message', message: { role, content: text, timestamp: Date.now() } }
+    : { type: 'message', message: { role, content: [{ type: 'text', text }], provider: 'test', model: 'm',
+      stopReason: 'stop', timestamp: Date.now(), usage: { input: 100, output: 10, cacheRead: 0, cacheWrite: 0, totalTokens: 110 } } };
+}
+const entries = [
+  message('user', 'Please make the date parser in src/date.rs accept RFC 3339 timestamps with a "Z" suffix. Never change the public API.'),
+  message('assistant', 'I read src/date.rs. parse_date only accepted "+00:00" offsets, so I added a branch for "Z" and a unit test parse_z_suffix. cargo test passes.'),
+  message('user', 'Good. Now also reject dates before 1970 with a clear error message.'),
+  message('assistant', 'Added DateError::BeforeEpoch and a check in parse_date; the error message says "dates before 1970-01-01 are not supported". Two new tests pass.'),
+  message('user', 'Finally, document the accepted formats in README.md and run the whole test suite.'),
+  message('assistant', 'I added a "Date formats" section to README.md listing RFC 3339 with "Z" or a numeric offset.'),
+  message('assistant', 'Running cargo test: 48 tests, all passing. cargo clippy reports no warnings.'),
+  message('assistant', 'Everything is done: the parser accepts "Z", rejects pre-1970 dates, and README.md documents it.'),
+];
+
+function outcome(summarizer, summary, what) {
+  assert.ok(typeof summary === 'string' && summary.trim().length > 0, `${what}: a summary`);
+  if (summarizer === MODEL) {
+    show(`${what} kept (the model's, checks passed)`, summary.slice(0, 300));
+  } else {
+    assert.equal(summarizer, 'extractive', `${what}: the model's or the offline fallback's`);
+    const reasons = log().split('\n').filter((l) => /summarizer (attempt failed|gave up)|rejected|breaker/i.test(l));
+    assert.ok(reasons.length > 0, `${what}: fell back to extractive with no reason logged:\n${log()}`);
+    show(`${what} rejected, extractive used; reason`, reasons[reasons.length - 1].slice(0, 400));
+  }
+}
+
+async function main() {
+  await ok('initialize', { processId: process.pid, clientInfo: { name: 'model-suite' }, capabilities: { workDoneProgress: true } });
+  write({ method: 'initialized', params: {} });
+  const { sessionId } = await ok('session/create', { cwd: path.join(home, 'project') });
+  const appended = await ok('session/append', { sessionId, entries });
+  const ids = appended.appended.map((e) => (typeof e === 'string' ? e : e.id));
+
+  if (scenario === 'breaker') {
+    await fetch(`${url}/mode`, { method: 'POST', body: JSON.stringify({ mode: 'busy' }) });
+  }
+  const before = await stats();
+  const started = Date.now();
+  const result = await ok('session/compact', { sessionId, workDoneToken: 'model-1' });
+  const after = await stats();
+  const asked = after.requests - before.requests;
+  show('compaction', { summarizer: result.summarizer, seconds: (Date.now() - started) / 1000, requests: asked,
+    served: after.log.slice(before.log.length) });
+  assert.ok(result.entryId, 'a compaction entry was written');
+  outcome(result.summarizer, result.summary, 'compaction');
+  const messages = progress.map((p) => p.message ?? '').filter(Boolean);
+  show('progress messages', { count: messages.length, distinct: [...new Set(messages.map((m) => m.replace(/\d+/g, 'N')))] });
+
+  if (scenario === 'fits') {
+    // The window came from /v1/models: nothing refused, every prompt fits the served window.
+    assert.equal(after.refused, 0, JSON.stringify(after.log));
+    assert.ok(asked >= 2, `history and turn prefix were both asked: ${asked}`);
+    // Queued to the declared parallelism (1 for a server on this machine).
+    assert.equal(after.maxOpen, 1, 'never more than one request open at the one-slot server');
+    // Not asserted: the daemon does not yet turn the engine's summary status ("queued for",
+    // "waiting for the model", "chunk i of n") into $/progress; see docs/models.md.
+
+    // One branch summary: back to the first answer, summarising the rest.
+    const target = ids[1];
+    // A preview: its result says which summarizer wrote the summary (`summary.summarizer`); the
+    // written entry of a non-preview navigation does not.
+    const nav = await ok('session/navigateTree', { sessionId, targetId: target, summarize: true, preview: true });
+    const branch = nav.summary ?? {};
+    const text = branch.summary ?? nav.summaryEntry?.summary;
+    const by = branch.summarizer ?? nav.summaryEntry?.summarizer;
+    show('branch summary', { summarizer: by, requests: (await stats()).requests - after.requests });
+    outcome(by, text, 'branch summary');
+  }
+  if (scenario === 'refused') {
+    const served = after.log.slice(before.log.length);
+    const refused = served.filter((e) => e.outcome === 'refused');
+    assert.ok(refused.length >= 1, `the served window is smaller than configured: ${JSON.stringify(served)}`);
+    // A refusal is not the end: compactd asks again, planned with the server's own token count
+    // (n_prompt_tokens), before it falls back. Observed with a 384-token window: the retry was
+    // not smaller (the prompt template alone is 417 Gemma tokens), see docs/models.md.
+    assert.ok(served.length > served.indexOf(refused[0]) + 1, `asked again after the refusal: ${JSON.stringify(served)}`);
+  }
+  if (scenario === 'breaker') {
+    assert.equal(result.summarizer, 'extractive');
+    // Without the breaker: history and turn prefix, 1 + 3 retries each.
+    assert.ok(asked >= 2 && asked <= 3, `the breaker stopped asking after two same failures: ${asked} requests`);
+    assert.match(log(), /breaker|not asked again|failed the same way/i);
+  }
+
+  await ok('shutdown');
+  write({ method: 'exit' });
+  assert.equal(await exited, 0);
+  fs.rmSync(home, { recursive: true, force: true });
+  console.log(`model.${scenario}: ok`);
+}
+
+main().catch((error) => {
+  console.error(error);
+  try { console.error(`--- compactd stderr ---\n${log()}`); } catch {}
+  child.kill();
+  process.exit(1);
+});
