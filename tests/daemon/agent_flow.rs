@@ -208,3 +208,150 @@ async fn abort_compaction_while_a_hook_holds_it_leaves_nothing_written() {
     );
     d.finish().await;
 }
+
+/// A first turn that reads, writes and edits files, then `turns` turns of bulk: the file
+/// operations sit in the part that gets summarised.
+fn conversation_with_files(turns: usize) -> serde_json::Value {
+    let call = |id: &str, name: &str, path: &str| json!({"type": "toolCall", "id": id, "name": name, "arguments": {"path": path}});
+    let result = |id: &str, name: &str| {
+        json!({"type": "message", "message": {"role": "toolResult", "toolCallId": id,
+            "toolName": name, "content": [{"type": "text", "text": "ok"}], "isError": false,
+            "timestamp": devtools::daemon::now_ms()}})
+    };
+    let mut entries = vec![
+        user("look at the parser"),
+        json!({"type": "message", "message": {
+            "role": "assistant",
+            "content": [call("c1", "read", "src/lexer.rs"), call("c2", "write", "src/new.rs"),
+                        call("c3", "edit", "src/parser.rs")],
+            "provider": "anthropic", "model": "claude-sonnet-4-5",
+            "usage": {"input": 100, "output": 10, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 110},
+            "stopReason": "toolUse", "timestamp": devtools::daemon::now_ms()}}),
+        result("c1", "read"),
+        result("c2", "write"),
+        result("c3", "edit"),
+    ];
+    entries.extend(conversation(turns, 40).as_array().unwrap().iter().cloned());
+    serde_json::Value::Array(entries)
+}
+
+/// The preparation of `hooks/beforeCompact` is whole on each path: what is summarised, what is
+/// kept, and the file operations (spec §7, §4.4.4).
+fn assert_whole_preparation(params: &serde_json::Value, reason: &str) {
+    assert_eq!(params["reason"], reason, "{params}");
+    let prep = &params["preparation"];
+    let summarised = prep["messagesToSummarize"].as_array().unwrap();
+    assert!(!summarised.is_empty(), "{reason}: {prep}");
+    let recent = prep["recentMessages"].as_array().unwrap();
+    assert!(!recent.is_empty(), "{reason}: recentMessages empty: {prep}");
+    assert!(prep["firstKeptEntryId"].is_string(), "{reason}: {prep}");
+    assert!(
+        prep["tokensBefore"].as_u64().unwrap() > 0,
+        "{reason}: {prep}"
+    );
+    assert_eq!(
+        prep["fileOps"]["read"],
+        json!(["src/lexer.rs"]),
+        "{reason}: {prep}"
+    );
+    assert_eq!(
+        prep["fileOps"]["written"],
+        json!(["src/new.rs"]),
+        "{reason}: {prep}"
+    );
+    assert_eq!(
+        prep["fileOps"]["edited"],
+        json!(["src/parser.rs"]),
+        "{reason}: {prep}"
+    );
+    // The kept messages are the ones after the cut: the branch holds the first kept entry,
+    // and the last kept message is the newest of the branch.
+    let branch = params["branchEntries"].as_array().unwrap();
+    assert!(
+        branch.iter().any(|e| e["id"] == prep["firstKeptEntryId"]),
+        "{reason}: the first kept entry is on the branch"
+    );
+    let newest_message = branch
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "message")
+        .unwrap();
+    assert_eq!(
+        recent.last().unwrap()["content"],
+        newest_message["message"]["content"],
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn before_compact_carries_the_whole_preparation_on_every_path() {
+    let settings = json!({
+        "compaction": {"keepRecentTokens": 200, "reserveTokens": 1000},
+        "providers": {"anthropic": {"models": {"claude-sonnet-4-5": {"contextWindow": 8000}}}}
+    });
+    let mut recorded = Vec::new();
+
+    // Manual.
+    let mut d = DaemonProcess::spawn().await;
+    d.initialize(
+        json!({"hooks": {"beforeCompact": true}}),
+        json!({"settings": settings}),
+    )
+    .await;
+    let session = d.create_session().await;
+    d.append(&session, conversation_with_files(6)).await;
+    let id = d
+        .send_request("session/compact", json!({"sessionId": session}))
+        .await;
+    let (hook_id, params) = d.expect_request("hooks/beforeCompact").await;
+    d.respond(hook_id, json!({})).await;
+    let response = d.read_until_response(id).await;
+    assert!(response["result"]["entryId"].is_string(), "{response}");
+    recorded.push(("manual", params));
+
+    // Threshold: a reply whose usage passes 8000 - 1000.
+    let session = d.create_session().await;
+    d.append(&session, conversation_with_files(6)).await;
+    let id = d
+        .send_request(
+            "session/append",
+            json!({"sessionId": session, "entries": [assistant("big reply", 7_600)],
+                   "waitForCompaction": true}),
+        )
+        .await;
+    let (hook_id, params) = d.expect_request("hooks/beforeCompact").await;
+    d.respond(hook_id, json!({})).await;
+    let response = d.read_until_response(id).await;
+    assert_eq!(
+        response["result"]["autoCompaction"]["reason"], "threshold",
+        "{response}"
+    );
+    recorded.push(("threshold", params));
+
+    // Overflow.
+    let session = d.create_session().await;
+    d.append(&session, conversation_with_files(6)).await;
+    let id = d
+        .send_request(
+            "session/append",
+            json!({"sessionId": session, "entries": [overflow_reply()],
+                   "waitForCompaction": true}),
+        )
+        .await;
+    let (hook_id, params) = d.expect_request("hooks/beforeCompact").await;
+    d.respond(hook_id, json!({})).await;
+    let response = d.read_until_response(id).await;
+    assert_eq!(response["result"]["action"], "retry", "{response}");
+    recorded.push(("overflow", params));
+
+    for (reason, params) in &recorded {
+        assert_whole_preparation(params, reason);
+    }
+    // Only events are left: no second hook request on any path.
+    let left = d.drain_buffer();
+    assert!(
+        left.iter().all(|m| m.get("id").is_none()),
+        "unexpected requests: {left:#?}"
+    );
+    d.finish().await;
+}

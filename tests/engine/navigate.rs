@@ -327,3 +327,46 @@ async fn cancelling_the_branch_summary_writes_nothing() {
     assert!(o.cancelled && o.aborted);
     assert_eq!(std::fs::read(&t.path).unwrap(), before);
 }
+
+/// Spec §6.3.1: the branch-summary budget is (window or 128,000) − `branchSummary.reserveTokens`.
+/// Three 50,000-token messages on the abandoned branch: with an unknown window (0) the budget
+/// is 128,000 − 16,384 = 111,616, so the newest two fit and the oldest is left out; a 200,000
+/// window (budget 183,616) takes all three.
+#[tokio::test]
+async fn an_unknown_window_budgets_the_branch_summary_from_128k() {
+    // chars4: 200,000 ASCII characters are 50,000 tokens.
+    let big = |marker: &str| format!("{marker} {}", "x".repeat(200_000 - marker.len() - 1));
+    let included = |window: u64| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let path = build_session(
+            dir.path(),
+            &[
+                user("start"),
+                assistant("started"),
+                user(&big("OLDEST-MARKER")),
+                assistant(&big("MIDDLE-MARKER")),
+                user(&big("NEWEST-MARKER")),
+            ],
+        );
+        let (s, _) = Session::open(&path).unwrap();
+        let target = s.path_to_leaf()[1].id.clone();
+        drop(s);
+        let recording = Recording::new("S");
+        let mut env = env_with(recording.clone(), Arc::new(NoHooks), 20_000);
+        env.context_window = window;
+        assert_eq!(env.settings.branch_summary.reserve_tokens, 16_384);
+        nav(&open(&path), &env, &target, summarize()).await.unwrap();
+        let prompt = recording.prompts(Purpose::Branch).remove(0);
+        ["OLDEST-MARKER", "MIDDLE-MARKER", "NEWEST-MARKER"]
+            .into_iter()
+            .filter(|m| prompt.contains(m))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(included(0).await, ["MIDDLE-MARKER", "NEWEST-MARKER"]);
+    assert_eq!(
+        included(200_000).await,
+        ["OLDEST-MARKER", "MIDDLE-MARKER", "NEWEST-MARKER"]
+    );
+    // A known window smaller than 128,000 is used as it is: 100,000 − 16,384 = 83,616 holds one.
+    assert_eq!(included(100_000).await, ["NEWEST-MARKER"]);
+}

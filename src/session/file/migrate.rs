@@ -5,7 +5,29 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, EntryKind, SessionHeader};
-use crate::session::ids;
+
+/// An 8-hex-digit id from `line` and its number (FNV-1a, 64 bits), salted again on a
+/// collision with an id already `taken`: deterministic for the same file.
+fn derived_id(line: &str, number: usize, taken: &HashSet<String>) -> String {
+    let mut salt = 0u64;
+    loop {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes {
+                hash ^= u64::from(*b);
+                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        eat(&(number as u64).to_le_bytes());
+        eat(&salt.to_le_bytes());
+        eat(line.as_bytes());
+        let id = format!("{:08x}", (hash >> 32) ^ (hash & 0xffff_ffff));
+        if !taken.contains(&id) {
+            return id;
+        }
+        salt += 1;
+    }
+}
 
 /// Migrates entries of a version 1 or 2 file to version 3 in place (spec §1.5). Returns the
 /// version migrated from, `None` when the file is already current.
@@ -32,14 +54,19 @@ pub(super) fn migrate(header: &mut SessionHeader, entries: &mut [(Entry, usize)]
     Some(from)
 }
 
-/// v1 → v2: fresh ids, a linear chain in file order, `firstKeptEntryIndex` (an index into the
+/// v1 → v2: new ids, a linear chain in file order, `firstKeptEntryIndex` (an index into the
 /// parsed lines *including the header*) → `firstKeptEntryId`.
+///
+/// The ids are derived from each migrated line and its line number (DESIGN §3 #13), not drawn
+/// at random as the reference does: every reader of the same bytes (a second handle, another
+/// process, a copy of the file) sees the same ids, and they stay the same when the first write
+/// rewrites the file as version 3.
 pub(super) fn migrate_v1_ids(entries: &mut [(Entry, usize)]) {
     let mut taken = HashSet::new();
     let new_ids: Vec<String> = entries
         .iter()
-        .map(|_| {
-            let id = ids::new_entry_id(|c| taken.contains(c));
+        .map(|(entry, line)| {
+            let id = derived_id(&entry.to_line(), *line, &taken);
             taken.insert(id.clone());
             id
         })

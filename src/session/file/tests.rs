@@ -1073,3 +1073,56 @@ fn an_unparsable_body_is_the_same_entry_before_and_after_a_migration() {
         }
     }
 }
+
+/// DESIGN §3 #13: v1 migration ids are derived from the migrated lines, so two readers of the
+/// same bytes (another handle, another copy of the file, the reference after compactd's
+/// rewrite) agree on every id, and so do the ids after the file is first rewritten.
+#[test]
+fn v1_migration_ids_are_the_same_for_every_reader_of_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture(&dir, "v1.jsonl");
+    let copy = dir.path().join("elsewhere.jsonl");
+    fs::copy(&path, &copy).unwrap();
+    let ids = |p: &Path| -> Vec<String> {
+        let (s, report) = Session::open(p).unwrap();
+        assert_eq!(report.migrated_from, Some(1));
+        s.entries().iter().map(|e| e.id.clone()).collect()
+    };
+    let first = ids(&path);
+    assert_eq!(first.len(), 6);
+    assert_eq!(ids(&path), first, "a second open");
+    assert_eq!(ids(&copy), first, "a copy at another path");
+    // Not a counter or a clock: the ids are all different and none is a plain index.
+    let unique: std::collections::BTreeSet<&String> = first.iter().collect();
+    assert_eq!(unique.len(), first.len());
+    // The first write rewrites the file as v3 with exactly those ids.
+    let (mut s, _) = Session::open(&copy).unwrap();
+    s.append(user("after the migration")).unwrap();
+    let (again, report) = Session::open(&copy).unwrap();
+    assert_eq!(report.migrated_from, None);
+    let after: Vec<String> = again.entries().iter().map(|e| e.id.clone()).collect();
+    assert_eq!(&after[..6], &first[..]);
+}
+
+/// DESIGN §3 #12: the first write is not deferred. A created session is on disk at once, as a
+/// header line, before any assistant message; a user message alone is appended to it.
+#[test]
+fn a_created_session_is_on_disk_before_any_assistant_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.jsonl");
+    let mut s = Session::create(&path, "/work", CreateOptions::default()).unwrap();
+    let text = fs::read_to_string(&path).expect("the file exists right after create");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(header["type"], "session");
+    assert_eq!(header["version"], 3);
+    assert_eq!(header["id"], s.header().id.as_str());
+
+    let entry = s.append(user("only a question so far")).unwrap();
+    let text = fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.lines().nth(1).unwrap().contains(&entry.id));
+    // Another reader sees the session and its one entry.
+    let (other, _) = Session::open(&path).unwrap();
+    assert_eq!(other.entries().len(), 1);
+}
