@@ -101,7 +101,12 @@ pub(crate) async fn append(
             Vec::new()
         } else {
             let items = entries.into_iter().map(|e| (e.kind, e.extra)).collect();
-            session.append_with_extra(items)?.to_vec()
+            // Checked again under the writers' lock: another daemon's append may land
+            // between the check above and the write.
+            session
+                .append_expecting(items, options.expected_leaf.clone())
+                .map_err(EngineError::from_write)?
+                .to_vec()
         }
     };
     let ids: Vec<String> = appended.iter().map(|e| e.id.clone()).collect();

@@ -663,7 +663,9 @@ async fn persist(
     if cancel.is_cancelled() {
         return Err(EngineError::compaction_cancelled());
     }
-    let entry = s.append(EntryKind::Compaction(CompactionEntry {
+    // The leaf is checked again under the writers' lock: another daemon's append may land
+    // between the refresh above and the write.
+    let kind = EntryKind::Compaction(CompactionEntry {
         summary: d.summary.clone(),
         short_summary: d.short_summary.clone(),
         first_kept_entry_id: d.first_kept_entry_id.clone(),
@@ -672,8 +674,14 @@ async fn persist(
         preserve_data: d.preserve_data.clone(),
         from_extension: Some(d.from_extension),
         extra: Default::default(),
-    }))?;
-    let id = entry.id.clone();
+    });
+    let written = s
+        .append_expecting(
+            vec![(kind, Default::default())],
+            Some(prepared.leaf.clone()),
+        )
+        .map_err(EngineError::from_write)?;
+    let id = written[0].id.clone();
     // Planning and summarising parsed the old history; the context from now on starts at the
     // first kept entry, so give that memory back.
     s.release_parsed_bodies();

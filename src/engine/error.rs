@@ -61,6 +61,17 @@ impl EngineError {
         }
     }
 
+    /// A store error of a write that expected a leaf: [`SessionError::LeafMoved`] becomes
+    /// the typed [`EngineError::LeafMoved`].
+    pub fn from_write(e: SessionError) -> Self {
+        match e {
+            SessionError::LeafMoved { expected, actual } => {
+                EngineError::LeafMoved { expected, actual }
+            }
+            other => EngineError::SessionFile(other),
+        }
+    }
+
     /// The compaction-cancelled error with the reference's text.
     pub fn compaction_cancelled() -> Self {
         EngineError::Cancelled("Compaction cancelled".into())

@@ -52,6 +52,9 @@ pub struct SessionSummary {
     pub open: bool,
     /// Lines after the header (estimated for very large files).
     pub entry_count: usize,
+    /// When it was last written (ISO-8601), when the store keeps it (the database); `None`
+    /// for a file, whose modification time is its own.
+    pub modified: Option<String>,
 }
 
 /// Where new sessions go and plain session ids are found (`storage.backend`).
@@ -283,6 +286,7 @@ impl SessionTable {
                             title: row.title,
                             created: row.created,
                             entry_count: row.entry_count,
+                            modified: Some(row.modified),
                         }
                     })
                     .collect());
@@ -312,6 +316,7 @@ impl SessionTable {
                 title: info.title,
                 created: info.timestamp,
                 entry_count: info.entry_count,
+                modified: None,
             })
             .collect())
     }

@@ -122,6 +122,14 @@ pub enum SessionError {
     /// without its password. Nothing was written.
     #[error("{0}")]
     Storage(String),
+    /// A write expected the leaf at `expected` but found it at `actual` once it held the
+    /// writers' lock (another writer, maybe another process, appended first). Nothing was
+    /// written.
+    #[error("the session's leaf moved (expected {}, found {})", expected.as_deref().unwrap_or("none"), actual.as_deref().unwrap_or("none"))]
+    LeafMoved {
+        expected: Option<String>,
+        actual: Option<String>,
+    },
 }
 
 pub type Result<T, E = SessionError> = std::result::Result<T, E>;
@@ -384,8 +392,28 @@ impl Session {
     /// Appends entries with extra top-level fields (kept as given, e.g. a client's raw
     /// entries), each the child of the previous; the first is the child of the leaf.
     pub fn append_with_extra(&mut self, items: Vec<(EntryKind, Extra)>) -> Result<&[Entry]> {
+        self.append_expecting(items, None)
+    }
+
+    /// [`Session::append_with_extra`], checked under the writers' lock: with `expected` set,
+    /// fails with [`SessionError::LeafMoved`] (writing nothing) unless the leaf, once every
+    /// other writer's lines are read, is still `expected`. A check before the write cannot
+    /// see another process's append that lands between the check and the lock; this one can.
+    pub fn append_expecting(
+        &mut self,
+        items: Vec<(EntryKind, Extra)>,
+        expected: Option<Option<String>>,
+    ) -> Result<&[Entry]> {
         let n = items.len();
         self.locked_write(|s| {
+            if let Some(expected) = expected
+                && expected.as_deref() != s.leaf_id()
+            {
+                return Err(SessionError::LeafMoved {
+                    expected,
+                    actual: s.leaf_id().map(str::to_owned),
+                });
+            }
             let (kinds, extras): (Vec<EntryKind>, Vec<Extra>) = items.into_iter().unzip();
             let mut chain = s.chain_at(s.leaf.clone(), kinds);
             for (entry, extra) in chain.iter_mut().zip(extras) {

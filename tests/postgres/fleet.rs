@@ -207,3 +207,83 @@ async fn a_daemon_sees_another_daemons_appends_without_writing() {
     a.finish().await;
     b.finish().await;
 }
+
+/// An append with `expectedLeafId` races another daemon's append: either it lands first, as
+/// the child of the leaf it expected, or it fails with `leafMoved` and writes nothing; it
+/// never lands below an entry its client did not know of (the check is made under the row
+/// lock, not only against what this daemon had seen).
+#[tokio::test]
+async fn an_expected_leaf_is_checked_against_other_daemons_appends() {
+    let url = devtools::postgres::shared().create_database();
+    let mut a = daemon_on(&url, settings()).await;
+    let mut b = daemon_on(&url, settings()).await;
+    let session = a.create_session().await;
+    b.ok("session/open", json!({"sessionId": session})).await;
+    let mut leaf = a.append(&session, json!([user("start")])).await["leafId"].clone();
+    let (mut refused, mut landed) = (0, 0);
+    for round in 0..30 {
+        // B's client believes the leaf is `leaf`; A appends at the same moment.
+        let from_a = a
+            .send_request(
+                "session/append",
+                json!({"sessionId": session, "entries": [user(&format!("a{round}"))]}),
+            )
+            .await;
+        let from_b = b
+            .send_request(
+                "session/append",
+                json!({"sessionId": session, "expectedLeafId": leaf,
+                       "entries": [user(&format!("b{round}"))]}),
+            )
+            .await;
+        let ra = a.read_until_response(from_a).await;
+        let rb = b.read_until_response(from_b).await;
+        assert!(ra["result"]["appended"][0].is_string(), "{ra}");
+        match rb.get("result") {
+            Some(result) => {
+                landed += 1;
+                let id = result["appended"][0].as_str().unwrap().to_owned();
+                let tree = b.ok("session/tree", json!({"sessionId": session})).await;
+                let node = tree["nodes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|n| n["id"] == id.as_str())
+                    .cloned()
+                    .unwrap_or_else(|| panic!("{id} not in the tree: {tree}"));
+                assert_eq!(
+                    node["parentId"], leaf,
+                    "round {round}: B's entry landed below an entry its client never saw"
+                );
+            }
+            None => {
+                refused += 1;
+                assert_eq!(rb["error"]["data"]["kind"], "leafMoved", "{rb}");
+                assert_eq!(rb["error"]["data"]["expectedLeafId"], leaf, "{rb}");
+            }
+        }
+        a.drain_buffer();
+        b.drain_buffer();
+        // Both daemons agree on the leaf before the next round.
+        let start = Instant::now();
+        leaf = loop {
+            let la = a.ok("session/context", json!({"sessionId": session})).await;
+            let lb = b.ok("session/context", json!({"sessionId": session})).await;
+            let (ta, tb) = (
+                crate::support::user_texts(&la),
+                crate::support::user_texts(&lb),
+            );
+            if ta == tb {
+                let tree = a.ok("session/tree", json!({"sessionId": session})).await;
+                break tree["leafId"].clone();
+            }
+            assert!(start.elapsed() < Duration::from_secs(5), "{ta:?} / {tb:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        a.drain_buffer();
+        b.drain_buffer();
+    }
+    assert_eq!(refused + landed, 30);
+    a.finish().await;
+    b.finish().await;
+}

@@ -202,3 +202,84 @@ fn import_then_export_gives_back_the_same_bytes() {
 fn torn_len(bytes: &[u8]) -> usize {
     bytes.len() - bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
 }
+
+/// The real pi sessions (version 1 files): stored as the version 3 file the file backend
+/// writes when it migrates them, line for line (every field, in its order, with ids by
+/// position since migration makes fresh ones); that export imported again exports byte for
+/// byte.
+#[test]
+fn the_real_pi_sessions_round_trip_as_the_file_backend_migrates_them() {
+    let url = devtools::postgres::shared().create_database();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["before-compaction.jsonl", "large-session.jsonl"] {
+        let original = fixtures::pi_session(name);
+        let done = cli(&url, &["import", &original.display().to_string()]);
+        assert!(
+            done.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        let (from_file, _) = Session::open(&original).unwrap();
+        let id = from_file.header().id.clone();
+        let exported = cli(&url, &["export", &id]);
+        assert!(exported.status.success());
+
+        // The file backend's own migration: a copy, rewritten in place.
+        let copy = dir.path().join(name);
+        std::fs::copy(&original, &copy).unwrap();
+        let (mut migrated, report) = Session::open(&copy).unwrap();
+        assert_eq!(report.migrated_from, Some(1), "{name} is a version 1 file");
+        migrated.rewrite().unwrap();
+        let on_disk = std::fs::read(&copy).unwrap();
+        assert_eq!(
+            by_position(&exported.stdout),
+            by_position(&on_disk),
+            "{name}: the export is not the file backend's migration"
+        );
+        assert_eq!(
+            exported.stdout.iter().filter(|&&b| b == b'\n').count(),
+            std::fs::read(&original)
+                .unwrap()
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count(),
+            "{name}: a line was lost or added"
+        );
+
+        // The version 3 export is stored exactly.
+        let v3 = dir.path().join(format!("v3-{name}"));
+        std::fs::write(&v3, &exported.stdout).unwrap();
+        let again = cli(&url, &["import", "--replace", &v3.display().to_string()]);
+        assert!(again.status.success());
+        let second = cli(&url, &["export", &id]);
+        assert!(
+            second.stdout == exported.stdout,
+            "{name}: the second round trip changed bytes"
+        );
+    }
+}
+
+/// Each line of a session file as JSON (fields in their order) with every entry id, parent
+/// id and first kept id replaced by the line number of the entry that has it.
+fn by_position(bytes: &[u8]) -> Vec<String> {
+    let text = std::str::from_utf8(bytes).unwrap();
+    let mut values: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let position: std::collections::HashMap<String, usize> = values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| Some((v.get("id")?.as_str()?.to_owned(), i)))
+        .collect();
+    for v in values.iter_mut().skip(1) {
+        for key in ["id", "parentId", "firstKeptEntryId"] {
+            if let Some(slot) = v.get_mut(key)
+                && let Some(id) = slot.as_str()
+            {
+                *slot = serde_json::json!(position.get(id).copied());
+            }
+        }
+    }
+    values.iter().map(|v| v.to_string()).collect()
+}

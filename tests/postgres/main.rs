@@ -11,5 +11,6 @@ mod backends;
 mod crash;
 mod fleet;
 mod import_export;
+mod listing;
 mod restart;
 mod support;

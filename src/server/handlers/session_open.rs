@@ -82,7 +82,11 @@ pub async fn list(
     let sessions = found
         .into_iter()
         .map(|s| SessionListItem {
-            modified: modified(&s.path).unwrap_or_else(|| s.created.clone()),
+            modified: s
+                .modified
+                .clone()
+                .or_else(|| modified(&s.path))
+                .unwrap_or_else(|| s.created.clone()),
             session_id: s.id,
             path: s.path.display().to_string(),
             cwd: s.cwd,

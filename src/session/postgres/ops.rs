@@ -110,6 +110,8 @@ pub struct SessionRow {
     pub title: Option<String>,
     pub created: String,
     pub entry_count: usize,
+    /// The last write (ISO-8601, UTC, milliseconds).
+    pub modified: String,
 }
 
 /// What [`PgStore::import`] did with one file.
@@ -127,6 +129,9 @@ pub struct WriteMeta {
     /// Entries (markers excluded) after the write.
     pub entry_count: i64,
 }
+
+/// `updated_at` as the protocol writes times.
+const MODIFIED: &str = r#"to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"#;
 
 /// Rows per insert statement in bulk writes.
 const BATCH_ROWS: usize = 2000;
@@ -494,8 +499,8 @@ impl PgStore {
                 Some(cwd) => {
                     client
                         .query(
-                            "SELECT id, cwd, title, created, entry_count FROM compactd_sessions
-                             WHERE cwd = $1 ORDER BY updated_at DESC, id LIMIT $2",
+                            &format!("SELECT id, cwd, title, created, entry_count, {MODIFIED} FROM compactd_sessions
+                             WHERE cwd = $1 ORDER BY updated_at DESC, id LIMIT $2"),
                             &[cwd, &limit],
                         )
                         .await?
@@ -503,8 +508,8 @@ impl PgStore {
                 None => {
                     client
                         .query(
-                            "SELECT id, cwd, title, created, entry_count FROM compactd_sessions
-                             ORDER BY updated_at DESC, id LIMIT $1",
+                            &format!("SELECT id, cwd, title, created, entry_count, {MODIFIED} FROM compactd_sessions
+                             ORDER BY updated_at DESC, id LIMIT $1"),
                             &[&limit],
                         )
                         .await?
@@ -518,6 +523,7 @@ impl PgStore {
                     title: r.get(2),
                     created: r.get(3),
                     entry_count: usize::try_from(r.get::<_, i64>(4)).unwrap_or(0),
+                    modified: r.get(5),
                 })
                 .collect())
         })

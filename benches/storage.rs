@@ -1,0 +1,312 @@
+//! The two storage backends side by side (issue 17): the same generated session stored as a
+//! JSONL file and in PostgreSQL (a real server started in a temp dir by
+//! `devtools::postgres`, as the tests do: needs Debian's `postgresql` package, and root or
+//! the server's user), then the operations the engine does on it, and the throughput of a
+//! small fleet.
+//!
+//! ```text
+//! cargo bench --bench storage                       # size S, 5 reps, 4 writers × 50 sessions
+//! cargo bench --bench storage -- --size M --reps 3
+//! cargo bench --bench storage -- --writers 4 --sessions 50 --rounds 10
+//! ```
+//!
+//! * `open`: `Session::open` of the file / `Session::open_in` of the stored session.
+//! * `context`: the first `context()` after opening (open not timed).
+//! * `append+context`: one user entry appended, then `context()` (median of 20).
+//! * `compaction`: plan (`prepare_compaction`, chars/4), append the compaction entry, context;
+//!   no summariser (its cost does not depend on the backend).
+//! * `fleet`: `--writers` threads, each with its own store (connections, listener) as a daemon
+//!   has, append one entry to each of `--sessions` small sessions in turn, `--rounds` times;
+//!   appends per second over all writers. Files: each writer opens every file itself and the
+//!   sidecar lock serialises them.
+//!
+//! Times are wall-clock medians of `--reps` runs, warm cache, on whatever else the machine
+//! is running: compare the two columns of one run, not runs on different machines.
+#![allow(clippy::print_stdout)] // A benchmark's job is to print its table.
+
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[path = "support/mod.rs"]
+mod support;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Parser;
+use compactd::compaction::{CompactionParams, prepare_compaction};
+use compactd::session::entry::CompactionEntry;
+use compactd::session::file::{CreateOptions, Session, import_file};
+use compactd::session::postgres::{PgOptions, PgStore};
+use compactd::session::{AgentMessage, EntryKind};
+use compactd::tokens::Chars4;
+use devtools::{GenerateOptions, SizePreset, generate_session};
+use support::{cached_session, cpu_model, utc_now};
+
+#[derive(Parser)]
+#[command(about = "compactd storage backends: files and PostgreSQL (issue 17)")]
+struct Args {
+    /// Generated session size: XS, S, M or L.
+    #[arg(long, default_value = "S")]
+    size: String,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Repetitions per measurement.
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Writers (daemons) in the fleet measurement.
+    #[arg(long, default_value_t = 4)]
+    writers: usize,
+    /// Sessions every writer appends to.
+    #[arg(long, default_value_t = 50)]
+    sessions: usize,
+    /// Appends per writer and session.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// `cargo bench` passes `--bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let preset =
+        SizePreset::parse(&args.size).ok_or_else(|| anyhow!("unknown size {}", args.size))?;
+    let source = cached_session(preset, args.seed, write_session)?;
+    let server = devtools::postgres::shared();
+    let url = server.create_database();
+    let store = connect(&url)?;
+    let scratch = tempfile::tempdir()?;
+
+    println!(
+        "storage backends, size {} ({:.1} MB), {} reps, {} on {}",
+        preset.name(),
+        std::fs::metadata(&source)?.len() as f64 / 1e6,
+        args.reps,
+        utc_now(),
+        cpu_model()
+    );
+    println!("| operation | file | PostgreSQL |");
+    println!("|---|---:|---:|");
+
+    let file_copy = |i: usize| -> Result<PathBuf> {
+        let path = scratch.path().join(format!("copy-{i}.jsonl"));
+        std::fs::copy(&source, &path)?;
+        Ok(path)
+    };
+    let id = {
+        let (report, _) = import_file(&store, &source, true, |_, _| {})?;
+        report.id
+    };
+    let reimport = || -> Result<()> {
+        import_file(&store, &source, true, |_, _| {})?;
+        Ok(())
+    };
+
+    // open
+    let path = file_copy(0)?;
+    let file_open = median(args.reps, || {
+        let start = Instant::now();
+        Session::open(&path)?;
+        Ok(start.elapsed())
+    })?;
+    let pg_open = median(args.reps, || {
+        let start = Instant::now();
+        Session::open_in(&store, &id)?;
+        Ok(start.elapsed())
+    })?;
+    row("open", file_open, pg_open);
+
+    // context
+    let file_context = median(args.reps, || {
+        let (session, _) = Session::open(&path)?;
+        let start = Instant::now();
+        session.context();
+        Ok(start.elapsed())
+    })?;
+    let pg_context = median(args.reps, || {
+        let (session, _) = Session::open_in(&store, &id)?;
+        let start = Instant::now();
+        session.context();
+        Ok(start.elapsed())
+    })?;
+    row("context", file_context, pg_context);
+
+    // append+context
+    let (mut on_file, _) = Session::open(file_copy(1)?)?;
+    let file_append = append_context(&mut on_file)?;
+    let (mut on_pg, _) = Session::open_in(&store, &id)?;
+    let pg_append = append_context(&mut on_pg)?;
+    row("append+context (median of 20)", file_append, pg_append);
+
+    // compaction
+    let mut i = 10;
+    let file_compaction = median(args.reps, || {
+        i += 1;
+        let (mut session, _) = Session::open(file_copy(i)?)?;
+        compact(&mut session)
+    })?;
+    let pg_compaction = median(args.reps, || {
+        reimport()?;
+        let (mut session, _) = Session::open_in(&store, &id)?;
+        compact(&mut session)
+    })?;
+    row(
+        "compaction (plan + entry + context)",
+        file_compaction,
+        pg_compaction,
+    );
+
+    // fleet
+    let dir = scratch.path().join("fleet");
+    let file_rate = fleet_files(&dir, &args)?;
+    let pg_rate = fleet_postgres(&url, &args)?;
+    println!(
+        "| fleet: {} writers × {} sessions, appends/s | {file_rate:.0} | {pg_rate:.0} |",
+        args.writers, args.sessions
+    );
+    Ok(())
+}
+
+fn write_session(path: &Path, preset: SizePreset, seed: u64) -> Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("creating {path:?}"))?;
+    generate_session(
+        BufWriter::with_capacity(1 << 20, file),
+        &GenerateOptions::for_size(preset, seed),
+    )?;
+    Ok(())
+}
+
+fn connect(url: &str) -> Result<Arc<PgStore>> {
+    Ok(PgStore::connect(&PgOptions {
+        url: url.to_owned(),
+        pool_size: 4,
+        timeout: Duration::from_secs(30),
+    })?)
+}
+
+fn median(reps: usize, mut f: impl FnMut() -> Result<Duration>) -> Result<Duration> {
+    let mut times = (0..reps.max(1)).map(|_| f()).collect::<Result<Vec<_>>>()?;
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn row(name: &str, file: Duration, pg: Duration) {
+    println!("| {name} | {} | {} |", ms(file), ms(pg));
+}
+
+fn user(text: String) -> EntryKind {
+    EntryKind::Message(AgentMessage::user_text(text, 1_767_254_400_000))
+}
+
+fn append_context(session: &mut Session) -> Result<Duration> {
+    median(20, || {
+        let start = Instant::now();
+        session.append(user(
+            "Next step: run the tests again and fix what fails.".into(),
+        ))?;
+        session.context();
+        Ok(start.elapsed())
+    })
+}
+
+fn compact(session: &mut Session) -> Result<Duration> {
+    let start = Instant::now();
+    let path = session.path_to_leaf();
+    let Some(prep) = prepare_compaction(&path, &CompactionParams::default(), &Chars4) else {
+        bail!("nothing to compact in the generated session");
+    };
+    let entry = CompactionEntry {
+        summary: "## Goal\n- benchmark".into(),
+        short_summary: None,
+        first_kept_entry_id: prep.first_kept_entry_id.clone(),
+        tokens_before: prep.tokens_before,
+        details: None,
+        preserve_data: None,
+        from_extension: Some(false),
+        extra: Default::default(),
+    };
+    session.append(EntryKind::Compaction(entry))?;
+    session.context();
+    Ok(start.elapsed())
+}
+
+/// Appends per second of `writers` threads over `sessions` files.
+fn fleet_files(dir: &Path, args: &Args) -> Result<f64> {
+    std::fs::create_dir_all(dir)?;
+    let paths: Vec<PathBuf> = (0..args.sessions)
+        .map(|i| {
+            let path = dir.join(format!("s{i}.jsonl"));
+            let mut s = Session::create(&path, "/bench", CreateOptions::default())?;
+            s.append(user("first".into()))?;
+            Ok(path)
+        })
+        .collect::<Result<_>>()?;
+    let paths = Arc::new(paths);
+    run_fleet(args, move |_| {
+        let sessions = paths
+            .iter()
+            .map(|p| Ok(Session::open(p)?.0))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(sessions)
+    })
+}
+
+/// Appends per second of `writers` threads, each with its own store, over `sessions` rows.
+fn fleet_postgres(url: &str, args: &Args) -> Result<f64> {
+    let setup = connect(url)?;
+    let ids: Vec<String> = (0..args.sessions)
+        .map(|_| {
+            let mut s = Session::create_in(&setup, "/bench", CreateOptions::default())?;
+            s.append(user("first".into()))?;
+            Ok(s.header().id.clone())
+        })
+        .collect::<Result<_>>()?;
+    let ids = Arc::new(ids);
+    let url = url.to_owned();
+    run_fleet(args, move |_| {
+        let store = connect(&url)?;
+        ids.iter()
+            .map(|id| Ok(Session::open_in(&store, id)?.0))
+            .collect::<Result<Vec<_>>>()
+    })
+}
+
+fn run_fleet(
+    args: &Args,
+    open: impl Fn(usize) -> Result<Vec<Session>> + Send + Sync + 'static,
+) -> Result<f64> {
+    let open = Arc::new(open);
+    let barrier = Arc::new(std::sync::Barrier::new(args.writers + 1));
+    let rounds = args.rounds;
+    let handles: Vec<_> = (0..args.writers)
+        .map(|w| {
+            let open = Arc::clone(&open);
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || -> Result<usize> {
+                let mut sessions = open(w);
+                barrier.wait();
+                let sessions = sessions.as_mut().map_err(|e| anyhow!("{e:#}"))?;
+                let mut n = 0;
+                for r in 0..rounds {
+                    for s in sessions.iter_mut() {
+                        s.append(user(format!("writer {w} round {r}")))?;
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    let mut total = 0;
+    for h in handles {
+        total += h.join().map_err(|_| anyhow!("a writer panicked"))??;
+    }
+    Ok(total as f64 / start.elapsed().as_secs_f64())
+}
