@@ -120,67 +120,162 @@ pub fn build_session_context_with<'a>(
 }
 
 /// The context of a root→leaf path (markers excluded), for callers that already hold the
-/// path or an id index ([`crate::session::Session::context`]).
+/// path or an id index.
 ///
 /// The state (thinking level, models, mode, rules, the last compaction) is read newest first,
 /// so only metadata entries and the newest assistant message with a model are parsed; the
 /// messages before the last compaction's kept region are never touched.
 pub fn context_of_path(path: &[&Entry], options: &ContextOptions) -> SessionContext {
-    let mut ctx = SessionContext::default();
-    let mut compaction = None;
-    let mut thinking_level = None;
-    let mut mode = None;
-    let mut rules_newest_first: Vec<&Vec<String>> = Vec::new();
-    for (k, e) in path.iter().enumerate().rev() {
-        match e.type_name() {
-            "thinking_level_change"
-            | "model_change"
-            | "compaction"
-            | "ttsr_injection"
-            | "mode_change" => {}
-            // Only the newest assistant model sets `default`; older messages cannot matter.
-            "message" if !ctx.models.contains_key("default") => {}
-            _ => continue,
-        }
-        match e.kind() {
-            EntryKind::ThinkingLevelChange { thinking_level: t } => {
-                thinking_level.get_or_insert(t);
+    let state = BranchState::of_path(path);
+    context_with_state(path, &state, options)
+}
+
+/// What the entries of a root→leaf path set, apart from the messages: thinking level, models,
+/// mode, TTSR rules and the last compaction with the start of its kept region. Computed once
+/// for a path ([`BranchState::of_path`]) and then kept up to date entry by entry as the path
+/// grows ([`BranchState::extend`]), so a context after an append does not rescan the path.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BranchState {
+    thinking_level: Option<String>,
+    models: BTreeMap<String, String>,
+    mode: Option<(String, Option<Value>)>,
+    /// Rule names, duplicates removed, in first-seen order.
+    rules: Vec<String>,
+    /// The position in the path of the last compaction, and of its first kept entry (if that
+    /// entry is on the path before it).
+    compaction: Option<(usize, Option<usize>)>,
+}
+
+impl BranchState {
+    /// The state of a whole path, read newest first (see [`context_of_path`]).
+    pub fn of_path(path: &[&Entry]) -> BranchState {
+        let mut state = BranchState::default();
+        let mut compaction = None;
+        let mut rules_newest_first: Vec<&Vec<String>> = Vec::new();
+        for (k, e) in path.iter().enumerate().rev() {
+            match e.type_name() {
+                "thinking_level_change"
+                | "model_change"
+                | "compaction"
+                | "ttsr_injection"
+                | "mode_change" => {}
+                // Only the newest assistant model sets `default`; older messages cannot matter.
+                "message" if !state.models.contains_key("default") => {}
+                _ => continue,
             }
-            EntryKind::ModelChange {
-                model: Some(model),
-                role,
-            } => {
-                let role = role.clone().unwrap_or_else(|| "default".into());
-                ctx.models.entry(role).or_insert_with(|| model.clone());
-            }
-            EntryKind::Message(AgentMessage::Assistant(a)) => {
-                if let (Some(provider), Some(model)) = (&a.provider, &a.model) {
-                    ctx.models
-                        .entry("default".into())
-                        .or_insert_with(|| format!("{provider}/{model}"));
+            match e.kind() {
+                EntryKind::ThinkingLevelChange { thinking_level: t } => {
+                    state.thinking_level.get_or_insert_with(|| t.clone());
                 }
+                EntryKind::ModelChange {
+                    model: Some(model),
+                    role,
+                } => {
+                    let role = role.clone().unwrap_or_else(|| "default".into());
+                    state.models.entry(role).or_insert_with(|| model.clone());
+                }
+                EntryKind::Message(AgentMessage::Assistant(a)) => {
+                    if let (Some(provider), Some(model)) = (&a.provider, &a.model) {
+                        state
+                            .models
+                            .entry("default".into())
+                            .or_insert_with(|| format!("{provider}/{model}"));
+                    }
+                }
+                EntryKind::Compaction(_) => {
+                    compaction.get_or_insert(k);
+                }
+                EntryKind::TtsrInjection { injected_rules } => {
+                    rules_newest_first.push(injected_rules)
+                }
+                EntryKind::ModeChange { mode: m, data } => {
+                    state.mode.get_or_insert_with(|| (m.clone(), data.clone()));
+                }
+                _ => {}
             }
-            EntryKind::Compaction(_) => {
-                compaction.get_or_insert(k);
+        }
+        for rule in rules_newest_first.into_iter().rev().flatten() {
+            if !state.rules.contains(rule) {
+                state.rules.push(rule.clone());
             }
-            EntryKind::TtsrInjection { injected_rules } => rules_newest_first.push(injected_rules),
-            EntryKind::ModeChange { mode: m, data } => {
-                mode.get_or_insert((m, data));
+        }
+        state.compaction = compaction.map(|k| (k, kept_from(path, k)));
+        state
+    }
+
+    /// The state of `path` given `self`, the state of its first `path.len() - new` entries:
+    /// only the `new` last entries are read, oldest first, each overriding what it sets.
+    pub fn extend(&mut self, path: &[&Entry], new: usize) {
+        let first = path.len() - new;
+        for (k, e) in path.iter().enumerate().skip(first) {
+            match e.type_name() {
+                "thinking_level_change"
+                | "model_change"
+                | "compaction"
+                | "ttsr_injection"
+                | "mode_change"
+                | "message" => {}
+                _ => continue,
             }
-            _ => {}
+            match e.kind() {
+                EntryKind::ThinkingLevelChange { thinking_level: t } => {
+                    self.thinking_level = Some(t.clone());
+                }
+                EntryKind::ModelChange {
+                    model: Some(model),
+                    role,
+                } => {
+                    let role = role.clone().unwrap_or_else(|| "default".into());
+                    self.models.insert(role, model.clone());
+                }
+                EntryKind::Message(AgentMessage::Assistant(a)) => {
+                    if let (Some(provider), Some(model)) = (&a.provider, &a.model) {
+                        self.models
+                            .insert("default".into(), format!("{provider}/{model}"));
+                    }
+                }
+                EntryKind::Compaction(_) => self.compaction = Some((k, kept_from(path, k))),
+                EntryKind::TtsrInjection { injected_rules } => {
+                    for rule in injected_rules {
+                        if !self.rules.contains(rule) {
+                            self.rules.push(rule.clone());
+                        }
+                    }
+                }
+                EntryKind::ModeChange { mode: m, data } => {
+                    self.mode = Some((m.clone(), data.clone()));
+                }
+                _ => {}
+            }
         }
     }
-    if let Some(t) = thinking_level {
+}
+
+/// Where the kept region of the compaction at `path[k]` starts on the path, if it does.
+fn kept_from(path: &[&Entry], k: usize) -> Option<usize> {
+    let EntryKind::Compaction(c) = path[k].kind() else {
+        return None;
+    };
+    path[..k].iter().position(|e| e.id == c.first_kept_entry_id)
+}
+
+/// The context of a path whose [`BranchState`] is known (it must be the state of this path).
+pub fn context_with_state(
+    path: &[&Entry],
+    state: &BranchState,
+    options: &ContextOptions,
+) -> SessionContext {
+    let mut ctx = SessionContext {
+        models: state.models.clone(),
+        injected_ttsr_rules: state.rules.clone(),
+        ..SessionContext::default()
+    };
+    if let Some(t) = &state.thinking_level {
         ctx.thinking_level = t.clone();
     }
-    if let Some((m, data)) = mode {
+    if let Some((m, data)) = &state.mode {
         ctx.mode = m.clone();
         ctx.mode_data = data.clone();
-    }
-    for rule in rules_newest_first.into_iter().rev().flatten() {
-        if !ctx.injected_ttsr_rules.contains(rule) {
-            ctx.injected_ttsr_rules.push(rule.clone());
-        }
     }
 
     let mut blobs = BlobResolver::new(options.blob_dir.clone().or_else(default_blob_dir));
@@ -190,9 +285,9 @@ pub fn context_of_path(path: &[&Entry], options: &ContextOptions) -> SessionCont
             ctx.entry_ids.push(e.id.clone());
         }
     };
-    match compaction {
+    match state.compaction {
         None => path.iter().for_each(|e| emit(&mut ctx, e)),
-        Some(k) => {
+        Some((k, kept_from)) => {
             let c_entry = path[k];
             let EntryKind::Compaction(c) = c_entry.kind() else {
                 unreachable!("compaction index points at a compaction entry")
@@ -206,7 +301,6 @@ pub fn context_of_path(path: &[&Entry], options: &ContextOptions) -> SessionCont
                     extra: Extra::new(),
                 }));
             ctx.entry_ids.push(c_entry.id.clone());
-            let kept_from = path[..k].iter().position(|e| e.id == c.first_kept_entry_id);
             if let Some(from) = kept_from {
                 path[from..k].iter().for_each(|e| emit(&mut ctx, e));
             }

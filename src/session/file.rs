@@ -59,7 +59,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::context::{ContextOptions, SessionContext, context_of_path};
+use super::context::{BranchState, ContextOptions, SessionContext, context_with_state};
 use super::entry::{BranchSummaryEntry, Entry, EntryKind, SessionHeader};
 use super::ids;
 use super::message::Extra;
@@ -209,6 +209,9 @@ pub struct Session {
 struct PathCache {
     end: Option<usize>,
     indices: Arc<Vec<usize>>,
+    /// The branch state of the first `.0` entries of the path: kept when the path is extended
+    /// (a prefix's state stays valid), brought up to date by the next context.
+    state: Option<(usize, BranchState)>,
 }
 
 /// How far above a new end a walk looks for the cached one before walking to the root: an
@@ -304,18 +307,19 @@ impl Session {
             return Arc::clone(&cache.indices);
         }
         let lookup = |p: &str| self.index.get(p).copied();
-        let indices = match cache.end.and_then(|old| self.extension(old, end, lookup)) {
+        let (indices, state) = match cache.end.and_then(|old| self.extension(old, end, lookup)) {
             Some(below) => {
                 let mut path = Vec::with_capacity(cache.indices.len() + below.len());
                 path.extend_from_slice(&cache.indices);
                 path.extend(below.into_iter().rev());
-                path
+                (path, cache.state.take())
             }
-            None => tree::walk_path_indices(&self.entries, end, lookup),
+            None => (tree::walk_path_indices(&self.entries, end, lookup), None),
         };
         *cache = PathCache {
             end: Some(end),
             indices: Arc::new(indices),
+            state,
         };
         Arc::clone(&cache.indices)
     }
@@ -370,8 +374,32 @@ impl Session {
         let Some(start) = start else {
             return SessionContext::default();
         };
-        let path = self.path_from(start);
-        context_of_path(&path, &ContextOptions::default())
+        let indices = self.path_indices(start);
+        let path: Vec<&Entry> = indices.iter().map(|&i| &self.entries[i]).collect();
+        let state = self.branch_state(start, &path);
+        context_with_state(&path, &state, &ContextOptions::default())
+    }
+
+    /// The branch state of `path`, the root→`entries[end]` path: the cached state of the path
+    /// extended by the entries added below it since, or (another path) read from the path.
+    fn branch_state(&self, end: usize, path: &[&Entry]) -> BranchState {
+        let mut cache = self
+            .path_cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let same_path = cache.end == Some(end) && cache.indices.len() == path.len();
+        if !same_path {
+            return BranchState::of_path(path);
+        }
+        let state = match cache.state.take() {
+            Some((covered, mut state)) if covered <= path.len() => {
+                state.extend(path, path.len() - covered);
+                state
+            }
+            _ => BranchState::of_path(path),
+        };
+        cache.state = Some((path.len(), state.clone()));
+        state
     }
 
     /// Appends an entry at the leaf and moves the leaf to it.

@@ -1126,3 +1126,106 @@ fn a_created_session_is_on_disk_before_any_assistant_message() {
     let (other, _) = Session::open(&path).unwrap();
     assert_eq!(other.entries().len(), 1);
 }
+
+/// An entry kind from its wire form (without id and parent).
+fn kind_of(value: serde_json::Value) -> EntryKind {
+    let mut value = value;
+    value["id"] = json!("x");
+    value["timestamp"] = json!("2026-01-01T00:00:00.000Z");
+    parse_line(value.to_string().as_bytes())
+        .unwrap()
+        .into_kind()
+}
+
+/// The branch state is kept per leaf and extended by appends instead of rescanning the path:
+/// after every append, navigation and compaction the context equals one rebuilt from scratch.
+#[test]
+fn the_cached_branch_state_stays_exact_after_appends_navigation_and_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = new_session(&dir);
+    let check = |s: &Session, step: &str| {
+        let fresh = build_session_context(s.entries(), ContextLeaf::from(s.leaf_id()));
+        assert_eq!(s.context(), fresh, "after {step}");
+        // Asking again (the cached state as it is) gives the same.
+        assert_eq!(s.context(), fresh, "again after {step}");
+    };
+    let assistant = |model: &str| {
+        kind_of(json!({"type": "message", "message": {"role": "assistant",
+            "content": [{"type": "text", "text": "ok"}], "provider": "p", "model": model,
+            "api": "x", "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+            "totalTokens": 2}, "stopReason": "stop", "timestamp": 1}}))
+    };
+    s.append(user("one")).unwrap();
+    check(&s, "the first message");
+    s.append(thinking("high")).unwrap();
+    check(&s, "a thinking level");
+    s.append(assistant("m1")).unwrap();
+    check(&s, "an assistant with a model");
+    let fork_point = s.leaf_id().unwrap().to_string();
+    s.append(kind_of(json!({"type": "model_change", "model": "p/m2"})))
+        .unwrap();
+    check(&s, "a model change");
+    s.append(kind_of(
+        json!({"type": "model_change", "model": "p/small", "role": "smol"}),
+    ))
+    .unwrap();
+    s.append(kind_of(
+        json!({"type": "ttsr_injection", "injectedRules": ["a", "b"]}),
+    ))
+    .unwrap();
+    s.append(kind_of(
+        json!({"type": "ttsr_injection", "injectedRules": ["b", "c"]}),
+    ))
+    .unwrap();
+    s.append(kind_of(
+        json!({"type": "mode_change", "mode": "plan", "data": {"x": 1}}),
+    ))
+    .unwrap();
+    check(&s, "models, rules and a mode");
+    let kept = s.append(user("kept")).unwrap().id.clone();
+    s.append(assistant("m3")).unwrap();
+    check(&s, "a newer assistant model");
+    s.append(kind_of(json!({"type": "compaction", "summary": "so far",
+        "firstKeptEntryId": kept, "tokensBefore": 100})))
+        .unwrap();
+    check(&s, "a compaction");
+    s.append(user("after")).unwrap();
+    s.append(thinking("low")).unwrap();
+    check(&s, "appends after the compaction");
+    let tip = s.leaf_id().unwrap().to_string();
+
+    // Navigate back above the compaction and the mode: the state is that branch's.
+    s.move_leaf(Some(&fork_point)).unwrap();
+    let ctx = s.context();
+    assert_eq!(ctx.thinking_level, "high");
+    assert_eq!(ctx.models.get("default").map(String::as_str), Some("p/m1"));
+    assert_eq!(ctx.mode, "none");
+    check(&s, "a navigation up");
+    s.append(user("side")).unwrap();
+    s.append(thinking("medium")).unwrap();
+    check(&s, "appends on a side branch");
+    s.move_leaf(Some(&tip)).unwrap();
+    let ctx = s.context();
+    assert_eq!(ctx.thinking_level, "low");
+    assert_eq!(ctx.models.get("default").map(String::as_str), Some("p/m3"));
+    assert_eq!(ctx.models.get("smol").map(String::as_str), Some("p/small"));
+    assert_eq!(ctx.injected_ttsr_rules, ["a", "b", "c"]);
+    assert_eq!(ctx.mode, "plan");
+    assert_eq!(
+        ctx.messages.len(),
+        4,
+        "summary, kept, m3, after: {:?}",
+        ctx.entry_ids
+    );
+    check(&s, "a navigation back to the tip");
+    s.append(kind_of(json!({"type": "compaction", "summary": "again",
+        "firstKeptEntryId": tip, "tokensBefore": 50})))
+        .unwrap();
+    s.append(assistant("m4")).unwrap();
+    check(&s, "a second compaction");
+
+    // Reopened from the file, the same.
+    let before = s.context();
+    let (reopened, _) = Session::open(s.path()).unwrap();
+    assert_eq!(reopened.context(), before);
+}
