@@ -192,6 +192,8 @@ pub struct Session {
     path_cache: std::sync::Mutex<PathCache>,
     /// Where the lines live (see `backend.rs`).
     backend: Backend,
+    /// The blob store of the size controls (`None`: no home directory; nothing is moved out).
+    blobs: Option<super::size_controls::BlobStore>,
 }
 
 /// A root→`end` path as entry indices (markers excluded). Entries are only ever added after
@@ -218,6 +220,34 @@ impl Session {
     /// Sets whether appends are fsynced.
     pub fn set_sync_policy(&mut self, sync: SyncPolicy) {
         self.sync = sync;
+    }
+
+    /// Where images and the full text of truncated strings go (`storage.blobDir`).
+    pub fn set_blob_store(&mut self, store: Option<super::size_controls::BlobStore>) {
+        self.blobs = store;
+    }
+
+    /// The blob store in use.
+    pub fn blob_store(&self) -> Option<&super::size_controls::BlobStore> {
+        self.blobs.as_ref()
+    }
+
+    /// `new` with the size controls applied (DESIGN §2): blobs are in the store, synced, when
+    /// this returns, before any line refers to them.
+    pub(crate) fn controlled(&self, new: Vec<Entry>) -> Result<Vec<Entry>> {
+        let Some(store) = &self.blobs else {
+            return Ok(new);
+        };
+        new.into_iter()
+            .map(|e| {
+                super::size_controls::control_entry(&e, store)
+                    .map(|c| c.unwrap_or(e))
+                    .map_err(|source| SessionError::Io {
+                        path: store.dir().to_path_buf(),
+                        source,
+                    })
+            })
+            .collect()
     }
 
     /// Whether appends are fsynced.
@@ -363,7 +393,10 @@ impl Session {
             return SessionContext::default();
         };
         let path = self.path_from(start);
-        context_of_path(&path, &ContextOptions::default())
+        let options = ContextOptions {
+            blob_dir: self.blobs.as_ref().map(|b| b.dir().to_path_buf()),
+        };
+        context_of_path(&path, &options)
     }
 
     /// Appends an entry at the leaf and moves the leaf to it.
