@@ -102,7 +102,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// The entry as it must be written, or `None` when the controls change nothing. Blobs are in
 /// the store (synced) when this returns.
 pub fn control_entry(entry: &Entry, store: &BlobStore) -> std::io::Result<Option<Entry>> {
-    if !needs_control(entry) {
+    // A line whose body does not parse is always written back byte for byte.
+    if !needs_control(entry) || entry.is_unmodified_line() {
         return Ok(None);
     }
     let mut value = entry.to_value();
