@@ -118,6 +118,48 @@ pub fn ignore_file_size_signal() {
     }
 }
 
+/// The symbolic name of an errno value a file operation can fail with (`EFBIG`, `ENOSPC`,
+/// `EACCES`, ...); `None` for the rare others, which keep only their number.
+pub fn errno_name(errno: i32) -> Option<&'static str> {
+    #[cfg(unix)]
+    {
+        let name = match errno {
+            libc::EPERM => "EPERM",
+            libc::ENOENT => "ENOENT",
+            libc::EIO => "EIO",
+            libc::EBADF => "EBADF",
+            libc::EAGAIN => "EAGAIN",
+            libc::ENOMEM => "ENOMEM",
+            libc::EACCES => "EACCES",
+            libc::EBUSY => "EBUSY",
+            libc::EEXIST => "EEXIST",
+            libc::EXDEV => "EXDEV",
+            libc::ENOTDIR => "ENOTDIR",
+            libc::EISDIR => "EISDIR",
+            libc::EINVAL => "EINVAL",
+            libc::ENFILE => "ENFILE",
+            libc::EMFILE => "EMFILE",
+            libc::ETXTBSY => "ETXTBSY",
+            libc::EFBIG => "EFBIG",
+            libc::ENOSPC => "ENOSPC",
+            libc::ESPIPE => "ESPIPE",
+            libc::EROFS => "EROFS",
+            libc::EMLINK => "EMLINK",
+            libc::ENAMETOOLONG => "ENAMETOOLONG",
+            libc::ELOOP => "ELOOP",
+            libc::EDQUOT => "EDQUOT",
+            libc::ESTALE => "ESTALE",
+            _ => return None,
+        };
+        Some(name)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = errno;
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,6 +84,11 @@ impl EngineError {
             EngineError::LeafMoved { .. } => EngineErrorKind::LeafMoved,
             EngineError::InvalidParams(_) => EngineErrorKind::InvalidParams,
             EngineError::SessionFile(SessionError::Storage(_)) => EngineErrorKind::Storage,
+            EngineError::SessionFile(SessionError::Io { source, .. })
+                if source.kind() != std::io::ErrorKind::InvalidData =>
+            {
+                EngineErrorKind::Io
+            }
             EngineError::SessionFile(_) => EngineErrorKind::SessionFile,
             EngineError::CannotGetUnderThreshold { .. } => EngineErrorKind::CannotGetUnderThreshold,
             EngineError::Settings(_) => EngineErrorKind::Settings,
@@ -108,6 +113,9 @@ pub enum EngineErrorKind {
     SessionFile,
     /// The session database failed (unreachable, restarting, timed out).
     Storage,
+    /// Reading or writing the session file failed in the operating system (ENOSPC, EFBIG,
+    /// EACCES, EIO, ...).
+    Io,
     CannotGetUnderThreshold,
     Settings,
     PathOutsideAllowed,

@@ -1,6 +1,6 @@
 //! The protocol's typed errors: one stable numeric code and one `data.kind` string each.
 //!
-//! Codes -32010 to -32021 are compactd's own; kinds that have a standard JSON-RPC or LSP code
+//! Codes -32010 to -32023 are compactd's own; kinds that have a standard JSON-RPC or LSP code
 //! use it (`invalidParams` -32602, `notInitialized` -32002, `cancelled` -32800). Messages are
 //! the reference agent's strings where it has one (spec §9), since clients match on them.
 
@@ -38,8 +38,8 @@ pub enum ErrorKind {
     InvalidParams,
     /// A request other than `initialize` arrived before initialization finished.
     NotInitialized,
-    /// The session file could not be read or is not a session (bad header, unsupported
-    /// version). `data.path`.
+    /// The session file is not a session (bad header, unsupported version, not a regular
+    /// file). `data.path`. An operating-system failure to read or write it is [`ErrorKind::IoError`].
     SessionFileInvalid,
     /// A compaction finished but the context is still above the threshold (e.g. the kept
     /// recent messages alone exceed it); auto-compaction will not loop on it. `data.tokensAfter`,
@@ -57,11 +57,17 @@ pub enum ErrorKind {
     /// The session database (`storage.backend = "postgres"`) could not be reached or failed
     /// (down, restarting, timed out). Nothing was written; retry once it is back.
     StorageUnavailable,
+    /// Reading or writing a file failed in the operating system: no space (`ENOSPC`, `EDQUOT`),
+    /// past the file-size limit (`EFBIG`), permission (`EACCES`, `EPERM`, `EROFS`), a disk
+    /// error (`EIO`). `data.path`, `data.osError` (the errno's name, e.g. `"EFBIG"`, when
+    /// known), `data.errno` (its number). Nothing of the failed write is left in the file
+    /// (an append is cut back, a rewrite's temp file is removed); retry once it is fixed.
+    IoError,
 }
 
 impl ErrorKind {
     /// Every kind, in code order.
-    pub const ALL: [ErrorKind; 16] = [
+    pub const ALL: [ErrorKind; 17] = [
         ErrorKind::SessionNotFound,
         ErrorKind::EntryNotFound,
         ErrorKind::AlreadyCompacted,
@@ -75,6 +81,7 @@ impl ErrorKind {
         ErrorKind::PathOutsideAllowed,
         ErrorKind::SessionReadOnly,
         ErrorKind::StorageUnavailable,
+        ErrorKind::IoError,
         ErrorKind::InvalidParams,
         ErrorKind::NotInitialized,
         ErrorKind::Cancelled,
@@ -96,6 +103,7 @@ impl ErrorKind {
             ErrorKind::PathOutsideAllowed => -32020,
             ErrorKind::SessionReadOnly => -32021,
             ErrorKind::StorageUnavailable => -32022,
+            ErrorKind::IoError => -32023,
             ErrorKind::InvalidParams => error_code::INVALID_PARAMS,
             ErrorKind::NotInitialized => error_code::NOT_INITIALIZED,
             ErrorKind::Cancelled => error_code::REQUEST_CANCELLED,
@@ -121,6 +129,7 @@ impl ErrorKind {
             ErrorKind::PathOutsideAllowed => "pathOutsideAllowed",
             ErrorKind::SessionReadOnly => "sessionReadOnly",
             ErrorKind::StorageUnavailable => "storageUnavailable",
+            ErrorKind::IoError => "ioError",
         }
     }
 
@@ -151,6 +160,7 @@ impl ErrorKind {
             ErrorKind::PathOutsideAllowed => "Path outside the allowed directories",
             ErrorKind::SessionReadOnly => "The session is open read-only",
             ErrorKind::StorageUnavailable => "The session database is unavailable",
+            ErrorKind::IoError => "A file could not be read or written",
         }
     }
 

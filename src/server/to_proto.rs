@@ -17,7 +17,7 @@ use crate::protocol::{
     WireMessage,
 };
 use crate::rpc::RpcError;
-use crate::session::{AgentMessage, Entry};
+use crate::session::{AgentMessage, Entry, SessionError};
 use crate::summarize::client::ClientSummaryRequest;
 
 /// An entry as stored in the file.
@@ -102,7 +102,35 @@ pub fn error(error: EngineError) -> RpcError {
             .with_message(error.to_string())
             .with_data_field("tokensAfter", tokens)
             .with_data_field("thresholdTokens", threshold),
+        EngineError::SessionFile(SessionError::Io { path, source })
+            if kind == ErrorKind::IoError =>
+        {
+            let message = format!("{}: {source}", path.display());
+            io_error(kind.with_message(message), &path, &source)
+        }
+        EngineError::SessionFile(
+            e @ (SessionError::InvalidHeader { .. } | SessionError::NotRegularFile { .. }),
+        ) => {
+            let path = match &e {
+                SessionError::InvalidHeader { path, .. }
+                | SessionError::NotRegularFile { path, .. } => path.display().to_string(),
+                _ => String::new(),
+            };
+            kind.with_message(e.to_string())
+                .with_data_field("path", path)
+        }
         error => kind.with_message(error.to_string()),
+    }
+}
+
+/// `data.path`, `data.errno` and `data.osError` of an `ioError`.
+fn io_error(error: RpcError, path: &std::path::Path, source: &std::io::Error) -> RpcError {
+    let error = error.with_data_field("path", path.display().to_string());
+    match source.raw_os_error() {
+        Some(errno) => error
+            .with_data_field("errno", errno)
+            .with_data_field("osError", crate::files::errno_name(errno)),
+        None => error,
     }
 }
 
@@ -120,6 +148,7 @@ pub fn error_kind(kind: EngineErrorKind) -> ErrorKind {
         EngineErrorKind::InvalidParams => ErrorKind::InvalidParams,
         EngineErrorKind::SessionFile => ErrorKind::SessionFileInvalid,
         EngineErrorKind::Storage => ErrorKind::StorageUnavailable,
+        EngineErrorKind::Io => ErrorKind::IoError,
         EngineErrorKind::CannotGetUnderThreshold => ErrorKind::CannotGetUnderThreshold,
         EngineErrorKind::Settings => ErrorKind::SettingsInvalid,
         EngineErrorKind::PathOutsideAllowed => ErrorKind::PathOutsideAllowed,
@@ -293,5 +322,41 @@ pub fn summarize_params(session_id: &str, req: ClientSummaryRequest) -> Summariz
         system_prompt: req.system_prompt,
         prompt: req.prompt,
         max_tokens: u64::from(req.max_tokens),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ENOSPC, EACCES, EROFS and EFBIG on a session file are `ioError` with the OS error in
+    /// `data`; a file that is not a session stays `sessionFileInvalid`.
+    #[test]
+    fn os_errors_are_io_errors_and_bad_content_stays_session_file_invalid() {
+        for (errno, name) in [
+            (libc::ENOSPC, "ENOSPC"),
+            (libc::EACCES, "EACCES"),
+            (libc::EROFS, "EROFS"),
+            (libc::EFBIG, "EFBIG"),
+        ] {
+            let e = error(EngineError::SessionFile(SessionError::Io {
+                path: "/s/x.jsonl".into(),
+                source: std::io::Error::from_raw_os_error(errno),
+            }));
+            assert_eq!(e.kind(), Some("ioError"), "{e:?}");
+            assert_eq!(e.code, ErrorKind::IoError.code());
+            let data = e.data.as_deref().expect("data");
+            assert_eq!(data["osError"], name);
+            assert_eq!(data["errno"], errno);
+            assert_eq!(data["path"], "/s/x.jsonl");
+            assert!(e.message.starts_with("/s/x.jsonl: "), "{}", e.message);
+        }
+        let bad = error(EngineError::SessionFile(SessionError::InvalidHeader {
+            path: "/s/y.jsonl".into(),
+            line: 1,
+            reason: "not a session".into(),
+        }));
+        assert_eq!(bad.kind(), Some("sessionFileInvalid"));
+        assert_eq!(bad.data.as_deref().expect("data")["path"], "/s/y.jsonl");
     }
 }

@@ -163,3 +163,127 @@ async fn large_images_and_strings_go_to_the_blob_store_and_come_back_whole() {
     }
     d.finish().await;
 }
+
+/// The daemon under a file-size limit (`prlimit --fsize`, i.e. `ulimit -f`) of `limit` bytes.
+async fn spawn_with_file_size_limit(limit: u64) -> DaemonProcess {
+    let mut d = DaemonProcess::spawn_opts(devtools::daemon::SpawnOptions {
+        settings: Some(settings()),
+        wrapper: vec!["prlimit".into(), format!("--fsize={limit}:{limit}")],
+        ..Default::default()
+    })
+    .await;
+    d.initialize(json!({}), json!({})).await;
+    d
+}
+
+fn temp_files_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect()
+}
+
+fn assert_io_error(error: &Value, os_error: &str) {
+    assert_eq!(error["code"], -32023, "{error}");
+    assert_eq!(error["data"]["kind"], "ioError", "{error}");
+    assert_eq!(error["data"]["osError"], os_error, "{error}");
+    assert!(error["data"]["errno"].as_i64().is_some(), "{error}");
+    assert!(error["data"]["path"].as_str().is_some(), "{error}");
+}
+
+/// Under `ulimit -f`: a 3-entry append whose write passes the limit after part of the batch is
+/// answered with `ioError` (`EFBIG`) and cut back, so the file is byte for byte what it was and
+/// a retry duplicates nothing; the daemon lives on (before: SIGXFSZ killed it with no answer).
+#[tokio::test]
+async fn an_append_past_the_file_size_limit_is_an_error_and_leaves_nothing() {
+    let limit = 4096;
+    let mut d = spawn_with_file_size_limit(limit).await;
+    let path = d.home.path().join("limited.jsonl");
+    let info = d
+        .ok("session/create", json!({"path": path, "cwd": d.project()}))
+        .await;
+    let s = info["sessionId"].as_str().unwrap().to_owned();
+    d.append(&s, json!([user(&"a".repeat(2500))])).await;
+    let before = std::fs::read(&path).unwrap();
+    assert!((before.len() as u64) < limit - 1000, "{}", before.len());
+    let batch = json!([
+        user(&"b".repeat(700)),
+        user(&"c".repeat(700)),
+        user(&"d".repeat(700))
+    ]);
+    for attempt in 0..2 {
+        let error = d
+            .request("session/append", json!({"sessionId": s, "entries": batch}))
+            .await
+            .expect_err("the batch cannot be written");
+        assert_io_error(&error, "EFBIG");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "attempt {attempt}: part of the failed batch is in the file"
+        );
+    }
+    // A batch that fits is still written, after the kept entry.
+    d.append(&s, json!([user("small")])).await;
+    let texts: Vec<String> = devtools::daemon::file_entries(&path)
+        .iter()
+        .map(|e| match &e["message"]["content"] {
+            Value::String(text) => text.clone(),
+            content => content[0]["text"].as_str().unwrap_or_default().to_owned(),
+        })
+        .collect();
+    assert_eq!(texts, vec!["a".repeat(2500), "small".to_owned()]);
+    let context = d.ok("session/context", json!({"sessionId": s})).await;
+    assert_eq!(
+        context["messages"].as_array().unwrap().len(),
+        2,
+        "{context}"
+    );
+    assert!(temp_files_in(d.home.path()).is_empty());
+    d.finish().await;
+}
+
+/// Under `ulimit -f`: a rewrite (the migration of a version 1 file on its first write) whose
+/// temp file passes the limit is answered with `ioError` (`EFBIG`); the temp file is removed
+/// and the file is unchanged; the daemon keeps serving (before: SIGXFSZ killed it and left the
+/// `.tmp`).
+#[tokio::test]
+async fn a_rewrite_past_the_file_size_limit_is_an_error_and_leaves_no_temp_file() {
+    let limit = 4096;
+    let mut d = spawn_with_file_size_limit(limit).await;
+    let path = d.home.path().join("old.jsonl");
+    let mut v1 = std::fs::read_to_string(devtools::fixtures::session("v1.jsonl")).unwrap();
+    v1.push_str(&format!(
+        "{}\n",
+        json!({"type": "message", "timestamp": "2025-11-20T23:40:00.000Z",
+               "message": {"role": "user", "content": [{"type": "text", "text": "x".repeat(5000)}], "timestamp": 9}})
+    ));
+    std::fs::write(&path, &v1).unwrap();
+    let info = d.ok("session/open", json!({"path": path})).await;
+    let s = info["sessionId"].as_str().unwrap().to_owned();
+    let error = d
+        .request(
+            "session/append",
+            json!({"sessionId": s, "entries": [user("after")]}),
+        )
+        .await
+        .expect_err("the migration cannot be written");
+    assert_io_error(&error, "EFBIG");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), v1);
+    assert!(
+        temp_files_in(d.home.path()).is_empty(),
+        "{:?}",
+        temp_files_in(d.home.path())
+    );
+    // Still serving, and the session still reads as before.
+    let context = d.ok("session/context", json!({"sessionId": s})).await;
+    assert!(
+        context["messages"]
+            .as_array()
+            .is_some_and(|m| !m.is_empty()),
+        "{context}"
+    );
+    d.finish().await;
+}

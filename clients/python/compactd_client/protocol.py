@@ -1225,6 +1225,7 @@ ERROR_CODES: dict[str, int] = {
     "pathOutsideAllowed": -32020,
     "sessionReadOnly": -32021,
     "storageUnavailable": -32022,
+    "ioError": -32023,
     "invalidParams": -32602,
     "notInitialized": -32002,
     "cancelled": -32800,

@@ -1565,6 +1565,7 @@ export const ERROR_CODES = {
   pathOutsideAllowed: -32020,
   sessionReadOnly: -32021,
   storageUnavailable: -32022,
+  ioError: -32023,
   invalidParams: -32602,
   notInitialized: -32002,
   cancelled: -32800,

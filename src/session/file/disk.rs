@@ -92,13 +92,21 @@ impl Session {
                 io::ErrorKind::AlreadyExists => SessionError::AlreadyExists { path: path.clone() },
                 _ => io_err(&path)(e),
             })?;
-        let file_path = fs::canonicalize(&path).map_err(io_err(&path))?;
-        file.write_all(&line).map_err(io_err(&path))?;
-        if options.sync == SyncPolicy::Fsync {
-            file.sync_all().map_err(io_err(&path))?;
-            // The new name must survive a power loss too, not only the bytes.
-            sync_parent_dir(&path).map_err(io_err(&path))?;
+        let written = (|| {
+            file.write_all(&line)?;
+            if options.sync == SyncPolicy::Fsync {
+                file.sync_all()?;
+                // The new name must survive a power loss too, not only the bytes.
+                sync_parent_dir(&path)?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = written {
+            // A file without its whole header would be refused as "not a session" forever.
+            let _ = fs::remove_file(&path);
+            return Err(io_err(&path)(e));
         }
+        let file_path = fs::canonicalize(&path).map_err(io_err(&path))?;
         let meta = file.metadata().map_err(io_err(&path))?;
         Ok(Session {
             path,
@@ -208,12 +216,27 @@ impl Session {
         if let TailRepair::Truncate(len) = repair {
             file.set_len(len).map_err(io_err(&self.path))?;
         }
-        file.seek(SeekFrom::End(0)).map_err(io_err(&self.path))?;
-        file.write_all(&bytes).map_err(io_err(&self.path))?;
-        if self.sync == SyncPolicy::Fsync {
-            file.sync_data().map_err(io_err(&self.path))?;
+        let start = file.seek(SeekFrom::End(0)).map_err(io_err(&self.path))?;
+        // One write of the whole batch; if it fails part way (EFBIG past `ulimit -f`, ENOSPC,
+        // EIO) or cannot be synced, the file is cut back to where it was, so the error means
+        // nothing of the batch landed and a retry cannot duplicate entries.
+        let written = file.write_all(&bytes).and_then(|()| {
+            if self.sync == SyncPolicy::Fsync {
+                file.sync_data()?;
+            }
+            Ok(())
+        });
+        if let Err(e) = written {
+            if let Err(cut) = file.set_len(start) {
+                tracing::error!(
+                    path = %self.path.display(),
+                    error = %cut,
+                    "cutting a failed append back to {start} bytes failed: the file may end in part of it"
+                );
+            }
+            return Err(io_err(&self.path)(e));
         }
-        self.disk.consumed = file.stream_position().map_err(io_err(&self.path))?;
+        self.disk.consumed = start + bytes.len() as u64;
         self.disk.missing_newline = false;
         self.disk.lines += new.len();
         self.commit(new);
