@@ -54,6 +54,8 @@ enum Command {
     Plan(cli::plan::PlanArgs),
     /// Prune old tool outputs in the live context (originals stay recoverable in the file).
     Prune(cli::prune::PruneArgs),
+    /// Report the blob references of session files; `--gc` deletes unreferenced blobs.
+    Blobs(cli::blobs::BlobsArgs),
     /// Write a new session from a branch of this one (`--at ID`) or from a copy of all of it.
     Fork(cli::fork::ForkArgs),
     /// Store session files in the PostgreSQL database (`storage.postgres.url`, `DATABASE_URL`).
@@ -93,6 +95,7 @@ fn main() -> ExitCode {
         Some(Command::Tree(args)) => cli::tree::run(args),
         Some(Command::Plan(args)) => cli::plan::run(args),
         Some(Command::Prune(args)) => cli::prune::run(args),
+        Some(Command::Blobs(args)) => cli::blobs::run(args),
         Some(Command::Fork(args)) => cli::fork::run(args),
         Some(Command::Import(args)) => cli::store::import(args),
         Some(Command::Export(args)) => cli::store::export(args),

@@ -96,6 +96,8 @@ impl DaemonProcess {
         command
             .env("COMPACTD_CONFIG_DIR", &config)
             .env("COMPACTD_DATA_DIR", &data)
+            // The default blob store is under the home directory: keep it in the test's.
+            .env("HOME", home.path())
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_API_KEY")
             .current_dir(home.path())

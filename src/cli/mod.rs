@@ -4,6 +4,7 @@
 //! a new file and only reads the source; `import` and `export` move sessions into and out of
 //! the PostgreSQL backend.
 
+pub mod blobs;
 pub mod common;
 pub mod compact;
 pub mod context;

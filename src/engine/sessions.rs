@@ -355,6 +355,7 @@ impl SessionTable {
             .effective()
             .map_err(|e| EngineError::Settings(e.to_string()))?;
         session.set_sync_policy(sync_policy(&settings));
+        session.set_blob_store(super::state::blob_store(&settings));
         let info = SessionInfo {
             id: id.clone(),
             path: path.clone(),

@@ -298,6 +298,7 @@ impl SessionState {
     pub fn refresh_locked(&self, session: &mut Session) -> Result<(), EngineError> {
         if let Ok(settings) = self.effective_settings() {
             session.set_sync_policy(sync_policy(&settings));
+            session.set_blob_store(blob_store(&settings));
         }
         session.refresh()?;
         Ok(())
@@ -318,6 +319,14 @@ pub(crate) fn check_leaf(
         });
     }
     Ok(())
+}
+
+/// The blob store of `storage.blobDir`, or the reference agent's.
+pub fn blob_store(settings: &Settings) -> Option<crate::session::size_controls::BlobStore> {
+    match &settings.storage.blob_dir {
+        Some(dir) => Some(crate::session::size_controls::BlobStore::new(dir)),
+        None => crate::session::size_controls::default_store(),
+    }
 }
 
 /// The store's sync policy for `storage.sync`.

@@ -314,8 +314,42 @@ fn iso_ms(timestamp: &str) -> Option<Value> {
     ms_from_iso(timestamp).map(Value::from)
 }
 
-/// The message an entry contributes to the context, if any.
+/// The message an entry contributes to the context, if any, with its blob references resolved
+/// (images, and the full text of strings the size controls truncated on disk).
 fn emittable(e: &Entry, blobs: &mut BlobResolver) -> Option<AgentMessage> {
+    use crate::session::size_controls::{BlobStore, FULL_TEXT_FIELD, restore_full_text};
+    if e.extra().contains_key(FULL_TEXT_FIELD) {
+        let mut value = e.to_value();
+        let restored = match &blobs.dir {
+            Some(dir) => restore_full_text(&mut value, &BlobStore::new(dir)),
+            None => Err(vec!["(no blob store)".to_owned()]),
+        };
+        if let Err(missing) = restored {
+            tracing::warn!(
+                entry_id = %e.id,
+                pointers = ?missing,
+                "blob store: the full text of a truncated string is missing; using the truncated text"
+            );
+        }
+        if let Ok(full) = Entry::from_value(value)
+            && !full.extra().contains_key(FULL_TEXT_FIELD)
+        {
+            return emittable(&full, blobs);
+        }
+    }
+    blobs.missing = 0;
+    let out = emittable_resolved(e, blobs);
+    if blobs.missing > 0 {
+        tracing::warn!(
+            entry_id = %e.id,
+            missing = blobs.missing,
+            "blob store: an image blob is missing; the reference is left in the message"
+        );
+    }
+    out
+}
+
+fn emittable_resolved(e: &Entry, blobs: &mut BlobResolver) -> Option<AgentMessage> {
     match e.kind() {
         EntryKind::Message(m) => {
             let mut m = m.clone();
@@ -353,6 +387,8 @@ const BLOB_PREFIX: &str = "blob:sha256:";
 struct BlobResolver {
     dir: Option<PathBuf>,
     cache: HashMap<String, Option<String>>,
+    /// References not found since the counter was last reset.
+    missing: usize,
 }
 
 impl BlobResolver {
@@ -360,6 +396,7 @@ impl BlobResolver {
         BlobResolver {
             dir,
             cache: HashMap::new(),
+            missing: 0,
         }
     }
 
@@ -382,9 +419,11 @@ impl BlobResolver {
         for block in blocks {
             if let ContentBlock::Image(img) = block
                 && let Some(hex) = img.data.strip_prefix(BLOB_PREFIX)
-                && let Some(data) = self.load(hex)
             {
-                img.data = data;
+                match self.load(hex) {
+                    Some(data) => img.data = data,
+                    None => self.missing += 1,
+                }
             }
         }
     }

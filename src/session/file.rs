@@ -200,6 +200,8 @@ pub struct Session {
     path_cache: std::sync::Mutex<PathCache>,
     /// Where the lines live (see `backend.rs`).
     backend: Backend,
+    /// The blob store of the size controls (`None`: no home directory; nothing is moved out).
+    blobs: Option<super::size_controls::BlobStore>,
 }
 
 /// A root→`end` path as entry indices (markers excluded). Entries are only ever added after
@@ -229,6 +231,34 @@ impl Session {
     /// Sets whether appends are fsynced.
     pub fn set_sync_policy(&mut self, sync: SyncPolicy) {
         self.sync = sync;
+    }
+
+    /// Where images and the full text of truncated strings go (`storage.blobDir`).
+    pub fn set_blob_store(&mut self, store: Option<super::size_controls::BlobStore>) {
+        self.blobs = store;
+    }
+
+    /// The blob store in use.
+    pub fn blob_store(&self) -> Option<&super::size_controls::BlobStore> {
+        self.blobs.as_ref()
+    }
+
+    /// `new` with the size controls applied (DESIGN §2): blobs are in the store, synced, when
+    /// this returns, before any line refers to them.
+    pub(crate) fn controlled(&self, new: Vec<Entry>) -> Result<Vec<Entry>> {
+        let Some(store) = &self.blobs else {
+            return Ok(new);
+        };
+        new.into_iter()
+            .map(|e| {
+                super::size_controls::control_entry(&e, store)
+                    .map(|c| c.unwrap_or(e))
+                    .map_err(|source| SessionError::Io {
+                        path: store.dir().to_path_buf(),
+                        source,
+                    })
+            })
+            .collect()
     }
 
     /// Whether appends are fsynced.
@@ -377,7 +407,10 @@ impl Session {
         let indices = self.path_indices(start);
         let path: Vec<&Entry> = indices.iter().map(|&i| &self.entries[i]).collect();
         let state = self.branch_state(start, &path);
-        context_with_state(&path, &state, &ContextOptions::default())
+        let options = ContextOptions {
+            blob_dir: self.blobs.as_ref().map(|b| b.dir().to_path_buf()),
+        };
+        context_with_state(&path, &state, &options)
     }
 
     /// The branch state of `path`, the root→`entries[end]` path: the cached state of the path

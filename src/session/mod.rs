@@ -9,6 +9,7 @@ pub mod ids;
 pub mod listing;
 pub mod message;
 pub mod postgres;
+pub mod size_controls;
 pub mod tree;
 
 pub use context::{SessionContext, build_session_context, convert_to_llm};

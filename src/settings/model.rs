@@ -546,6 +546,11 @@ pub struct StorageSettings {
     pub sync: StorageSync,
     /// Directory for session files (absolute). Unset: the platform data directory.
     pub sessions_dir: Option<PathBuf>,
+    /// The blob store (absolute): images of 1024 or more base64 characters and the full text
+    /// of strings over 500,000 characters are kept there, one file per SHA-256 of the bytes,
+    /// and referred to from the session line. Unset: the reference agent's store,
+    /// `~/.omp/agent/blobs`, so both read each other's files.
+    pub blob_dir: Option<PathBuf>,
     /// Where new sessions go and plain session ids are found: `file` (JSONL files in
     /// `sessionsDir`, the default) or `postgres` (a PostgreSQL database shared by many
     /// daemons, see `postgres`). Sessions opened by a `.jsonl` path are files either way.

@@ -62,6 +62,108 @@ async fn fifos_are_refused_and_nothing_waits_on_them() {
     assert_eq!(code, Some(0), "exits at EOF");
 }
 
+/// DESIGN §2 "Size controls" (spec §1.4), lossless: a 2 MB image goes to the blob store as
+/// `blob:sha256:<hex>`, a 600,000-character tool output is written in the reference's truncated
+/// form with its full text in the store, and compactd's context returns both in full.
+#[tokio::test]
+async fn large_images_and_strings_go_to_the_blob_store_and_come_back_whole() {
+    use base64::Engine as _;
+    let mut d = devtools::daemon::DaemonProcess::spawn().await;
+    let blobs = d.home.path().join("blob-store");
+    d.initialize(
+        serde_json::json!({}),
+        serde_json::json!({"settings": {"storage": {"blobDir": blobs}}}),
+    )
+    .await;
+    let info = d
+        .ok("session/create", serde_json::json!({"cwd": d.project()}))
+        .await;
+    let session = info["sessionId"].as_str().unwrap().to_owned();
+    let path = std::path::PathBuf::from(info["path"].as_str().unwrap());
+
+    let image: Vec<u8> = (0..2_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let image_b64 = base64::engine::general_purpose::STANDARD.encode(&image);
+    let small_b64 = base64::engine::general_purpose::STANDARD.encode(b"tiny png");
+    let output: String = (0..600_000u32)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    let entries = serde_json::json!([
+        {"type": "message", "message": {"role": "user", "timestamp": 1, "content": [
+            {"type": "text", "text": "what is in this picture?"},
+            {"type": "image", "data": image_b64, "mimeType": "image/png"},
+            {"type": "image", "data": small_b64, "mimeType": "image/png"}]}},
+        {"type": "message", "message": {"role": "toolResult", "toolCallId": "c1",
+            "toolName": "bash", "timestamp": 2, "isError": false,
+            "content": [{"type": "text", "text": output}]}}
+    ]);
+    d.ok(
+        "session/append",
+        serde_json::json!({"sessionId": session, "entries": entries}),
+    )
+    .await;
+    d.take_all("session/entriesAppended");
+
+    // The file: the blob reference and the truncated text.
+    let lines = devtools::daemon::file_entries(&path);
+    let hex = compactd::session::size_controls::sha256_hex(&image);
+    let user = &lines[0]["message"]["content"];
+    assert_eq!(user[1]["data"], format!("blob:sha256:{hex}"));
+    assert_eq!(
+        user[2]["data"],
+        small_b64.as_str(),
+        "small images stay inline"
+    );
+    let written = lines[1]["message"]["content"][0]["text"].as_str().unwrap();
+    let notice = "\n\n[Session persistence truncated large content]";
+    assert_eq!(written.len(), 500_000);
+    assert!(written.ends_with(notice));
+    assert!(output.starts_with(written.strip_suffix(notice).unwrap()));
+    let raw = std::fs::read_to_string(&path).unwrap();
+    assert!(raw.len() < 600_000, "the image bytes are not in the file");
+    // The store: the raw image bytes and the full text, each named by its SHA-256.
+    assert_eq!(std::fs::read(blobs.join(&hex)).unwrap(), image);
+    let text_ref = lines[1]["compactdFullText"]["/message/content/0/text"]
+        .as_str()
+        .unwrap();
+    let text_hex = text_ref.strip_prefix("blob:sha256:").unwrap();
+    assert_eq!(
+        text_hex,
+        compactd::session::size_controls::sha256_hex(output.as_bytes())
+    );
+    assert_eq!(
+        std::fs::read_to_string(blobs.join(text_hex)).unwrap(),
+        output
+    );
+
+    // compactd's context has both in full, in this process and after a reopen.
+    let mut session = session;
+    for round in 0..2 {
+        let context = d
+            .ok("session/context", serde_json::json!({"sessionId": session}))
+            .await;
+        let messages = context["messages"].as_array().unwrap();
+        assert_eq!(
+            messages[0]["content"][1]["data"],
+            image_b64.as_str(),
+            "round {round}"
+        );
+        assert_eq!(
+            messages[1]["content"][0]["text"],
+            output.as_str(),
+            "round {round}"
+        );
+        if round == 0 {
+            d.ok("session/close", serde_json::json!({"sessionId": session}))
+                .await;
+            let reopened = d
+                .ok("session/open", serde_json::json!({"path": path}))
+                .await;
+            session = reopened["sessionId"].as_str().unwrap().to_owned();
+        }
+    }
+    d.finish().await;
+}
+
 /// The daemon under a file-size limit (`prlimit --fsize`, i.e. `ulimit -f`) of `limit` bytes.
 async fn spawn_with_file_size_limit(limit: u64) -> DaemonProcess {
     let mut d = DaemonProcess::spawn_opts(devtools::daemon::SpawnOptions {

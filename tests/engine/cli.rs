@@ -292,3 +292,60 @@ fn ids_shown_for_a_v1_file_stay_valid_until_it_is_written() {
         );
     }
 }
+
+/// `compactd blobs` reports references and unreferenced blobs, and deletes only with `--gc`
+/// (only the unreferenced ones).
+#[test]
+fn blobs_reports_references_and_collects_only_on_request() {
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let kept = compactd::session::size_controls::sha256_hex(b"kept");
+    let orphan = compactd::session::size_controls::sha256_hex(b"orphan");
+    let gone = compactd::session::size_controls::sha256_hex(b"gone");
+    std::fs::write(store.join(&kept), b"kept").unwrap();
+    std::fs::write(store.join(&orphan), b"orphan").unwrap();
+    std::fs::write(store.join("notes.txt"), b"not a blob").unwrap();
+    let sessions = home.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    std::fs::write(
+        sessions.join("a.jsonl"),
+        format!(
+            "{{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/\"}}\n\
+             {{\"type\":\"message\",\"id\":\"e1\",\"parentId\":null,\"timestamp\":\"t\",\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"image\",\"data\":\"blob:sha256:{kept}\",\"mimeType\":\"image/png\"}},{{\"type\":\"image\",\"data\":\"blob:sha256:{gone}\",\"mimeType\":\"image/png\"}}]}}}}\n"
+        ),
+    )
+    .unwrap();
+    let store_arg = store.to_str().unwrap();
+    let sessions_arg = sessions.to_str().unwrap();
+    let report = |out: Output| -> Value {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let r = report(compactd(
+        &["blobs", "--dir", store_arg, "--json", sessions_arg],
+        home.path(),
+    ));
+    assert_eq!(r["sessions"], 1);
+    assert!(r["referenced"][&kept].is_array());
+    assert_eq!(r["missing"], serde_json::json!([gone]));
+    assert_eq!(r["unreferenced"], serde_json::json!([orphan]));
+    assert_eq!(r["deleted"], serde_json::json!([]));
+    assert!(store.join(&orphan).exists(), "nothing deleted without --gc");
+
+    let r = report(compactd(
+        &["blobs", "--dir", store_arg, "--gc", "--json", sessions_arg],
+        home.path(),
+    ));
+    assert_eq!(r["deleted"], serde_json::json!([orphan]));
+    assert!(!store.join(&orphan).exists());
+    assert!(store.join(&kept).exists());
+    assert!(
+        store.join("notes.txt").exists(),
+        "only blob names are touched"
+    );
+}

@@ -27,6 +27,13 @@ impl Entry {
         Value::Object(out)
     }
 
+    /// Whether [`Entry::to_line`] writes the line as it was read (nothing modified it).
+    /// Also true for a line whose body could not be parsed: it is always written back as read.
+    pub fn is_unmodified_line(&self) -> bool {
+        matches!(&self.body, Body::Raw { line, .. } if line.head_matches(self))
+            || self.fields().unparsed.is_some()
+    }
+
     /// One JSONL line, without the newline. A loaded line nothing has modified is written
     /// back byte for byte (key order, number spelling and escapes as read); so is a line whose
     /// body could not be parsed, whatever happened to it since.

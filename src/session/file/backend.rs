@@ -247,6 +247,7 @@ impl Session {
         let changes = std::mem::replace(&mut locked.changes, Changes::Nothing);
         self.ingest(changes)?;
         let new = build(self)?;
+        let new = self.controlled(new)?;
         if !self.needs_rewrite && new.is_empty() {
             return Ok(());
         }

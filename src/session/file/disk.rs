@@ -130,6 +130,7 @@ impl Session {
             preparsed: VecDeque::new(),
             path_cache: Default::default(),
             backend: Default::default(),
+            blobs: super::super::size_controls::default_store(),
         })
     }
 
@@ -185,6 +186,7 @@ impl Session {
         let _lock = self.lock()?;
         let (repair, _) = self.sync_from_disk(TailMode::Locked)?;
         let new = build(self)?;
+        let new = self.controlled(new)?;
         if self.needs_rewrite {
             let n = self.entries.len();
             let leaves = (self.leaf.clone(), self.file_leaf.clone());
@@ -332,6 +334,25 @@ impl Session {
     /// Writes header, entries and kept malformed lines to a temp file and renames it over the
     /// session file. Caller holds the lock.
     pub(super) fn write_all_atomically(&mut self) -> Result<()> {
+        // Size controls for the entries this rewrite changes (a pruned entry, a migrated
+        // one); a line nothing changed is written back as it was, byte for byte.
+        if let Some(store) = self.blobs.clone() {
+            for i in 0..self.entries.len() {
+                if self.entries[i].is_unmodified_line() {
+                    continue;
+                }
+                let controlled =
+                    super::super::size_controls::control_entry(&self.entries[i], &store).map_err(
+                        |source| SessionError::Io {
+                            path: store.dir().to_path_buf(),
+                            source,
+                        },
+                    )?;
+                if let Some(c) = controlled {
+                    self.entries[i] = c;
+                }
+            }
+        }
         let mut header = self.header.clone();
         if header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
             header.version = Some(CURRENT_SESSION_VERSION);

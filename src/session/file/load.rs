@@ -80,6 +80,7 @@ impl Session {
             preparsed: VecDeque::new(),
             path_cache: Default::default(),
             backend: Default::default(),
+            blobs: super::super::size_controls::default_store(),
         };
         // Only current-version entries are kept raw: migration rewrites ids and fields.
         session.lazy = session.header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;

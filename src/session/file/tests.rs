@@ -474,6 +474,8 @@ fn a_huge_line_loads() {
     let size = if long { 500_000_000 } else { 32 << 20 };
     let dir = tempfile::tempdir().unwrap();
     let mut s = new_session(&dir);
+    // A line as another writer may leave it: without the size controls, which would cut it.
+    s.set_blob_store(None);
     s.append(user(&"y".repeat(size))).unwrap();
     s.append(user("small")).unwrap();
     drop(s);

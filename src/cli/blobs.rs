@@ -1,0 +1,151 @@
+//! `compactd blobs [--dir DIR] [--gc] SESSION_OR_DIR...`: the blob references of session files
+//! and the blob store's files nothing among them refers to; `--gc` deletes those (only then:
+//! blobs are never deleted automatically).
+//!
+//! Only the sessions named are read, so `--gc` must be given every session that shares the
+//! store (the reference agent's included), or it deletes blobs another session still needs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use compactd::session::size_controls::{BlobStore, blob_refs_in_line};
+use compactd::settings::SettingsStack;
+
+use super::common::{self, CliError};
+
+/// Arguments of `compactd blobs`.
+#[derive(Debug, clap::Args)]
+pub struct BlobsArgs {
+    /// Session files (`.jsonl`) or directories searched for them (recursively).
+    #[arg(required = true)]
+    pub sessions: Vec<PathBuf>,
+    /// The blob store (default: `storage.blobDir`, else `~/.omp/agent/blobs`).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Delete the store's files that none of the sessions refers to.
+    #[arg(long)]
+    pub gc: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report {
+    store: PathBuf,
+    sessions: usize,
+    /// Referenced blob → the session files referring to it.
+    referenced: BTreeMap<String, Vec<PathBuf>>,
+    /// Referenced but not in the store.
+    missing: Vec<String>,
+    /// In the store, referenced by none of the sessions.
+    unreferenced: Vec<String>,
+    /// Deleted by `--gc`.
+    deleted: Vec<String>,
+}
+
+fn session_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
+    if path.is_dir() {
+        let mut children: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| CliError(format!("{}: {e}", path.display())))?
+            .filter_map(|d| d.ok().map(|d| d.path()))
+            .collect();
+        children.sort();
+        for child in children {
+            if child.is_dir() || child.extension().is_some_and(|x| x == "jsonl") {
+                session_files(&child, out)?;
+            }
+        }
+    } else {
+        out.push(path.to_path_buf());
+    }
+    Ok(())
+}
+
+pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
+    let dir = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => {
+            let settings = SettingsStack::discover(None).effective()?;
+            match compactd::engine::blob_store(&settings) {
+                Some(store) => store.dir().to_path_buf(),
+                None => return Err(CliError("no home directory: pass --dir".into())),
+            }
+        }
+    };
+    let store = BlobStore::new(&dir);
+    let mut files = Vec::new();
+    for path in &args.sessions {
+        session_files(path, &mut files)?;
+    }
+    let mut referenced: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for file in &files {
+        let text = compactd::files::read_regular_to_string(file)
+            .map_err(|e| CliError(format!("{}: {e}", file.display())))?;
+        let mut refs = BTreeSet::new();
+        for line in text.lines() {
+            blob_refs_in_line(line, &mut refs);
+        }
+        for hex in refs {
+            referenced.entry(hex).or_default().push(file.clone());
+        }
+    }
+    let mut in_store = BTreeSet::new();
+    if let Ok(read) = std::fs::read_dir(&dir) {
+        for entry in read.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let is_blob = name.len() == 64 && name.bytes().all(|c| c.is_ascii_hexdigit());
+            if is_blob && entry.file_type().is_ok_and(|t| t.is_file()) {
+                in_store.insert(name);
+            }
+        }
+    }
+    let missing = referenced
+        .keys()
+        .filter(|h| store.get(h).is_none())
+        .cloned()
+        .collect();
+    let unreferenced: Vec<String> = in_store
+        .iter()
+        .filter(|h| !referenced.contains_key(*h))
+        .cloned()
+        .collect();
+    let mut deleted = Vec::new();
+    if args.gc {
+        for hex in &unreferenced {
+            std::fs::remove_file(dir.join(hex))
+                .map_err(|e| CliError(format!("{}: {e}", dir.join(hex).display())))?;
+            deleted.push(hex.clone());
+        }
+    }
+    let report = Report {
+        store: dir,
+        sessions: files.len(),
+        referenced,
+        missing,
+        unreferenced,
+        deleted,
+    };
+    if args.json {
+        return common::print_json(&report);
+    }
+    let mut text = format!(
+        "blob store {}: {} session file(s), {} referenced blob(s), {} missing, {} unreferenced\n",
+        report.store.display(),
+        report.sessions,
+        report.referenced.len(),
+        report.missing.len(),
+        report.unreferenced.len()
+    );
+    for hex in &report.missing {
+        text.push_str(&format!("  missing {hex}\n"));
+    }
+    for hex in &report.unreferenced {
+        let verb = if args.gc { "deleted" } else { "unreferenced" };
+        text.push_str(&format!("  {verb} {hex}\n"));
+    }
+    if !args.gc && !report.unreferenced.is_empty() {
+        text.push_str("(run again with --gc to delete the unreferenced blobs)\n");
+    }
+    common::print(&text)
+}

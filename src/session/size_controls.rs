@@ -1,0 +1,381 @@
+//! Write-time size controls (spec §1.4, DESIGN §2 "Size controls"), without losing data.
+//!
+//! Applied to every entry compactd writes, before its line is written:
+//!
+//! * an image block in the `content` array of a `message` or `custom_message` entry whose
+//!   base64 `data` has at least [`IMAGE_BLOB_MIN_CHARS`] characters is written as
+//!   `blob:sha256:<hex>`, the raw bytes going to the blob store as a file named by the SHA-256
+//!   of those bytes (the reference's layout), written and fsynced before the line;
+//! * a string longer than [`MAX_STRING_CHARS`] (UTF-16 units, as the reference counts) is
+//!   written in the reference's truncated form, its head then [`TRUNCATION_NOTICE`], so the
+//!   whole string is at most [`MAX_STRING_CHARS`] long; the full text goes to the blob store and
+//!   the entry gets a top-level [`FULL_TEXT_FIELD`] object mapping the string's JSON pointer
+//!   to `blob:sha256:<hex>`. The reference ignores that field; compactd's context reads the
+//!   full text back;
+//! * the transient keys `partialJson` and `jsonlEvents` are dropped, and `lineCount` is
+//!   recomputed where an object has a string `content`.
+//!
+//! An entry none of this applies to is left untouched (its line is written as before, byte for
+//! byte). Blobs are never deleted here; `compactd blobs --gc` removes unreferenced ones on
+//! request.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::entry::Entry;
+
+/// Base64 length from which an image goes to the blob store.
+pub const IMAGE_BLOB_MIN_CHARS: usize = 1024;
+/// Longest string written as it is, in UTF-16 units.
+pub const MAX_STRING_CHARS: usize = 500_000;
+/// The reference's notice after a truncated string.
+pub const TRUNCATION_NOTICE: &str = "\n\n[Session persistence truncated large content]";
+/// Top-level entry field: JSON pointer of each truncated string → `blob:sha256:<hex>` of its
+/// full UTF-8 text.
+pub const FULL_TEXT_FIELD: &str = "compactdFullText";
+/// Prefix of a blob reference.
+pub const BLOB_PREFIX: &str = "blob:sha256:";
+const TRANSIENT_KEYS: [&str; 2] = ["partialJson", "jsonlEvents"];
+
+/// A content-addressed blob store: one file per blob, named by the SHA-256 (hex) of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobStore {
+    dir: PathBuf,
+}
+
+impl BlobStore {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        BlobStore { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Stores `bytes` (fsynced, then the directory) and returns the hex SHA-256 naming them.
+    /// An existing blob of that name is kept as it is.
+    pub fn put(&self, bytes: &[u8]) -> std::io::Result<String> {
+        let hex = sha256_hex(bytes);
+        let path = self.dir.join(&hex);
+        if path.is_file() {
+            return Ok(hex);
+        }
+        fs::create_dir_all(&self.dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
+        tmp.write_all(bytes)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+        if let Ok(dir) = OpenOptions::new().read(true).open(&self.dir) {
+            // Best effort: not every platform can fsync a directory.
+            let _ = dir.sync_all();
+        }
+        Ok(hex)
+    }
+
+    /// The bytes of blob `hex`; only a plain hex name is looked up, never a path.
+    pub fn get(&self, hex: &str) -> Option<Vec<u8>> {
+        let valid =
+            !hex.is_empty() && hex.len() <= 128 && hex.bytes().all(|c| c.is_ascii_hexdigit());
+        if !valid {
+            return None;
+        }
+        crate::files::read_regular(&self.dir.join(hex)).ok()
+    }
+}
+
+/// The reference agent's store, `~/.omp/agent/blobs`.
+pub fn default_store() -> Option<BlobStore> {
+    super::context::default_blob_dir().map(BlobStore::new)
+}
+
+/// Hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The entry as it must be written, or `None` when the controls change nothing. Blobs are in
+/// the store (synced) when this returns.
+pub fn control_entry(entry: &Entry, store: &BlobStore) -> std::io::Result<Option<Entry>> {
+    // A line whose body does not parse is always written back byte for byte.
+    if !needs_control(entry) || entry.is_unmodified_line() {
+        return Ok(None);
+    }
+    let mut value = entry.to_value();
+    let before = value.clone();
+    let type_name = entry.type_name().to_owned();
+    let mut full_text = Map::new();
+    if let Value::Object(map) = &mut value {
+        let content = match type_name.as_str() {
+            "message" => map
+                .get_mut("message")
+                .and_then(|m| m.get_mut("content"))
+                .map(|c| (c, "/message/content")),
+            "custom_message" => map.get_mut("content").map(|c| (c, "/content")),
+            _ => None,
+        };
+        if let Some((Value::Array(blocks), _)) = content {
+            for block in blocks {
+                blob_image(block, store)?;
+            }
+        }
+        shape(&mut value, "", store, &mut full_text)?;
+    }
+    if !full_text.is_empty()
+        && let Value::Object(map) = &mut value
+    {
+        let mut merged = match map.remove(FULL_TEXT_FIELD) {
+            Some(Value::Object(old)) => old,
+            _ => Map::new(),
+        };
+        merged.extend(full_text);
+        map.insert(FULL_TEXT_FIELD.into(), Value::Object(merged));
+    }
+    if value == before {
+        return Ok(None);
+    }
+    // Cannot fail: the value came from an entry and only its fields' contents changed.
+    Ok(Entry::from_value(value).ok())
+}
+
+/// A cheap pre-check on the serialized entry, so entries that need nothing are never copied.
+fn needs_control(entry: &Entry) -> bool {
+    let line = entry.to_line();
+    line.len() > MAX_STRING_CHARS
+        || TRANSIENT_KEYS
+            .iter()
+            .any(|k| line.contains(&format!("\"{k}\"")))
+        || line.contains("\"lineCount\"")
+        || (line.len() >= IMAGE_BLOB_MIN_CHARS && line.contains("\"image\""))
+}
+
+fn blob_image(block: &mut Value, store: &BlobStore) -> std::io::Result<()> {
+    let Value::Object(b) = block else {
+        return Ok(());
+    };
+    if b.get("type").and_then(Value::as_str) != Some("image") {
+        return Ok(());
+    }
+    let Some(Value::String(data)) = b.get("data") else {
+        return Ok(());
+    };
+    if data.len() < IMAGE_BLOB_MIN_CHARS || data.starts_with(BLOB_PREFIX) {
+        return Ok(());
+    }
+    // Data that is not valid base64 is written as it is: it cannot be stored as bytes.
+    let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(data.as_bytes()) else {
+        return Ok(());
+    };
+    let hex = store.put(&bytes)?;
+    b.insert("data".into(), Value::from(format!("{BLOB_PREFIX}{hex}")));
+    Ok(())
+}
+
+/// Drops transient keys, recomputes `lineCount`, truncates long strings (recording their
+/// full text under their JSON pointer).
+fn shape(
+    value: &mut Value,
+    pointer: &str,
+    store: &BlobStore,
+    full_text: &mut Map<String, Value>,
+) -> std::io::Result<()> {
+    match value {
+        Value::Object(map) => {
+            for key in TRANSIENT_KEYS {
+                map.remove(key);
+            }
+            if let (Some(Value::String(content)), Some(Value::Number(_))) =
+                (map.get("content"), map.get("lineCount"))
+            {
+                let lines = content.split('\n').count();
+                map.insert("lineCount".into(), Value::from(lines));
+            }
+            for (key, child) in map.iter_mut() {
+                if pointer.is_empty() && key == FULL_TEXT_FIELD {
+                    continue;
+                }
+                let escaped = key.replace('~', "~0").replace('/', "~1");
+                shape(child, &format!("{pointer}/{escaped}"), store, full_text)?;
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter_mut().enumerate() {
+                shape(child, &format!("{pointer}/{i}"), store, full_text)?;
+            }
+        }
+        Value::String(s) => {
+            if let Some(cut) = truncated(s) {
+                let hex = store.put(s.as_bytes())?;
+                full_text.insert(
+                    pointer.to_owned(),
+                    Value::from(format!("{BLOB_PREFIX}{hex}")),
+                );
+                *s = cut;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The reference's truncated form of `s` when it is longer than [`MAX_STRING_CHARS`] UTF-16
+/// units: the longest head (whole characters) that leaves room for the notice, then the notice.
+pub fn truncated(s: &str) -> Option<String> {
+    if s.len() <= MAX_STRING_CHARS {
+        // UTF-16 units never exceed UTF-8 bytes.
+        return None;
+    }
+    let units: usize = s.chars().map(char::len_utf16).sum();
+    if units <= MAX_STRING_CHARS {
+        return None;
+    }
+    let room = MAX_STRING_CHARS - TRUNCATION_NOTICE.len();
+    let mut used = 0;
+    let mut end = 0;
+    for (i, c) in s.char_indices() {
+        if used + c.len_utf16() > room {
+            break;
+        }
+        used += c.len_utf16();
+        end = i + c.len_utf8();
+    }
+    Some(format!("{}{TRUNCATION_NOTICE}", &s[..end]))
+}
+
+/// Puts the full text of every string truncated in `value` (an entry object) back, from the
+/// blob store; `Err` lists the pointers whose blob is missing (those strings stay truncated).
+pub fn restore_full_text(value: &mut Value, store: &BlobStore) -> Result<bool, Vec<String>> {
+    let Some(Value::Object(refs)) = value.get(FULL_TEXT_FIELD).cloned() else {
+        return Ok(false);
+    };
+    let mut missing = Vec::new();
+    for (pointer, reference) in refs {
+        let text = reference
+            .as_str()
+            .and_then(|r| r.strip_prefix(BLOB_PREFIX))
+            .and_then(|hex| store.get(hex))
+            .and_then(|bytes| String::from_utf8(bytes).ok());
+        match (text, value.pointer_mut(&pointer)) {
+            (Some(text), Some(slot @ Value::String(_))) => *slot = Value::from(text),
+            _ => missing.push(pointer),
+        }
+    }
+    if let Value::Object(map) = value {
+        map.remove(FULL_TEXT_FIELD);
+    }
+    if missing.is_empty() {
+        Ok(true)
+    } else {
+        Err(missing)
+    }
+}
+
+/// Blob references (`hex`) in one session line: images and full texts.
+pub fn blob_refs_in_line(line: &str, out: &mut std::collections::BTreeSet<String>) {
+    let mut rest = line;
+    while let Some(at) = rest.find(BLOB_PREFIX) {
+        rest = &rest[at + BLOB_PREFIX.len()..];
+        let hex: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+        if !hex.is_empty() {
+            out.insert(hex);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn entry(v: Value) -> Entry {
+        Entry::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn truncation_counts_utf16_and_keeps_whole_characters() {
+        assert_eq!(truncated(&"a".repeat(MAX_STRING_CHARS)), None);
+        let cut = truncated(&"a".repeat(MAX_STRING_CHARS + 1)).unwrap();
+        assert_eq!(cut.len(), MAX_STRING_CHARS);
+        assert!(cut.ends_with(TRUNCATION_NOTICE));
+        // 'é' is 2 bytes but 1 UTF-16 unit: 300,000 of them are not too long.
+        assert_eq!(truncated(&"é".repeat(300_000)), None);
+        // '😀' is 2 UTF-16 units: never split.
+        let cut = truncated(&"😀".repeat(300_000)).unwrap();
+        let head = cut.strip_suffix(TRUNCATION_NOTICE).unwrap();
+        assert!(head.chars().all(|c| c == '😀'));
+        let units: usize = cut.chars().map(char::len_utf16).sum();
+        assert!(units <= MAX_STRING_CHARS);
+    }
+
+    #[test]
+    fn small_entries_are_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::new(dir.path().join("blobs"));
+        let e = entry(
+            json!({"type": "message", "id": "a", "parentId": null, "timestamp": "t",
+            "message": {"role": "user", "content": [{"type": "image", "data": "aGkh", "mimeType": "image/png"}]}}),
+        );
+        assert!(control_entry(&e, &store).unwrap().is_none());
+        assert!(!store.dir().exists());
+    }
+
+    #[test]
+    fn transient_keys_go_and_line_count_is_recomputed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::new(dir.path());
+        let e = entry(
+            json!({"type": "message", "id": "a", "parentId": null, "timestamp": "t",
+            "message": {"role": "assistant", "content": [
+                {"type": "toolCall", "id": "c", "name": "write", "partialJson": "{\"pa",
+                 "arguments": {"content": "a\nb\nc", "lineCount": 9}}],
+                "jsonlEvents": [1, 2]}}),
+        );
+        let out = control_entry(&e, &store).unwrap().unwrap().to_value();
+        let msg = &out["message"];
+        assert!(msg.get("jsonlEvents").is_none());
+        assert!(msg["content"][0].get("partialJson").is_none());
+        assert_eq!(msg["content"][0]["arguments"]["lineCount"], 3);
+        assert!(out.get(FULL_TEXT_FIELD).is_none());
+    }
+
+    #[test]
+    fn restore_puts_the_full_text_back_and_reports_missing_blobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::new(dir.path());
+        let long = "z".repeat(MAX_STRING_CHARS + 10);
+        let e = entry(
+            json!({"type": "custom_message", "id": "a", "parentId": null,
+            "timestamp": "t", "customType": "x", "content": long.clone(), "display": true}),
+        );
+        let written = control_entry(&e, &store).unwrap().unwrap().to_value();
+        assert!(
+            written["content"]
+                .as_str()
+                .unwrap()
+                .ends_with(TRUNCATION_NOTICE)
+        );
+        assert!(written[FULL_TEXT_FIELD]["/content"].is_string());
+        let mut read = written.clone();
+        assert_eq!(restore_full_text(&mut read, &store), Ok(true));
+        assert_eq!(read["content"], long.as_str());
+        assert!(read.get(FULL_TEXT_FIELD).is_none());
+
+        let empty = BlobStore::new(dir.path().join("none"));
+        let mut read = written;
+        assert_eq!(
+            restore_full_text(&mut read, &empty),
+            Err(vec!["/content".to_owned()])
+        );
+        assert!(
+            read["content"]
+                .as_str()
+                .unwrap()
+                .ends_with(TRUNCATION_NOTICE)
+        );
+    }
+}
