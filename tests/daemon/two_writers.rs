@@ -244,10 +244,12 @@ async fn a_daemon_and_the_cli_share_a_file() {
         ],
         &home,
     );
+    // The retry of a compaction that met a moved leaf; when the loop's compaction ran after
+    // every append had landed, the leaf is that compaction and there is nothing to do.
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        out.status.success() || stderr.contains("Already compacted"),
+        "{stderr}"
     );
     assert_file_holds(&path, &all);
     let (s_file, _) = Session::open(&path).unwrap();
