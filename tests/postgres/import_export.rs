@@ -116,7 +116,18 @@ fn import_then_export_gives_back_the_same_bytes() {
                 assert!(String::from_utf8_lossy(&done.stderr).contains("torn last line left out"));
             }
         }
-        let (from_file, _) = Session::open(file).unwrap();
+        let (mut from_file, _) = Session::open(file).unwrap();
+        if migrated.contains(file) {
+            // A migrated file is stored as the file backend's first write makes it, size
+            // controls included (`partialJson` dropped): compare with that write.
+            let copy = dir.path().join(format!(
+                "migrated-{}",
+                file.file_name().unwrap().to_string_lossy()
+            ));
+            std::fs::copy(file, &copy).unwrap();
+            Session::open(&copy).unwrap().0.rewrite().unwrap();
+            from_file = Session::open(&copy).unwrap().0;
+        }
         let id = from_file.header().id.clone();
         let output = cli(&url, &["export", &id]);
         assert!(

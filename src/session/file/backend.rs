@@ -395,8 +395,10 @@ pub fn import_file(
     replace: bool,
     progress: impl Fn(usize, u64) + Send + Sync + 'static,
 ) -> Result<(crate::session::postgres::ImportReport, LoadReport)> {
-    let (session, report) = Session::open(path)?;
+    let (mut session, report) = Session::open(path)?;
     let (header, lines) = if report.migrated_from.is_some() {
+        // As the file backend's migration writes it: with the size controls of a rewrite.
+        session.control_changed_entries()?;
         session.all_lines(&[])
     } else {
         let bytes = std::fs::read(&session.file).map_err(|source| SessionError::Io {

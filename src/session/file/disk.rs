@@ -331,11 +331,9 @@ impl Session {
         Ok(())
     }
 
-    /// Writes header, entries and kept malformed lines to a temp file and renames it over the
-    /// session file. Caller holds the lock.
-    pub(super) fn write_all_atomically(&mut self) -> Result<()> {
-        // Size controls for the entries this rewrite changes (a pruned entry, a migrated
-        // one); a line nothing changed is written back as it was, byte for byte.
+    /// Size controls for the entries a rewrite changes (a pruned entry, a migrated one), as
+    /// every write applies them; a line nothing changed is kept as it was, byte for byte.
+    pub(super) fn control_changed_entries(&mut self) -> Result<()> {
         if let Some(store) = self.blobs.clone() {
             for i in 0..self.entries.len() {
                 if self.entries[i].is_unmodified_line() {
@@ -353,6 +351,13 @@ impl Session {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Writes header, entries and kept malformed lines to a temp file and renames it over the
+    /// session file. Caller holds the lock.
+    pub(super) fn write_all_atomically(&mut self) -> Result<()> {
+        self.control_changed_entries()?;
         let mut header = self.header.clone();
         if header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
             header.version = Some(CURRENT_SESSION_VERSION);
