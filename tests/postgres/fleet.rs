@@ -97,7 +97,18 @@ async fn fleet_appends_and_compacts(n: usize, appends: usize) {
         d.drain_buffer();
     }
     assert_eq!(acked.len(), n * appends);
-    assert!(!compactions.is_empty(), "no compaction succeeded");
+    if compactions.is_empty() {
+        // Every racing compaction met another daemon's append (leafMoved), which is right
+        // but leaves the compaction path unchecked: compact once more with the writers quiet.
+        let r = daemons[0]
+            .ok("session/compact", json!({"sessionId": session}))
+            .await;
+        compactions.push(r["entryId"].as_str().unwrap().to_owned());
+        for d in daemons.iter_mut() {
+            d.pump(std::time::Duration::from_millis(200)).await;
+            d.drain_buffer();
+        }
+    }
     for d in daemons {
         d.finish().await;
     }
