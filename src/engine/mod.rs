@@ -48,7 +48,7 @@ pub use crate::tokens::TokenCounter;
 pub use auto::{AppendAction, AutoPlan, PendingAuto};
 pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
 pub use registry::Engine;
-pub use sessions::{SessionInfo, SessionSummary};
+pub use sessions::{ListPage, SessionInfo, SessionSummary};
 pub use state::blob_store;
 pub use state::sync_policy;
 pub use summarizers::{SummarizerSet, summarizers_from_settings};

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::session::entry::CURRENT_SESSION_VERSION;
-use crate::session::listing;
+use crate::session::listing::{self, ListCursor};
 use crate::session::postgres::PgStore;
 use crate::session::{
     CreateOptions, Destination, LoadReport, Session, SessionError, postgres_path,
@@ -55,6 +55,15 @@ pub struct SessionSummary {
     /// When it was last written (ISO-8601), when the store keeps it (the database); `None`
     /// for a file, whose modification time is its own.
     pub modified: Option<String>,
+}
+
+/// Which page of a listing to return.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListPage {
+    /// At most this many sessions (at least one); all of them when `None`.
+    pub limit: Option<usize>,
+    /// Start after this session (the previous page's `next` cursor).
+    pub after: Option<ListCursor>,
 }
 
 /// Where new sessions go and plain session ids are found (`storage.backend`).
@@ -255,26 +264,55 @@ impl SessionTable {
         self.register(base, session, load_warnings(&report), version, read_only)
     }
 
-    /// The sessions at home (only those of `cwd` when given), most recently modified first:
-    /// files in the directory, or an indexed query of the database that reads no entries.
+    /// A page of the sessions at home (only those of `cwd` when given), most recently
+    /// modified first: files in the directory (only the page's files are read), or an
+    /// indexed query of the database that reads no entries. With the cursor of the next page
+    /// when more sessions follow.
     pub(crate) fn list(
         &self,
         home: Home,
         cwd: Option<&Path>,
-    ) -> Result<Vec<SessionSummary>, EngineError> {
+        page: ListPage,
+    ) -> Result<(Vec<SessionSummary>, Option<ListCursor>), EngineError> {
         let open: HashMap<String, PathBuf> = self
             .all()
             .iter()
             .map(|s| (s.id.clone(), s.path.clone()))
             .collect();
+        let wrong_cursor = || {
+            EngineError::InvalidParams(
+                "invalid cursor: pass the nextCursor of a listing of this daemon's sessions".into(),
+            )
+        };
         let dir = match home {
             Home::Dir(dir) => dir,
             Home::Store(store) => {
+                let after = match page.after {
+                    None => None,
+                    Some(ListCursor::Store { micros, id }) => Some((micros, id)),
+                    Some(ListCursor::File { .. }) => return Err(wrong_cursor()),
+                };
                 let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
-                let rows = store
-                    .list(cwd.as_deref(), None)
+                // One more than asked: whether another page follows.
+                let asked = page.limit.map(|l| l.max(1));
+                let mut rows = store
+                    .list(
+                        cwd.as_deref(),
+                        asked.map(|l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1),
+                        after,
+                    )
                     .map_err(|e| SessionError::Storage(e.to_string()))?;
-                return Ok(rows
+                let next = match asked {
+                    Some(l) if rows.len() > l => {
+                        rows.truncate(l);
+                        rows.last().map(|r| ListCursor::Store {
+                            micros: r.updated_micros,
+                            id: r.id.clone(),
+                        })
+                    }
+                    _ => None,
+                };
+                let sessions = rows
                     .into_iter()
                     .map(|row| {
                         let path = postgres_path(&row.id);
@@ -289,8 +327,14 @@ impl SessionTable {
                             modified: Some(row.modified),
                         }
                     })
-                    .collect());
+                    .collect();
+                return Ok((sessions, next));
             }
+        };
+        let after = match &page.after {
+            None => None,
+            Some(ListCursor::File { nanos, path }) => Some((*nanos, path.as_str())),
+            Some(ListCursor::Store { .. }) => return Err(wrong_cursor()),
         };
         let dir = dir.as_path();
         let io = |e: std::io::Error| {
@@ -299,14 +343,12 @@ impl SessionTable {
                 source: e,
             })
         };
-        let found = match cwd {
-            Some(c) => {
-                listing::list_sessions(&listing::session_dir_for_cwd(dir, &c.to_string_lossy()))
-                    .map_err(io)?
-            }
-            None => listing::list_all_sessions(dir).map_err(io)?,
+        let dirs = match cwd {
+            Some(c) => vec![listing::session_dir_for_cwd(dir, &c.to_string_lossy())],
+            None => listing::cwd_dirs(dir).map_err(io)?,
         };
-        Ok(found
+        let (found, next) = listing::list_page(&dirs, after, page.limit).map_err(io)?;
+        let sessions = found
             .into_iter()
             .map(|info| SessionSummary {
                 open: open.get(&info.id).is_some_and(|p| same_file(p, &info.path)),
@@ -318,7 +360,8 @@ impl SessionTable {
                 entry_count: info.entry_count,
                 modified: None,
             })
-            .collect())
+            .collect();
+        Ok((sessions, next))
     }
 
     /// Registers a loaded session with `base` and its project layer (or returns the one
