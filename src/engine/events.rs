@@ -196,6 +196,13 @@ pub enum EngineEvent {
         session_id: String,
         entries: Vec<Entry>,
     },
+    /// Entries another process (another daemon on the session database) added to an open
+    /// session, read as soon as the database said so; `leaf_id` is the leaf after them.
+    ExternalEntries {
+        session_id: String,
+        entries: Vec<Entry>,
+        leaf_id: String,
+    },
     CompactionStarted {
         session_id: String,
         operation_id: String,

@@ -13,6 +13,7 @@ pub mod env;
 pub mod error;
 pub mod events;
 pub mod fit;
+mod follow;
 pub mod hooks;
 pub mod navigate;
 pub mod overflow;

@@ -56,9 +56,9 @@ impl Engine {
     pub fn new(settings: SettingsStack, events: Arc<dyn EventSink>) -> Self {
         Engine {
             settings: RwLock::new(settings),
+            sessions: SessionTable::new(Arc::clone(&events)),
             events,
             env: EnvSource::standalone(),
-            sessions: SessionTable::default(),
             sessions_dir: None,
             store: Default::default(),
         }

@@ -17,6 +17,7 @@ use crate::session::{
 };
 use crate::settings::SettingsStack;
 
+use super::events::EventSink;
 use super::state::{SessionState, sync_policy};
 use super::{EngineError, SharedSession};
 
@@ -78,12 +79,20 @@ pub(crate) enum Home {
 pub(crate) type SessionsHome<'a> = &'a (dyn Fn() -> Result<Home, EngineError> + Sync);
 
 /// The open sessions by id.
-#[derive(Default)]
 pub(crate) struct SessionTable {
     open: Mutex<HashMap<String, Arc<SessionState>>>,
+    /// Where a followed session's other writers' entries are reported (`follow.rs`).
+    events: Arc<dyn EventSink>,
 }
 
 impl SessionTable {
+    pub(crate) fn new(events: Arc<dyn EventSink>) -> Self {
+        SessionTable {
+            open: Mutex::default(),
+            events,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<SessionState>>> {
         // A map of Arcs: a panic while holding the lock cannot leave it inconsistent.
         self.open.lock().unwrap_or_else(|p| p.into_inner())
@@ -399,6 +408,12 @@ impl SessionTable {
             .map_err(|e| EngineError::Settings(e.to_string()))?;
         session.set_sync_policy(sync_policy(&settings));
         session.set_blob_store(super::state::blob_store(&settings));
+        // Another daemon's appends to a stored session are read (and reported) as the
+        // database announces them, when there is a runtime to wait on.
+        let signal = match tokio::runtime::Handle::try_current() {
+            Ok(_) => session.follow_changes(),
+            Err(_) => None,
+        };
         let info = SessionInfo {
             id: id.clone(),
             path: path.clone(),
@@ -414,7 +429,11 @@ impl SessionTable {
         let mut state = SessionState::new(id.clone(), path, cwd, shared, stack);
         state.original_version = version;
         state.read_only = read_only;
-        sessions.insert(id, Arc::new(state));
+        let state = Arc::new(state);
+        if let Some(signal) = signal {
+            super::follow::spawn(&state, signal, Arc::clone(&self.events));
+        }
+        sessions.insert(id, state);
         Ok(info)
     }
 }
@@ -571,7 +590,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let base = SettingsStack::default();
         let no_dir = || -> Result<Home, EngineError> { panic!("not needed") };
-        let table = SessionTable::default();
+        let table = SessionTable::new(Arc::new(super::super::events::NoopSink));
         let path = dir.path().join("a.jsonl");
         let made = table
             .create(&base, &no_dir, dir.path(), Some(path.clone()), None)

@@ -379,8 +379,19 @@ impl Hub {
                     session_id,
                     entries: entries.iter().map(to_proto::entry).collect(),
                     leaf_id,
+                    external: false,
                 });
             }
+            EngineEvent::ExternalEntries {
+                session_id,
+                entries,
+                leaf_id,
+            } => self.notify::<SessionEntriesAppended>(EntriesAppended {
+                session_id,
+                entries: entries.iter().map(to_proto::entry).collect(),
+                leaf_id,
+                external: true,
+            }),
             EngineEvent::CompactionStarted {
                 session_id,
                 operation_id,

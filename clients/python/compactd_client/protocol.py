@@ -975,13 +975,19 @@ class TreeNavigated(TypedDict):
 
 class EntriesAppended(TypedDict):
     """`session/entriesAppended`: entries were written to the session, by any client or by the
-    server itself (compaction, branch summary, auto-continue prompt).
+    server itself (compaction, branch summary, auto-continue prompt), or by another daemon
+    sharing the session database (`external`).
     """
     sessionId: str
     entries: list[WireEntry]
     """The new entries as stored, in order."""
     leafId: str
     """The leaf after the append."""
+    external: NotRequired[bool]
+    """Written by another process: another daemon on the same PostgreSQL database. Sent as
+    soon as the database announces the write, without a request from this client. (A file
+    session's other writers are read at the next request, without this notification.)
+    """
 
 
 class AutoContinue(TypedDict):

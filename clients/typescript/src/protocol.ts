@@ -1454,7 +1454,8 @@ export interface TreeNavigated {
 }
 /**
  * `session/entriesAppended`: entries were written to the session, by any client or by the
- * server itself (compaction, branch summary, auto-continue prompt).
+ * server itself (compaction, branch summary, auto-continue prompt), or by another daemon
+ * sharing the session database (`external`).
  */
 export interface EntriesAppended {
   sessionId: string;
@@ -1466,6 +1467,12 @@ export interface EntriesAppended {
    * The leaf after the append.
    */
   leafId: string;
+  /**
+   * Written by another process: another daemon on the same PostgreSQL database. Sent as
+   * soon as the database announces the write, without a request from this client. (A file
+   * session's other writers are read at the next request, without this notification.)
+   */
+  external?: boolean;
 }
 /**
  * `session/autoContinue`: after a threshold compaction the server appended the synthetic
