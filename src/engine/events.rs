@@ -86,7 +86,7 @@ impl SummaryStatus {
     pub fn describe(&self) -> String {
         let what = match &self.state {
             SummaryState::Queued { ahead: 0 } => {
-                format!("queued for {} (its server is busy)", self.summarizer)
+                format!("queued for {} while its server is busy", self.summarizer)
             }
             SummaryState::Queued { ahead } => format!(
                 "queued for {} behind {ahead} other request{}",
