@@ -130,6 +130,9 @@ impl Session {
             preparsed: VecDeque::new(),
             path_cache: Default::default(),
             backend: Default::default(),
+            partial: None,
+            duplicate_ids: false,
+            digest_memo: Default::default(),
             blobs: super::super::size_controls::default_store(),
         })
     }

@@ -80,6 +80,9 @@ impl Session {
             preparsed: VecDeque::new(),
             path_cache: Default::default(),
             backend: Default::default(),
+            partial: None,
+            duplicate_ids: false,
+            digest_memo: Default::default(),
             blobs: super::super::size_controls::default_store(),
         };
         // Only current-version entries are kept raw: migration rewrites ids and fields.
@@ -221,6 +224,7 @@ impl Session {
     pub(super) fn push_entry(&mut self, entry: Entry, line: usize, report: &mut LoadReport) {
         self.revision = next_revision();
         if self.index.contains_key(&entry.id) {
+            self.duplicate_ids = true;
             report.duplicate_ids.push(DuplicateId {
                 id: entry.id.clone(),
                 line,
