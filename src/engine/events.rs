@@ -3,6 +3,7 @@
 
 use crate::session::Entry;
 
+use super::fit::SummaryReport;
 use super::{CompactOutcome, EngineError, EngineErrorKind};
 use crate::summarize::Purpose;
 
@@ -226,6 +227,9 @@ pub enum EngineEvent {
         old_leaf_id: Option<String>,
         summary_entry: Option<Box<Entry>>,
         from_extension: Option<bool>,
+        /// Which summarizer wrote the summary and why earlier rungs gave up (`None` without
+        /// a summary written by compactd).
+        report: Option<Box<SummaryReport>>,
     },
     AutoContinue {
         session_id: String,
