@@ -87,7 +87,7 @@ impl SummaryStatus {
     pub fn describe(&self) -> String {
         let what = match &self.state {
             SummaryState::Queued { ahead: 0 } => {
-                format!("queued for {} (its server is busy)", self.summarizer)
+                format!("queued for {} while its server is busy", self.summarizer)
             }
             SummaryState::Queued { ahead } => format!(
                 "queued for {} behind {ahead} other request{}",
@@ -196,6 +196,13 @@ pub enum EngineEvent {
     EntriesAppended {
         session_id: String,
         entries: Vec<Entry>,
+    },
+    /// Entries another process (another daemon on the session database) added to an open
+    /// session, read as soon as the database said so; `leaf_id` is the leaf after them.
+    ExternalEntries {
+        session_id: String,
+        entries: Vec<Entry>,
+        leaf_id: String,
     },
     CompactionStarted {
         session_id: String,

@@ -168,7 +168,8 @@ pub struct TreeNavigated {
 }
 
 /// `session/entriesAppended`: entries were written to the session, by any client or by the
-/// server itself (compaction, branch summary, auto-continue prompt).
+/// server itself (compaction, branch summary, auto-continue prompt), or by another daemon
+/// sharing the session database (`external`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EntriesAppended {
@@ -177,6 +178,11 @@ pub struct EntriesAppended {
     pub entries: Vec<WireEntry>,
     /// The leaf after the append.
     pub leaf_id: EntryId,
+    /// Written by another process: another daemon on the same PostgreSQL database. Sent as
+    /// soon as the database announces the write, without a request from this client. (A file
+    /// session's other writers are read at the next request, without this notification.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
 }
 
 /// `session/autoContinue`: after a threshold compaction the server appended the synthetic

@@ -101,13 +101,27 @@ pub struct SessionListParams {
     /// Only the sessions of this working directory. Default: every stored session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// At most this many sessions in the result (at least 1); a `nextCursor` says when more
+    /// follow. Default: every session, in one result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub limit: Option<u32>,
+    /// The `nextCursor` of the previous page (an opaque string): the sessions after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
 }
 
-/// Result of `session/list`, newest first.
+/// Result of `session/list`, newest first (most recently modified; then by path, or by id in
+/// the database).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionListResult {
     pub sessions: Vec<SessionListItem>,
+    /// Present when more sessions follow this page: pass it as `cursor` to get them. A page
+    /// is not a snapshot: a session written while a client pages moves to the front, and is
+    /// not in the later pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// One stored session.

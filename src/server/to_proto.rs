@@ -14,6 +14,7 @@ use crate::engine::fit::SummaryReport;
 use crate::engine::{
     self, AppendAction, AutoResult, BeforeCompactRequest, BeforeTreeRequest, CompactOutcome,
     CompactReason, CompactingRequest, EngineError, EngineErrorKind, OperationError, Phase, Purpose,
+    SummaryStatus,
 };
 use crate::protocol::{
     AutoCompactionOutcome, AutoCompactionReason, BeforeCompactParams, BeforeTreeParams,
@@ -205,6 +206,19 @@ pub fn summary_part(part: Purpose) -> Option<SummaryPart> {
         Purpose::Short => Some(SummaryPart::Short),
         Purpose::Branch => None,
     }
+}
+
+/// The `$/progress` message of a summary's status: the part, then where it stands
+/// (`turn prefix: queued for local/gemma while its server is busy`, `history: waiting for the
+/// model local/gemma (chunk 2 of 5)`).
+pub fn status_message(part: Purpose, status: &SummaryStatus) -> String {
+    let part = match part {
+        Purpose::History => "history",
+        Purpose::TurnPrefix => "turn prefix",
+        Purpose::Short => "short summary",
+        Purpose::Branch => "branch summary",
+    };
+    format!("{part}: {}", status.describe())
 }
 
 pub fn summary_purpose(purpose: Purpose) -> SummaryPurpose {

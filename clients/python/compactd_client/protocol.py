@@ -179,11 +179,24 @@ class SessionListParams(TypedDict):
     """Params of `session/list`."""
     cwd: NotRequired[Optional[str]]
     """Only the sessions of this working directory. Default: every stored session."""
+    limit: NotRequired[Optional[int]]
+    """At most this many sessions in the result (at least 1); a `nextCursor` says when more
+    follow. Default: every session, in one result.
+    """
+    cursor: NotRequired[Optional[str]]
+    """The `nextCursor` of the previous page (an opaque string): the sessions after it."""
 
 
 class SessionListResult(TypedDict):
-    """Result of `session/list`, newest first."""
+    """Result of `session/list`, newest first (most recently modified; then by path, or by id in
+    the database).
+    """
     sessions: list[SessionListItem]
+    nextCursor: NotRequired[Optional[str]]
+    """Present when more sessions follow this page: pass it as `cursor` to get them. A page
+    is not a snapshot: a session written while a client pages moves to the front, and is
+    not in the later pages.
+    """
 
 
 class SessionListItem(TypedDict):
@@ -1025,13 +1038,19 @@ class TreeNavigated(TypedDict):
 
 class EntriesAppended(TypedDict):
     """`session/entriesAppended`: entries were written to the session, by any client or by the
-    server itself (compaction, branch summary, auto-continue prompt).
+    server itself (compaction, branch summary, auto-continue prompt), or by another daemon
+    sharing the session database (`external`).
     """
     sessionId: str
     entries: list[WireEntry]
     """The new entries as stored, in order."""
     leafId: str
     """The leaf after the append."""
+    external: NotRequired[bool]
+    """Written by another process: another daemon on the same PostgreSQL database. Sent as
+    soon as the database announces the write, without a request from this client. (A file
+    session's other writers are read at the next request, without this notification.)
+    """
 
 
 class AutoContinue(TypedDict):

@@ -403,12 +403,28 @@ export interface SessionListParams {
    * Only the sessions of this working directory. Default: every stored session.
    */
   cwd?: string | null;
+  /**
+   * At most this many sessions in the result (at least 1); a `nextCursor` says when more
+   * follow. Default: every session, in one result.
+   */
+  limit?: number | null;
+  /**
+   * The `nextCursor` of the previous page (an opaque string): the sessions after it.
+   */
+  cursor?: string | null;
 }
 /**
- * Result of `session/list`, newest first.
+ * Result of `session/list`, newest first (most recently modified; then by path, or by id in
+ * the database).
  */
 export interface SessionListResult {
   sessions: SessionListItem[];
+  /**
+   * Present when more sessions follow this page: pass it as `cursor` to get them. A page
+   * is not a snapshot: a session written while a client pages moves to the front, and is
+   * not in the later pages.
+   */
+  nextCursor?: string | null;
 }
 /**
  * One stored session.
@@ -1519,7 +1535,8 @@ export interface TreeNavigated {
 }
 /**
  * `session/entriesAppended`: entries were written to the session, by any client or by the
- * server itself (compaction, branch summary, auto-continue prompt).
+ * server itself (compaction, branch summary, auto-continue prompt), or by another daemon
+ * sharing the session database (`external`).
  */
 export interface EntriesAppended {
   sessionId: string;
@@ -1531,6 +1548,12 @@ export interface EntriesAppended {
    * The leaf after the append.
    */
   leafId: string;
+  /**
+   * Written by another process: another daemon on the same PostgreSQL database. Sent as
+   * soon as the database announces the write, without a request from this client. (A file
+   * session's other writers are read at the next request, without this notification.)
+   */
+  external?: boolean;
 }
 /**
  * `session/autoContinue`: after a threshold compaction the server appended the synthetic
