@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{CLI_OUTPUTS, ErrorKind, METHODS, PROTOCOL_VERSION, concurrency_name};
+use super::{CLI_OUTPUTS, ErrorKind, METHODS, PROTOCOL_VERSION, ResponseError, concurrency_name};
+use crate::rpc::TransportErrorKind;
 
 /// A params or result type, type-erased for the method table.
 #[derive(Debug, Clone, Copy)]
@@ -72,7 +73,8 @@ fn roundtrip<T: Serialize + DeserializeOwned>(value: Value) -> Result<Value, Str
 }
 
 /// `protocol.schema.json`: every method (name, direction, kind, concurrency class,
-/// description, params and result as `$ref`s), every error kind, the `--json` output of
+/// description, params and result as `$ref`s), every error kind (the transport's marked
+/// `transport: true`), the schema of a response's `error` object, the `--json` output of
 /// every CLI command, and the `$defs`.
 pub fn protocol_bundle() -> Value {
     let mut generator = settings().into_generator();
@@ -95,6 +97,14 @@ pub fn protocol_bundle() -> Value {
             row
         })
         .collect();
+    let transport = TransportErrorKind::ALL.iter().map(|kind| {
+        json!({
+            "kind": kind.name(),
+            "code": kind.code(),
+            "message": kind.message(),
+            "transport": true,
+        })
+    });
     let errors: Vec<Value> = ErrorKind::ALL
         .iter()
         .map(|kind| {
@@ -104,6 +114,7 @@ pub fn protocol_bundle() -> Value {
                 "message": kind.default_message(),
             })
         })
+        .chain(transport)
         .collect();
     let cli: Vec<Value> = CLI_OUTPUTS
         .iter()
@@ -114,6 +125,8 @@ pub fn protocol_bundle() -> Value {
             })
         })
         .collect();
+    // Every response's `error`, whatever the method.
+    let error = generator.subschema_for::<ResponseError>().to_value();
     let definitions = generator.take_definitions(true);
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -124,6 +137,7 @@ pub fn protocol_bundle() -> Value {
         "methods": methods,
         "errors": errors,
         "cli": cli,
+        "error": error,
         "$defs": definitions,
     })
 }
