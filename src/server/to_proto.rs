@@ -21,8 +21,8 @@ use crate::protocol::{
     BranchSummaryPreview, CompactResult, CompactingParams, CompactionPreparation, CompactionReason,
     ErrorInfo, ErrorKind, FileOps, NavigateTreeResult, NextAction, ProgressPhase, PruneResult,
     SessionContextResult, SessionInfo, SessionTreeResult, SessionUsageResult, SummarizeParams,
-    SummarizerFailure, SummarizerReport,
-    SummaryDetails, SummaryPart, SummaryPurpose, TreeNode, TreePreparation, WireEntry, WireMessage,
+    SummarizerFailure, SummarizerReport, SummaryDetails, SummaryPart, SummaryPurpose, TreeNode,
+    TreePreparation, WireEntry, WireMessage,
 };
 use crate::rpc::RpcError;
 use crate::session::{AgentMessage, Entry, SessionError};
