@@ -46,10 +46,20 @@ pub struct DaemonProcess {
     framing: Framing,
     buffer: VecDeque<Value>,
     next_id: i64,
+    /// Every message sent and received, in order, once [`DaemonProcess::record`] was called.
+    transcript: Option<Vec<Transcribed>>,
     /// `session/entriesAppended` notifications marked `external` (another daemon's appends,
     /// pushed whenever the database announces them) are not counted as unread.
     ignore_external_appends: bool,
     pub home: tempfile::TempDir,
+}
+
+/// One message of a recorded conversation with the daemon.
+#[derive(Debug, Clone)]
+pub struct Transcribed {
+    /// `true` for what the test sent to the daemon, `false` for what the daemon sent.
+    pub from_client: bool,
+    pub message: Value,
 }
 
 impl DaemonProcess {
@@ -124,9 +134,21 @@ impl DaemonProcess {
             framing,
             buffer: VecDeque::new(),
             next_id: 1,
+            transcript: None,
             ignore_external_appends: false,
             home,
         }
+    }
+
+    /// Records every message sent (by [`Self::send`] and the helpers built on it, not
+    /// [`Self::send_raw`]) and received from now on.
+    pub fn record(&mut self) {
+        self.transcript.get_or_insert_with(Vec::new);
+    }
+
+    /// The messages recorded since [`Self::record`], in the order they were sent or read.
+    pub fn take_transcript(&mut self) -> Vec<Transcribed> {
+        self.transcript.take().unwrap_or_default()
     }
 
     /// The daemon's process id.
@@ -193,6 +215,12 @@ impl DaemonProcess {
 
     pub async fn send(&mut self, message: Value) {
         let body = message.to_string();
+        if let Some(transcript) = &mut self.transcript {
+            transcript.push(Transcribed {
+                from_client: true,
+                message,
+            });
+        }
         let framed = match self.framing {
             Framing::Ndjson => format!("{body}\n"),
             Framing::Lsp => format!("Content-Length: {}\r\n\r\n{body}", body.len()),
@@ -249,15 +277,30 @@ impl DaemonProcess {
                 }
             }
         };
-        tokio::time::timeout(READ_TIMEOUT, read)
+        let message: Option<Value> = tokio::time::timeout(READ_TIMEOUT, read)
             .await
-            .expect("compactd answered in time")
+            .expect("compactd answered in time");
+        if let (Some(transcript), Some(message)) = (&mut self.transcript, &message) {
+            transcript.push(Transcribed {
+                from_client: false,
+                message: message.clone(),
+            });
+        }
+        message
     }
 
     async fn next_message(&mut self) -> Value {
         self.read_message()
             .await
             .expect("compactd closed its output unexpectedly")
+    }
+
+    /// The next message, from the buffer or the wire; `None` at EOF.
+    pub async fn receive(&mut self) -> Option<Value> {
+        match self.buffer.pop_front() {
+            Some(message) => Some(message),
+            None => self.read_message().await,
+        }
     }
 
     /// Reads until the response to `id`; everything else is buffered.

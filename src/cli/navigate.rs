@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use compactd::engine::{NavigateOptions, NavigateOutcome, SharedSession, navigate_tree};
-use compactd::server::to_proto;
+use crate::engine::{NavigateOptions, NavigateOutcome, SharedSession, navigate_tree};
+use crate::server::to_proto;
 
 use super::common::{self, CliError, TokenizerArg};
 use super::compact::{StderrProgress, engine_env, open_writable, run_cancellable};
@@ -67,7 +67,12 @@ fn pretty(o: &NavigateOutcome) -> String {
     );
     if let Some(entry) = &o.summary_entry {
         text.push_str(&format!("branch summary entry {}\n", entry.id));
-        if let compactd::session::EntryKind::BranchSummary(b) = entry.kind() {
+        text.push_str(&common::fallback_lines(
+            o.report
+                .iter()
+                .map(|report| (crate::engine::Purpose::Branch, report)),
+        ));
+        if let crate::session::EntryKind::BranchSummary(b) = entry.kind() {
             text.push('\n');
             text.push_str(b.summary.trim_end());
             text.push('\n');

@@ -3,6 +3,7 @@
 
 use crate::session::Entry;
 
+use super::fit::SummaryReport;
 use super::{CompactOutcome, EngineError, EngineErrorKind};
 use crate::summarize::Purpose;
 
@@ -233,6 +234,9 @@ pub enum EngineEvent {
         old_leaf_id: Option<String>,
         summary_entry: Option<Box<Entry>>,
         from_extension: Option<bool>,
+        /// Which summarizer wrote the summary and why earlier rungs gave up (`None` without
+        /// a summary written by compactd).
+        report: Option<Box<SummaryReport>>,
     },
     AutoContinue {
         session_id: String,
@@ -246,10 +250,12 @@ pub trait EventSink: Send + Sync {
     fn emit(&self, event: EngineEvent);
 }
 
-/// A sink that drops every event (CLI, tests).
+/// A sink that drops every event (tests).
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoopSink;
 
+#[cfg(test)]
 impl EventSink for NoopSink {
     fn emit(&self, _event: EngineEvent) {}
 }

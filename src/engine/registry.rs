@@ -459,6 +459,7 @@ impl Engine {
                     EntryKind::BranchSummary(b) => b.from_extension,
                     _ => None,
                 }),
+                report: outcome.report.clone().map(Box::new),
             });
         }
         Ok(outcome)

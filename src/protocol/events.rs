@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{EntryId, OperationId, ProgressToken, SessionId, WireEntry};
+use super::common::{EntryId, OperationId, ProgressToken, SessionId, SummarizerReport, WireEntry};
 use super::compaction::CompactResult;
 use super::errors::ErrorInfo;
 
@@ -158,6 +158,13 @@ pub struct TreeNavigated {
     /// With a summary: whether a hook supplied it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_extension: Option<bool>,
+    /// With a summary: which summarizer wrote it (`hook` for a hook's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<String>,
+    /// With a summary compactd wrote: which summarizer wrote it and why the ones tried
+    /// before it gave up (also in the entry's `details.summarizers`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summarizers: Vec<SummarizerReport>,
 }
 
 /// `session/entriesAppended`: entries were written to the session, by any client or by the

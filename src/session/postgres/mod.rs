@@ -46,10 +46,8 @@ use std::time::Duration;
 
 pub use crate::settings::redact_url;
 pub(crate) use ops::Finish;
-pub use ops::{
-    Changes, ContextDigest, Head, ImportReport, Loaded, Locked, SeqLine, SessionRow, StoredLine,
-    WriteMeta,
-};
+pub(crate) use ops::Locked;
+pub use ops::{Changes, ContextDigest, Head, ImportReport, Loaded, SeqLine, StoredLine, WriteMeta};
 pub use watch::ChangeSignal;
 pub(crate) use watch::Interest;
 
