@@ -142,6 +142,9 @@ fn pretty(o: &CompactOutcome, file: &Path) -> String {
         "{entry}\nfirst kept entry: {}\ntokens before: {}\ntokens after (estimated): {}\nsummarizer: {}\n",
         o.first_kept_entry_id, o.tokens_before, o.tokens_after, o.summarizer
     );
+    text.push_str(&common::fallback_lines(
+        o.reports.iter().map(|(part, report)| (*part, report)),
+    ));
     if let Some(short) = &o.short_summary {
         text.push_str(&format!(
             "short summary: {}\n",

@@ -173,7 +173,7 @@ pub async fn summarize_fitted(
                 tracing::warn!(summarizer = %summarizer.id(), "summarizer gave up: {error}");
                 failures.push(RungFailure {
                     summarizer: summarizer.id(),
-                    reason: error.to_string(),
+                    reason: error.reason(),
                 });
                 if error.is_overflow() {
                     overflow = Some(error.clone());

@@ -452,8 +452,19 @@ impl Hub {
                     session_id,
                     entries: entries.iter().map(to_proto::entry).collect(),
                     leaf_id,
+                    external: false,
                 });
             }
+            EngineEvent::ExternalEntries {
+                session_id,
+                entries,
+                leaf_id,
+            } => self.notify::<SessionEntriesAppended>(EntriesAppended {
+                session_id,
+                entries: entries.iter().map(to_proto::entry).collect(),
+                leaf_id,
+                external: true,
+            }),
             EngineEvent::CompactionStarted {
                 session_id,
                 operation_id,
@@ -543,12 +554,15 @@ impl Hub {
                 old_leaf_id,
                 summary_entry,
                 from_extension,
+                report,
             } => self.notify::<SessionTreeNavigated>(TreeNavigated {
                 session_id,
                 new_leaf_id,
                 old_leaf_id,
                 summary_entry: summary_entry.map(|e| to_proto::entry(&e)),
                 from_extension,
+                summarizer: to_proto::branch_summarizer(from_extension, report.as_deref()),
+                summarizers: to_proto::branch_reports(report.as_deref()),
             }),
             EngineEvent::AutoContinue {
                 session_id,
