@@ -3,8 +3,8 @@
 //! errors as protocol errors (their kind mapped as an enum, never through its name). The way
 //! back is [`super::from_proto`].
 //!
-//! Public so that the command line's `--json` output prints these same result types
-//! (`compactd tree --json` is a `session/tree` result): one schema covers both.
+//! The command line (`crate::cli`) prints its `--json` output through these same
+//! functions (`compactd tree --json` is a `session/tree` result): one schema covers both.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
