@@ -28,7 +28,7 @@ use crate::summarize::{
 };
 use crate::tokens::TokenCounter;
 
-use super::events::{SummaryState, SummaryStatus};
+use super::events::{RungFailure, SummaryReport, SummaryState, SummaryStatus};
 use super::{OperationObserver, SummarizerSet};
 
 /// Characters kept of each tool result once the input has to shrink.
@@ -61,27 +61,6 @@ pub struct SummaryJob<'a> {
     /// Only the most recent part is needed when it does not fit (the short summary): keep the
     /// last chunk instead of folding over all of them.
     pub tail_only: bool,
-}
-
-/// Which summarizer wrote a summary, and why the rungs before it did not.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SummaryReport {
-    /// The summarizer's id (`local/qwen3-8b`, `extractive`, ...).
-    pub summarizer: String,
-    /// What the answer checks found (`checks passed`, `cut at the output limit; 2 complete
-    /// sections kept, checks passed`); `None` for the extractive rung, which is not checked.
-    pub checks: Option<String>,
-    /// Requests the summary took on that rung (more than one when the input was folded).
-    pub chunks: usize,
-    /// The earlier rungs, in order, with the reason each gave up.
-    pub failures: Vec<RungFailure>,
-}
-
-/// A rung that did not write the summary.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RungFailure {
-    pub summarizer: String,
-    pub reason: String,
 }
 
 /// A summary and its report.
