@@ -9,11 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactd::compaction::{CompactionParams, prepare_compaction};
-use compactd::engine::auto::decide;
-use compactd::engine::state::AutoMemory;
-use compactd::engine::usage::usage_view;
-use compactd::session::postgres::{PgOptions, PgStore};
-use compactd::session::{EntryKind, Session, import_file};
+use compactd::engine::{AutoMemory, decide, usage_view};
+use compactd::session::{EntryKind, PgOptions, PgStore, Session, import_file};
 use compactd::settings::Settings;
 use compactd::tokens::{Chars4, TokenCache};
 use devtools::daemon::{assistant, user};
