@@ -419,8 +419,11 @@ impl Entry {
     }
 }
 
+pub(crate) mod head;
 mod raw;
 mod wire;
+
+pub(crate) use raw::{LineSource, read_exact_at};
 
 #[cfg(test)]
 mod tests {
