@@ -26,7 +26,8 @@
 //! For fault injection a reply can also wait before its status line (`Reply::delayed`), end
 //! with a TCP reset (`StreamEnd::Reset`), or stream one chunk forever (`Reply::endless`); and
 //! `set_generator` computes the reply of every unscripted request from its arrival number, so
-//! a test can draw random faults from a seeded generator.
+//! a test can draw random faults from a seeded generator. A reply held by a [`Gate`]
+//! (`Reply::held_by`) waits until the test opens it: a slow first token without a sleep.
 //!
 //! Limit discovery (what compactd asks a server on this machine before summarising: `GET
 //! /models`, `GET /props`, `POST /api/show`, `GET /api/ps`) is answered apart: from
@@ -110,6 +111,35 @@ pub enum ReplyBody {
     },
 }
 
+/// A switch a test opens to let the replies it holds go on (see [`Reply::held_by`]): a model
+/// that reads its prompt until the test has seen what it waits for, with no sleep.
+#[derive(Debug, Clone)]
+pub struct Gate(Arc<watch::Sender<bool>>);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate::new()
+    }
+}
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Gate {
+        Gate(Arc::new(watch::Sender::new(false)))
+    }
+
+    /// Lets every reply held by this gate go on, now and later.
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn passed(&self) {
+        let mut open = self.0.subscribe();
+        // The sender lives in `self`: the wait ends only when the gate opens.
+        let _ = open.wait_for(|open| *open).await;
+    }
+}
+
 /// A scripted reply.
 #[derive(Debug, Clone)]
 pub struct Reply {
@@ -118,6 +148,8 @@ pub struct Reply {
     pub body: ReplyBody,
     /// Wait this long before sending anything.
     pub delay: Duration,
+    /// Hold the body (a stream: after its status line) until this gate opens.
+    pub gate: Option<Gate>,
 }
 
 impl Reply {
@@ -133,6 +165,7 @@ impl Reply {
             headers: Vec::new(),
             body: ReplyBody::Full(body.to_owned()),
             delay: Duration::ZERO,
+            gate: None,
         }
     }
 
@@ -163,6 +196,7 @@ impl Reply {
                 end: StreamEnd::Finish,
             },
             delay: Duration::ZERO,
+            gate: None,
         }
     }
 
@@ -173,6 +207,7 @@ impl Reply {
             headers: Vec::new(),
             body: ReplyBody::Hang,
             delay: Duration::ZERO,
+            gate: None,
         }
     }
 
@@ -190,7 +225,15 @@ impl Reply {
             headers: vec![("content-type".into(), "text/event-stream".into())],
             body: ReplyBody::Endless { data, delay },
             delay: Duration::ZERO,
+            gate: None,
         }
+    }
+
+    /// Holds the reply until `gate` opens: a full body before its status line, a stream after
+    /// it (the request was accepted and no token came yet, as a model reading its prompt).
+    pub fn held_by(mut self, gate: &Gate) -> Reply {
+        self.gate = Some(gate.clone());
+        self
     }
 
     /// Waits `delay` before sending the status line.
@@ -590,6 +633,9 @@ async fn write_reply_inner(writer: &mut OwnedWriteHalf, reply: &Reply) -> std::i
     match &reply.body {
         ReplyBody::Hang => std::future::pending().await,
         ReplyBody::Full(body) => {
+            if let Some(gate) = &reply.gate {
+                gate.passed().await;
+            }
             head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
             writer.write_all(head.as_bytes()).await?;
             writer.write_all(body.as_bytes()).await?;
@@ -600,6 +646,9 @@ async fn write_reply_inner(writer: &mut OwnedWriteHalf, reply: &Reply) -> std::i
             head.push_str("transfer-encoding: chunked\r\n\r\n");
             writer.write_all(head.as_bytes()).await?;
             writer.flush().await?;
+            if let Some(gate) = &reply.gate {
+                gate.passed().await;
+            }
             for chunk in chunks {
                 if !chunk.delay.is_zero() {
                     tokio::time::sleep(chunk.delay).await;

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use compactd::protocol::BlobsReport;
 use compactd::session::size_controls::{BlobStore, blob_refs_in_line};
 use compactd::settings::SettingsStack;
 
@@ -27,21 +28,6 @@ pub struct BlobsArgs {
     pub gc: bool,
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Report {
-    store: PathBuf,
-    sessions: usize,
-    /// Referenced blob → the session files referring to it.
-    referenced: BTreeMap<String, Vec<PathBuf>>,
-    /// Referenced but not in the store.
-    missing: Vec<String>,
-    /// In the store, referenced by none of the sessions.
-    unreferenced: Vec<String>,
-    /// Deleted by `--gc`.
-    deleted: Vec<String>,
 }
 
 fn session_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
@@ -118,7 +104,7 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
             deleted.push(hex.clone());
         }
     }
-    let report = Report {
+    let report = BlobsReport {
         store: dir,
         sessions: files.len(),
         referenced,

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
+use compactd::engine::fit::SummaryReport;
 use compactd::session::{LoadReport, Session};
 use compactd::settings::{Settings, SettingsStack};
 use compactd::tokens::TokenCounter;
@@ -128,4 +129,31 @@ pub fn one_line(text: &str, max: usize) -> String {
         let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
     }
+}
+
+/// One line per summarizer that gave up before a summary part was written, e.g.
+/// `history: openai/gpt-4o gave up: HTTP 500 …; extractive wrote it`; empty when the first
+/// summarizer wrote every part.
+pub fn fallback_lines<'a>(
+    reports: impl IntoIterator<Item = (compactd::engine::Purpose, &'a SummaryReport)>,
+) -> String {
+    let mut text = String::new();
+    for (part, report) in reports {
+        for failure in &report.failures {
+            text.push_str(&format!(
+                "{}: {} gave up: {}\n",
+                part.name(),
+                failure.summarizer,
+                one_line(&failure.reason, 200)
+            ));
+        }
+        if !report.failures.is_empty() {
+            text.push_str(&format!(
+                "{}: {} wrote it\n",
+                part.name(),
+                report.summarizer
+            ));
+        }
+    }
+    text
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use compactd::engine::{
     CompactEnv, CompactOptions, CompactOutcome, EnvSource, OperationObserver, Phase, Purpose,
-    SharedSession, compact, session_window,
+    SharedSession, SummaryStatus, compact, session_window,
 };
 use compactd::server::to_proto;
 use compactd::session::Session;
@@ -142,6 +142,9 @@ fn pretty(o: &CompactOutcome, file: &Path) -> String {
         "{entry}\nfirst kept entry: {}\ntokens before: {}\ntokens after (estimated): {}\nsummarizer: {}\n",
         o.first_kept_entry_id, o.tokens_before, o.tokens_after, o.summarizer
     );
+    text.push_str(&common::fallback_lines(
+        o.reports.iter().map(|(part, report)| (*part, report)),
+    ));
     if let Some(short) = &o.short_summary {
         text.push_str(&format!(
             "short summary: {}\n",
@@ -204,6 +207,14 @@ impl OperationObserver for StderrProgress {
         if let Ok(mut state) = self.state.lock() {
             state.1 = 0;
         }
+    }
+
+    fn status(&self, part: Purpose, status: &SummaryStatus) {
+        self.phase(
+            Phase::Summarizing,
+            &to_proto::status_message(part, status),
+            None,
+        );
     }
 
     fn delta(&self, _part: Purpose, text: &str) {

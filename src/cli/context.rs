@@ -4,6 +4,8 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 use compactd::engine::usage::{ContextView, context_view};
+use compactd::protocol::ContextReport;
+use compactd::server::to_proto;
 use compactd::session::{AgentMessage, ContentBlock};
 use compactd::tokens::TokenCache;
 
@@ -14,7 +16,8 @@ use super::common::{self, CliError, TokenizerArg};
 pub struct ContextArgs {
     /// The session file (`.jsonl`); it is only read.
     pub session: PathBuf,
-    /// Print JSON instead of text.
+    /// Print JSON instead of text: `session/context`'s result with per-message counts, the
+    /// counter used and `session/usage` (`ContextReport` in the schema).
     #[arg(long)]
     pub json: bool,
     /// Token counter (default: the `tokenizer` setting).
@@ -28,7 +31,17 @@ pub fn run(args: &ContextArgs) -> Result<(), CliError> {
     let cache = TokenCache::new(common::counter(args.tokenizer, &settings)?);
     let view = context_view(&session, &settings, &cache);
     if args.json {
-        common::print_json(&view)
+        common::print_json(&ContextReport {
+            context: to_proto::context_result(&view, true),
+            tokenizer: view.tokenizer.clone(),
+            usage: to_proto::usage_result(
+                &view.usage,
+                to_proto::Activity {
+                    auto_compaction_enabled: settings.compaction.enabled,
+                    ..Default::default()
+                },
+            ),
+        })
     } else {
         common::print(&render(&view))
     }

@@ -67,6 +67,11 @@ fn pretty(o: &NavigateOutcome) -> String {
     );
     if let Some(entry) = &o.summary_entry {
         text.push_str(&format!("branch summary entry {}\n", entry.id));
+        text.push_str(&common::fallback_lines(
+            o.report
+                .iter()
+                .map(|report| (compactd::engine::Purpose::Branch, report)),
+        ));
         if let compactd::session::EntryKind::BranchSummary(b) = entry.kind() {
             text.push('\n');
             text.push_str(b.summary.trim_end());

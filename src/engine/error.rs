@@ -95,6 +95,9 @@ impl EngineError {
             EngineError::LeafMoved { .. } => EngineErrorKind::LeafMoved,
             EngineError::InvalidParams(_) => EngineErrorKind::InvalidParams,
             EngineError::SessionFile(SessionError::Storage(_)) => EngineErrorKind::Storage,
+            EngineError::SessionFile(SessionError::NotFound { .. }) => {
+                EngineErrorKind::SessionNotFound
+            }
             EngineError::SessionFile(SessionError::Io { source, .. })
                 if source.kind() != std::io::ErrorKind::InvalidData =>
             {

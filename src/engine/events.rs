@@ -3,6 +3,7 @@
 
 use crate::session::Entry;
 
+use super::fit::SummaryReport;
 use super::{CompactOutcome, EngineError, EngineErrorKind};
 use crate::summarize::Purpose;
 
@@ -86,7 +87,7 @@ impl SummaryStatus {
     pub fn describe(&self) -> String {
         let what = match &self.state {
             SummaryState::Queued { ahead: 0 } => {
-                format!("queued for {} (its server is busy)", self.summarizer)
+                format!("queued for {} while its server is busy", self.summarizer)
             }
             SummaryState::Queued { ahead } => format!(
                 "queued for {} behind {ahead} other request{}",
@@ -196,6 +197,13 @@ pub enum EngineEvent {
         session_id: String,
         entries: Vec<Entry>,
     },
+    /// Entries another process (another daemon on the session database) added to an open
+    /// session, read as soon as the database said so; `leaf_id` is the leaf after them.
+    ExternalEntries {
+        session_id: String,
+        entries: Vec<Entry>,
+        leaf_id: String,
+    },
     CompactionStarted {
         session_id: String,
         operation_id: String,
@@ -226,6 +234,9 @@ pub enum EngineEvent {
         old_leaf_id: Option<String>,
         summary_entry: Option<Box<Entry>>,
         from_extension: Option<bool>,
+        /// Which summarizer wrote the summary and why earlier rungs gave up (`None` without
+        /// a summary written by compactd).
+        report: Option<Box<SummaryReport>>,
     },
     AutoContinue {
         session_id: String,

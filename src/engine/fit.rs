@@ -172,7 +172,7 @@ pub async fn summarize_fitted(
                 tracing::warn!(summarizer = %summarizer.id(), "summarizer gave up: {error}");
                 failures.push(RungFailure {
                     summarizer: summarizer.id(),
-                    reason: error.to_string(),
+                    reason: error.reason(),
                 });
                 if error.is_overflow() {
                     overflow = Some(error.clone());
@@ -311,7 +311,10 @@ impl RungRun<'_, '_> {
                 match event.outcome {
                     AttemptOutcome::Started => {
                         self.observer.restart(self.part);
-                        status(SummaryState::WaitingForModel);
+                        // The extractive rung writes at once: there is no model to wait for.
+                        if rung.checked {
+                            status(SummaryState::WaitingForModel);
+                        }
                     }
                     AttemptOutcome::Queued { ahead } => status(SummaryState::Queued { ahead }),
                     AttemptOutcome::Retrying { sleep, error, .. } => {

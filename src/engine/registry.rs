@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::session::listing;
+use crate::session::listing::{self, ListCursor};
 use crate::session::postgres::{PgOptions, PgStore};
 use crate::session::{Entry, EntryKind};
 use crate::settings::{Settings, SettingsStack, StorageBackend};
@@ -20,7 +20,7 @@ use super::env::{ClientSummarizerFactory, EnvSource, PromptSource, token_counter
 use super::events::new_operation_id;
 use super::prune::{self, PruneOutcome};
 use super::run::run_compaction;
-use super::sessions::{Home, SessionInfo, SessionSummary, SessionTable, session_stack};
+use super::sessions::{Home, ListPage, SessionInfo, SessionSummary, SessionTable, session_stack};
 use super::state::{OpKind, SessionState, check_leaf};
 use super::usage::{self, ContextView, TreeView, UsageView};
 use super::{
@@ -56,9 +56,9 @@ impl Engine {
     pub fn new(settings: SettingsStack, events: Arc<dyn EventSink>) -> Self {
         Engine {
             settings: RwLock::new(settings),
+            sessions: SessionTable::new(Arc::clone(&events)),
             events,
             env: EnvSource::standalone(),
-            sessions: SessionTable::default(),
             sessions_dir: None,
             store: Default::default(),
         }
@@ -215,10 +215,15 @@ impl Engine {
             .await
     }
 
-    /// The sessions in the sessions directory (only those of `cwd` when given), most recently
-    /// modified first.
-    pub async fn list(&self, cwd: Option<&Path>) -> Result<Vec<SessionSummary>, EngineError> {
-        self.sessions.list(self.home()?, cwd)
+    /// A page of the sessions in the sessions directory or the database (only those of `cwd`
+    /// when given), most recently modified first, with the cursor of the next page when more
+    /// follow.
+    pub async fn list(
+        &self,
+        cwd: Option<&Path>,
+        page: ListPage,
+    ) -> Result<(Vec<SessionSummary>, Option<ListCursor>), EngineError> {
+        self.sessions.list(self.home()?, cwd, page)
     }
 
     /// Forgets session `id` (running operations keep their own handle and finish).
@@ -449,6 +454,7 @@ impl Engine {
                     EntryKind::BranchSummary(b) => b.from_extension,
                     _ => None,
                 }),
+                report: outcome.report.clone().map(Box::new),
             });
         }
         Ok(outcome)

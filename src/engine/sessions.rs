@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::session::entry::CURRENT_SESSION_VERSION;
-use crate::session::listing;
+use crate::session::listing::{self, ListCursor};
 use crate::session::postgres::PgStore;
 use crate::session::{
     CreateOptions, Destination, LoadReport, Session, SessionError, postgres_path,
 };
 use crate::settings::SettingsStack;
 
+use super::events::EventSink;
 use super::state::{SessionState, sync_policy};
 use super::{EngineError, SharedSession};
 
@@ -57,6 +58,15 @@ pub struct SessionSummary {
     pub modified: Option<String>,
 }
 
+/// Which page of a listing to return.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListPage {
+    /// At most this many sessions (at least one); all of them when `None`.
+    pub limit: Option<usize>,
+    /// Start after this session (the previous page's `next` cursor).
+    pub after: Option<ListCursor>,
+}
+
 /// Where new sessions go and plain session ids are found (`storage.backend`).
 pub(crate) enum Home {
     /// Session files in this directory.
@@ -69,12 +79,20 @@ pub(crate) enum Home {
 pub(crate) type SessionsHome<'a> = &'a (dyn Fn() -> Result<Home, EngineError> + Sync);
 
 /// The open sessions by id.
-#[derive(Default)]
 pub(crate) struct SessionTable {
     open: Mutex<HashMap<String, Arc<SessionState>>>,
+    /// Where a followed session's other writers' entries are reported (`follow.rs`).
+    events: Arc<dyn EventSink>,
 }
 
 impl SessionTable {
+    pub(crate) fn new(events: Arc<dyn EventSink>) -> Self {
+        SessionTable {
+            open: Mutex::default(),
+            events,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<SessionState>>> {
         // A map of Arcs: a panic while holding the lock cannot leave it inconsistent.
         self.open.lock().unwrap_or_else(|p| p.into_inner())
@@ -255,26 +273,55 @@ impl SessionTable {
         self.register(base, session, load_warnings(&report), version, read_only)
     }
 
-    /// The sessions at home (only those of `cwd` when given), most recently modified first:
-    /// files in the directory, or an indexed query of the database that reads no entries.
+    /// A page of the sessions at home (only those of `cwd` when given), most recently
+    /// modified first: files in the directory (only the page's files are read), or an
+    /// indexed query of the database that reads no entries. With the cursor of the next page
+    /// when more sessions follow.
     pub(crate) fn list(
         &self,
         home: Home,
         cwd: Option<&Path>,
-    ) -> Result<Vec<SessionSummary>, EngineError> {
+        page: ListPage,
+    ) -> Result<(Vec<SessionSummary>, Option<ListCursor>), EngineError> {
         let open: HashMap<String, PathBuf> = self
             .all()
             .iter()
             .map(|s| (s.id.clone(), s.path.clone()))
             .collect();
+        let wrong_cursor = || {
+            EngineError::InvalidParams(
+                "invalid cursor: pass the nextCursor of a listing of this daemon's sessions".into(),
+            )
+        };
         let dir = match home {
             Home::Dir(dir) => dir,
             Home::Store(store) => {
+                let after = match page.after {
+                    None => None,
+                    Some(ListCursor::Store { micros, id }) => Some((micros, id)),
+                    Some(ListCursor::File { .. }) => return Err(wrong_cursor()),
+                };
                 let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
-                let rows = store
-                    .list(cwd.as_deref(), None)
+                // One more than asked: whether another page follows.
+                let asked = page.limit.map(|l| l.max(1));
+                let mut rows = store
+                    .list(
+                        cwd.as_deref(),
+                        asked.map(|l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1),
+                        after,
+                    )
                     .map_err(|e| SessionError::Storage(e.to_string()))?;
-                return Ok(rows
+                let next = match asked {
+                    Some(l) if rows.len() > l => {
+                        rows.truncate(l);
+                        rows.last().map(|r| ListCursor::Store {
+                            micros: r.updated_micros,
+                            id: r.id.clone(),
+                        })
+                    }
+                    _ => None,
+                };
+                let sessions = rows
                     .into_iter()
                     .map(|row| {
                         let path = postgres_path(&row.id);
@@ -289,8 +336,14 @@ impl SessionTable {
                             modified: Some(row.modified),
                         }
                     })
-                    .collect());
+                    .collect();
+                return Ok((sessions, next));
             }
+        };
+        let after = match &page.after {
+            None => None,
+            Some(ListCursor::File { nanos, path }) => Some((*nanos, path.as_str())),
+            Some(ListCursor::Store { .. }) => return Err(wrong_cursor()),
         };
         let dir = dir.as_path();
         let io = |e: std::io::Error| {
@@ -299,14 +352,12 @@ impl SessionTable {
                 source: e,
             })
         };
-        let found = match cwd {
-            Some(c) => {
-                listing::list_sessions(&listing::session_dir_for_cwd(dir, &c.to_string_lossy()))
-                    .map_err(io)?
-            }
-            None => listing::list_all_sessions(dir).map_err(io)?,
+        let dirs = match cwd {
+            Some(c) => vec![listing::session_dir_for_cwd(dir, &c.to_string_lossy())],
+            None => listing::cwd_dirs(dir).map_err(io)?,
         };
-        Ok(found
+        let (found, next) = listing::list_page(&dirs, after, page.limit).map_err(io)?;
+        let sessions = found
             .into_iter()
             .map(|info| SessionSummary {
                 open: open.get(&info.id).is_some_and(|p| same_file(p, &info.path)),
@@ -318,7 +369,8 @@ impl SessionTable {
                 entry_count: info.entry_count,
                 modified: None,
             })
-            .collect())
+            .collect();
+        Ok((sessions, next))
     }
 
     /// Registers a loaded session with `base` and its project layer (or returns the one
@@ -356,6 +408,12 @@ impl SessionTable {
             .map_err(|e| EngineError::Settings(e.to_string()))?;
         session.set_sync_policy(sync_policy(&settings));
         session.set_blob_store(super::state::blob_store(&settings));
+        // Another daemon's appends to a stored session are read (and reported) as the
+        // database announces them, when there is a runtime to wait on.
+        let signal = match tokio::runtime::Handle::try_current() {
+            Ok(_) => session.follow_changes(),
+            Err(_) => None,
+        };
         let info = SessionInfo {
             id: id.clone(),
             path: path.clone(),
@@ -371,7 +429,11 @@ impl SessionTable {
         let mut state = SessionState::new(id.clone(), path, cwd, shared, stack);
         state.original_version = version;
         state.read_only = read_only;
-        sessions.insert(id, Arc::new(state));
+        let state = Arc::new(state);
+        if let Some(signal) = signal {
+            super::follow::spawn(&state, signal, Arc::clone(&self.events));
+        }
+        sessions.insert(id, state);
         Ok(info)
     }
 }
@@ -528,7 +590,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let base = SettingsStack::default();
         let no_dir = || -> Result<Home, EngineError> { panic!("not needed") };
-        let table = SessionTable::default();
+        let table = SessionTable::new(Arc::new(super::super::events::NoopSink));
         let path = dir.path().join("a.jsonl");
         let made = table
             .create(&base, &no_dir, dir.path(), Some(path.clone()), None)

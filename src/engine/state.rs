@@ -165,6 +165,14 @@ pub struct SessionState {
     /// The last usage view computed, so repeated `session/usage` calls on an unchanged
     /// session cost a comparison instead of a walk of the whole branch.
     usage_memo: Mutex<Option<UsageMemo>>,
+    /// Cancelled when the session is dropped (closed): ends its follower (`follow.rs`).
+    pub(crate) stop: CancellationToken,
+}
+
+impl Drop for SessionState {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }
 
 /// What a [`UsageView`] was computed from, and the view.
@@ -201,6 +209,7 @@ impl SessionState {
             original_version: crate::session::CURRENT_SESSION_VERSION,
             read_only: false,
             usage_memo: Mutex::new(None),
+            stop: CancellationToken::new(),
         }
     }
 

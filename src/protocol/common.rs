@@ -113,6 +113,10 @@ pub struct SummaryDetails {
     /// nothing had to be added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retained_facts: Option<Vec<RetainedFact>>,
+    /// Which summarizer wrote each summary part and why the ones tried before it did not
+    /// (a fallback is never silent). Absent when no summarizer ran (a hook supplied it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizers: Option<Vec<SummarizerReport>>,
     /// Whatever else the entry's `details` hold: `reason` (why the compaction ran), a hook's
     /// own fields.
     #[serde(flatten)]
@@ -127,4 +131,36 @@ pub struct RetainedFact {
     pub kind: String,
     /// The fact as it was added to the summary.
     pub text: String,
+}
+
+/// Which summarizer wrote one summary part, and why each summarizer tried before it gave up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SummarizerReport {
+    /// The summary part: `history`, `turnPrefix`, `short` or `branch`.
+    pub part: String,
+    /// The summarizer that wrote it: `provider/model`, `client`, `remote` or `extractive`
+    /// (the offline last rung).
+    pub summarizer: String,
+    /// What the answer checks found (`checks passed`, or what was cut); absent for the
+    /// extractive rung, whose output is not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<String>,
+    /// Requests the part took on that summarizer (more than one when its input was split).
+    pub chunks: u64,
+    /// The summarizers tried before, in order, each with why it gave up; empty when the first
+    /// one wrote the part.
+    #[serde(default)]
+    pub failures: Vec<SummarizerFailure>,
+}
+
+/// A summarizer that did not write a summary part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SummarizerFailure {
+    pub summarizer: String,
+    /// Why, for a person: the server's error (`HTTP 500 …`), a timeout, an answer the checks
+    /// rejected (`answer rejected: …`), a summarizer skipped after failing the same way
+    /// before.
+    pub reason: String,
 }

@@ -5,7 +5,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::common::{EntryId, ProgressToken, SessionId, SummaryDetails, WireEntry};
+use super::common::{
+    EntryId, ProgressToken, SessionId, SummarizerReport, SummaryDetails, WireEntry,
+};
 
 /// Params of `session/compact`. The request answers when the compaction is done; progress
 /// and summary text stream meanwhile.
@@ -57,7 +59,8 @@ pub struct CompactResult {
     /// The estimated context size after (summary plus kept messages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_after: Option<u64>,
-    /// File lists and retained facts.
+    /// File lists, retained facts, and `summarizers`: which summarizer wrote each part and
+    /// why the ones tried before it gave up (as stored in the entry's `details`).
     pub details: SummaryDetails,
     /// Data a `hooks/compacting` or `hooks/beforeCompact` answer asked to store on the entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,7 +70,8 @@ pub struct CompactResult {
     /// Whether a hook supplied the compaction.
     pub from_extension: bool,
     /// Which summarizer wrote the history summary: `extractive`, `provider/model`, `client`,
-    /// `remote`, `hook`, or `none` when nothing was summarised.
+    /// `remote`, `hook`, or `none` when nothing was summarised. When it is a fallback,
+    /// `details.summarizers` says why the summarizers before it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarizer: Option<String>,
 }
@@ -153,6 +157,10 @@ pub struct BranchSummaryPreview {
     pub from_extension: bool,
     /// Which summarizer wrote it (`extractive`, `provider/model`, `client`, `hook`, …).
     pub summarizer: String,
+    /// Which summarizer wrote it and why the ones tried before it gave up (empty for a
+    /// hook's summary).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summarizers: Vec<SummarizerReport>,
 }
 
 /// Result of `session/navigateTree` (spec §6.4, plus the new leaf).
@@ -173,6 +181,14 @@ pub struct NavigateTreeResult {
     /// For a preview: the summary the navigation would attach.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<BranchSummaryPreview>,
+    /// With a summary (attached or previewed): which summarizer wrote it (`hook` for a
+    /// hook's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<String>,
+    /// With a summary compactd wrote: which summarizer wrote it and why the ones tried
+    /// before it gave up (also in the entry's `details.summarizers`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summarizers: Vec<SummarizerReport>,
     /// The leaf now (unchanged when cancelled); `null` when the branch is empty.
     pub leaf_id: Option<EntryId>,
 }

@@ -7,7 +7,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::rpc::{RpcError, error_code};
+use crate::rpc::{RpcError, TransportErrorKind, error_code};
 
 /// Every typed error a compactd method can return, besides the transport's own
 /// (parse errors, unknown methods, overload, shutdown).
@@ -203,6 +203,79 @@ impl ErrorKind {
     pub fn of(error: &RpcError) -> Option<ErrorKind> {
         error.kind().and_then(ErrorKind::from_name)
     }
+}
+
+/// Every `data.kind` string an error can carry: the protocol's [`ErrorKind`]s, then the
+/// transport's [`TransportErrorKind`]s.
+pub fn all_kind_names() -> Vec<&'static str> {
+    ErrorKind::ALL
+        .iter()
+        .map(|kind| kind.name())
+        .chain(TransportErrorKind::ALL.iter().map(|kind| kind.name()))
+        .collect()
+}
+
+/// A JSON-RPC error object as compactd sends it (`error` in a response).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResponseError {
+    /// The JSON-RPC code: one per kind (see `errors`), standard codes for the standard
+    /// failures.
+    pub code: i64,
+    /// A message a person can act on.
+    pub message: String,
+    /// What a program matches on; present on every error compactd sends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<ErrorData>,
+}
+
+/// The `data` object of an error: its `kind`, and the fields that kind names.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorData {
+    /// The error's kind (see `errors` in `protocol.schema.json`): match on it, not on the
+    /// message.
+    #[schemars(schema_with = "kind_name_schema")]
+    pub kind: String,
+    /// `sessionNotFound`: the session id asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// `entryNotFound`: the entry id asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_id: Option<String>,
+    /// `leafMoved`: the leaf the request expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_leaf_id: Option<String>,
+    /// `leafMoved`: the session's leaf (`null` for an empty branch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf_id: Option<Option<String>>,
+    /// The file (`sessionNotFound`, `sessionFileInvalid`, `pathOutsideAllowed`, `ioError`), or,
+    /// for `invalidParams`, the params field at fault (e.g. `entries[0].message`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// `ioError`: the operating system's error number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<i64>,
+    /// `ioError`: the error number's name (`ENOSPC`, `EACCES`, `EFBIG`, …); `null` when it has
+    /// none compactd knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_error: Option<Option<String>>,
+    /// `cannotGetUnderThreshold`: the context size the compaction reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_after: Option<u64>,
+    /// `cannotGetUnderThreshold`: the threshold it had to get under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_tokens: Option<u64>,
+    /// `settingsInvalid`: the offending key, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+fn kind_name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": all_kind_names(),
+    })
 }
 
 /// The reference's prefix of `errorMessage` when overflow recovery fails.

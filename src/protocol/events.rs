@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{EntryId, OperationId, ProgressToken, SessionId, WireEntry};
+use super::common::{EntryId, OperationId, ProgressToken, SessionId, SummarizerReport, WireEntry};
 use super::compaction::CompactResult;
 use super::errors::ErrorInfo;
 
@@ -158,10 +158,18 @@ pub struct TreeNavigated {
     /// With a summary: whether a hook supplied it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_extension: Option<bool>,
+    /// With a summary: which summarizer wrote it (`hook` for a hook's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summarizer: Option<String>,
+    /// With a summary compactd wrote: which summarizer wrote it and why the ones tried
+    /// before it gave up (also in the entry's `details.summarizers`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summarizers: Vec<SummarizerReport>,
 }
 
 /// `session/entriesAppended`: entries were written to the session, by any client or by the
-/// server itself (compaction, branch summary, auto-continue prompt).
+/// server itself (compaction, branch summary, auto-continue prompt), or by another daemon
+/// sharing the session database (`external`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EntriesAppended {
@@ -170,6 +178,11 @@ pub struct EntriesAppended {
     pub entries: Vec<WireEntry>,
     /// The leaf after the append.
     pub leaf_id: EntryId,
+    /// Written by another process: another daemon on the same PostgreSQL database. Sent as
+    /// soon as the database announces the write, without a request from this client. (A file
+    /// session's other writers are read at the next request, without this notification.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
 }
 
 /// `session/autoContinue`: after a threshold compaction the server appended the synthetic

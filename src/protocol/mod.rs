@@ -19,6 +19,7 @@
 //! `docs/protocol.md` is the readable companion; a test checks that its examples
 //! deserialise into these types.
 
+mod cli;
 mod common;
 mod compaction;
 mod errors;
@@ -30,16 +31,18 @@ mod schema;
 mod session;
 mod settings;
 
+pub use cli::{BlobsReport, CLI_OUTPUTS, CliOutput, CompactionPlan, ContextReport, PlanMode};
 pub use common::{
-    Empty, EntryId, OperationId, ProgressToken, RetainedFact, SessionId, SummaryDetails, WireEntry,
-    WireMessage,
+    Empty, EntryId, OperationId, ProgressToken, RetainedFact, SessionId, SummarizerFailure,
+    SummarizerReport, SummaryDetails, WireEntry, WireMessage,
 };
 pub use compaction::{
     AbortResult, BranchSummaryPreview, CompactResult, NavigateTreeParams, NavigateTreeResult,
     PruneResult, SessionCompactParams, SessionPruneParams,
 };
 pub use errors::{
-    AUTO_COMPACTION_FAILED_PREFIX, ErrorInfo, ErrorKind, OVERFLOW_RECOVERY_FAILED_PREFIX,
+    AUTO_COMPACTION_FAILED_PREFIX, ErrorData, ErrorInfo, ErrorKind,
+    OVERFLOW_RECOVERY_FAILED_PREFIX, ResponseError, all_kind_names,
 };
 pub use events::{
     AUTO_CONTINUE_PROMPT, AutoCompactionFinished, AutoCompactionOutcome, AutoCompactionReason,
@@ -59,7 +62,7 @@ pub use lifecycle::{
 pub use progress::{ProgressParams, ProgressPhase, WorkDoneProgress, WorkDoneProgressTokenParams};
 pub use schema::{TypeSpec, protocol_bundle, protocol_schemas, schema_file_text, write_schemas};
 pub use session::{
-    AppendEntry, NextAction, PruneSummary, SessionAppendParams, SessionAppendResult,
+    AppendEntry, NextAction, PruneSummary, RawEntry, SessionAppendParams, SessionAppendResult,
     SessionContextParams, SessionContextResult, SessionCreateParams, SessionForkParams,
     SessionInfo, SessionListItem, SessionListParams, SessionListResult, SessionLocator,
     SessionOpenParams, SessionRef, SessionTreeParams, SessionTreeResult, SessionUsageResult,

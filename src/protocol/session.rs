@@ -1,10 +1,11 @@
 //! Session requests: create, open, fork, list, close, append, context, tree, usage, setLabel.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::common::{EntryId, SessionId, WireEntry, WireMessage};
 use super::events::AutoCompactionOutcome;
@@ -100,13 +101,27 @@ pub struct SessionListParams {
     /// Only the sessions of this working directory. Default: every stored session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// At most this many sessions in the result (at least 1); a `nextCursor` says when more
+    /// follow. Default: every session, in one result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub limit: Option<u32>,
+    /// The `nextCursor` of the previous page (an opaque string): the sessions after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
 }
 
-/// Result of `session/list`, newest first.
+/// Result of `session/list`, newest first (most recently modified; then by path, or by id in
+/// the database).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionListResult {
     pub sessions: Vec<SessionListItem>,
+    /// Present when more sessions follow this page: pass it as `cursor` to get them. A page
+    /// is not a snapshot: a session written while a client pages moves to the front, and is
+    /// not in the later pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// One stored session.
@@ -208,7 +223,36 @@ pub enum AppendEntry {
     },
     /// Any other entry, given as it is stored (with its file `type`, e.g.
     /// `ttsr_injection`), minus `id` and `parentId`. Kept byte for byte.
-    Raw { entry: WireEntry },
+    Raw { entry: RawEntry },
+}
+
+/// An entry as it will be stored, without what the server assigns: `type` and the fields of
+/// that type. `id`, `parentId` and `timestamp` may be given and are replaced.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawEntry(pub Map<String, Value>);
+
+impl JsonSchema for RawEntry {
+    fn schema_name() -> Cow<'static, str> {
+        "RawEntry".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "An entry to append as it will be stored (spec §1.2): `type` and \
+                the fields of that type, unknown ones included. `id`, `parentId` and \
+                `timestamp` are assigned by the server (given ones are replaced).",
+            "type": "object",
+            "required": ["type"],
+            "properties": {
+                "type": { "type": "string" },
+                "id": { "type": "string" },
+                "parentId": { "type": ["string", "null"] },
+                "timestamp": { "type": "string" }
+            },
+            "additionalProperties": true
+        })
+    }
 }
 
 fn default_true() -> bool {

@@ -253,10 +253,18 @@ fn the_bundle_lists_every_method_with_resolvable_refs() {
         .unwrap();
     assert_eq!(compact["concurrency"], "sessionSerial");
     assert_eq!(compact["result"], json!({"$ref": "#/$defs/CompactResult"}));
+    let kinds: Vec<&str> = bundle["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, crate::protocol::all_kind_names());
     assert_eq!(
-        bundle["errors"].as_array().unwrap().len(),
-        ErrorKind::ALL.len()
+        kinds.len(),
+        ErrorKind::ALL.len() + crate::rpc::TransportErrorKind::ALL.len()
     );
+    assert_eq!(bundle["error"], json!({"$ref": "#/$defs/ResponseError"}));
     let files: Vec<String> = protocol_schemas().into_iter().map(|(n, _)| n).collect();
     assert!(files.contains(&"settings.schema.json".to_owned()));
     assert!(files.contains(&"CompactResult.json".to_owned()));

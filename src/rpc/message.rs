@@ -32,6 +32,93 @@ pub mod error_code {
     pub const NOT_INITIALIZED: i64 = -32002;
 }
 
+/// The transport's own error kinds (`data.kind`), which any request can get whatever its
+/// method: the input could not be framed or parsed, the method is unknown, the lifecycle or
+/// the ingress limits refused it, or the server failed. The protocol's typed errors are
+/// `protocol::ErrorKind`; both lists are in the schema bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TransportErrorKind {
+    /// -32700: the input is not JSON, or its framing is broken.
+    ParseError,
+    /// -32600: valid JSON, but not a JSON-RPC message (a batch, a bad id, a reused id).
+    InvalidRequest,
+    /// -32600: a message over the size limit (skipped whole).
+    MessageTooLarge,
+    /// -32600: a second `initialize`.
+    AlreadyInitialized,
+    /// -32600: a request after `shutdown`.
+    ShuttingDown,
+    /// -32601: no method of that name.
+    MethodNotFound,
+    /// -32603: the server failed (a handler panicked, a result did not serialise).
+    Internal,
+    /// -32001: too much work in flight; retry later.
+    Overloaded,
+}
+
+impl TransportErrorKind {
+    /// Every kind, in code order.
+    pub const ALL: [TransportErrorKind; 8] = [
+        TransportErrorKind::ParseError,
+        TransportErrorKind::InvalidRequest,
+        TransportErrorKind::MessageTooLarge,
+        TransportErrorKind::AlreadyInitialized,
+        TransportErrorKind::ShuttingDown,
+        TransportErrorKind::MethodNotFound,
+        TransportErrorKind::Internal,
+        TransportErrorKind::Overloaded,
+    ];
+
+    /// The JSON-RPC error code.
+    pub const fn code(self) -> i64 {
+        match self {
+            Self::ParseError => error_code::PARSE_ERROR,
+            Self::InvalidRequest
+            | Self::MessageTooLarge
+            | Self::AlreadyInitialized
+            | Self::ShuttingDown => error_code::INVALID_REQUEST,
+            Self::MethodNotFound => error_code::METHOD_NOT_FOUND,
+            Self::Internal => error_code::INTERNAL_ERROR,
+            Self::Overloaded => error_code::OVERLOADED,
+        }
+    }
+
+    /// The `data.kind` string.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::ParseError => "parseError",
+            Self::InvalidRequest => "invalidRequest",
+            Self::MessageTooLarge => "messageTooLarge",
+            Self::AlreadyInitialized => "alreadyInitialized",
+            Self::ShuttingDown => "shuttingDown",
+            Self::MethodNotFound => "methodNotFound",
+            Self::Internal => "internal",
+            Self::Overloaded => "overloaded",
+        }
+    }
+
+    /// The message's shape (details follow the colon where there is one).
+    pub const fn message(self) -> &'static str {
+        match self {
+            Self::ParseError => "parse error: <detail>",
+            Self::InvalidRequest => "invalid request: <detail>",
+            Self::MessageTooLarge => "invalid request: message exceeds the limit of <n> bytes …",
+            Self::AlreadyInitialized => {
+                "already initialized: `initialize` may be sent once per connection"
+            }
+            Self::ShuttingDown => "server is shutting down",
+            Self::MethodNotFound => "unknown method `<method>`",
+            Self::Internal => "internal error: <detail>",
+            Self::Overloaded => "server overloaded; retry later",
+        }
+    }
+
+    /// The kind named by a `data.kind` string.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+}
+
 /// A request id: JSON-RPC allows numbers and strings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -112,7 +199,8 @@ impl RpcError {
 
     /// -32700: the input could not be parsed.
     pub fn parse_error(detail: impl fmt::Display) -> Self {
-        Self::new(error_code::PARSE_ERROR, format!("parse error: {detail}")).with_kind("parseError")
+        Self::new(error_code::PARSE_ERROR, format!("parse error: {detail}"))
+            .with_kind(TransportErrorKind::ParseError.name())
     }
 
     /// -32600: the input is not a valid JSON-RPC message.
@@ -121,7 +209,7 @@ impl RpcError {
             error_code::INVALID_REQUEST,
             format!("invalid request: {detail}"),
         )
-        .with_kind("invalidRequest")
+        .with_kind(TransportErrorKind::InvalidRequest.name())
     }
 
     /// -32601: "unknown method `foo/bar`".
@@ -130,7 +218,7 @@ impl RpcError {
             error_code::METHOD_NOT_FOUND,
             format!("unknown method `{method}`"),
         )
-        .with_kind("methodNotFound")
+        .with_kind(TransportErrorKind::MethodNotFound.name())
     }
 
     /// -32602: "invalid params for `method`: detail".
@@ -148,7 +236,7 @@ impl RpcError {
             error_code::INTERNAL_ERROR,
             format!("internal error: {detail}"),
         )
-        .with_kind("internal")
+        .with_kind(TransportErrorKind::Internal.name())
     }
 
     /// -32800: the request was cancelled. Handlers return this when they see their token
@@ -159,7 +247,20 @@ impl RpcError {
 
     /// -32001: too much work queued.
     pub fn overloaded() -> Self {
-        Self::new(error_code::OVERLOADED, "server overloaded; retry later").with_kind("overloaded")
+        Self::new(
+            error_code::OVERLOADED,
+            TransportErrorKind::Overloaded.message(),
+        )
+        .with_kind(TransportErrorKind::Overloaded.name())
+    }
+
+    /// -32600 `messageTooLarge`: a message over the size limit was skipped.
+    pub fn message_too_large(detail: impl fmt::Display) -> Self {
+        Self::new(
+            error_code::INVALID_REQUEST,
+            format!("invalid request: {detail}"),
+        )
+        .with_kind(TransportErrorKind::MessageTooLarge.name())
     }
 
     /// -32002: a request before `initialize` (or while it is still running).
@@ -177,12 +278,16 @@ impl RpcError {
             error_code::INVALID_REQUEST,
             "already initialized: `initialize` may be sent once per connection",
         )
-        .with_kind("alreadyInitialized")
+        .with_kind(TransportErrorKind::AlreadyInitialized.name())
     }
 
     /// -32600: a request after `shutdown`.
     pub fn shutting_down() -> Self {
-        Self::new(error_code::INVALID_REQUEST, "server is shutting down").with_kind("shuttingDown")
+        Self::new(
+            error_code::INVALID_REQUEST,
+            TransportErrorKind::ShuttingDown.message(),
+        )
+        .with_kind(TransportErrorKind::ShuttingDown.name())
     }
 }
 

@@ -78,7 +78,7 @@ mod tests;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 pub use client::{Client, ClientRequestError};
-pub use message::{RequestId, RpcError, error_code};
+pub use message::{RequestId, RpcError, TransportErrorKind, error_code};
 pub use parent::wait_for_process_exit;
 pub use peer::{
     ExitReason, NotificationCtx, Peer, PeerConfig, PeerHandle, RequestCtx, TRANSPORT_NOTIFICATIONS,

@@ -444,9 +444,7 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
             Frame::Error(error) => {
                 tracing::warn!(%error, "framing error");
                 let answer = match error {
-                    FrameError::TooLarge { .. } => {
-                        RpcError::invalid_request(&error).with_kind("messageTooLarge")
-                    }
+                    FrameError::TooLarge { .. } => RpcError::message_too_large(&error),
                     FrameError::BadHeader(_) | FrameError::Truncated => {
                         RpcError::parse_error(&error)
                     }

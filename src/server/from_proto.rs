@@ -6,14 +6,38 @@ use serde_json::Value;
 
 use crate::engine::{
     AppendOptions, BeforeCompactReply, BeforeTreeReply, CompactOptions, CompactReason,
-    CompactingReply, HookCompaction, NavigateOptions, NewEntry,
+    CompactingReply, HookCompaction, ListPage, NavigateOptions, NewEntry,
 };
 use crate::protocol::{
     AppendEntry, BeforeCompactResponse, BeforeTreeResponse, CompactingResponse, NavigateTreeParams,
     SessionAppendParams, SessionCompactParams, SettingsTarget,
 };
+use crate::session::listing::ListCursor;
 use crate::session::{Entry, EntryKind};
 use crate::settings::UpdateTarget;
+
+/// `limit` and `cursor` of `session/list` as the page to return; the error names the param.
+pub fn list_page(
+    limit: Option<u32>,
+    cursor: Option<&str>,
+) -> Result<ListPage, (&'static str, String)> {
+    if limit == Some(0) {
+        return Err(("limit", "must be at least 1".into()));
+    }
+    let after = match cursor {
+        None => None,
+        Some(c) => Some(c.parse::<ListCursor>().map_err(|()| {
+            (
+                "cursor",
+                format!("{c:?} is not a nextCursor of session/list"),
+            )
+        })?),
+    };
+    Ok(ListPage {
+        limit: limit.map(|l| l as usize),
+        after,
+    })
+}
 
 /// `expectedLeafId` as the engine takes it: `Some(Some(id))` to check, `None` not to.
 pub fn expected_leaf(expected: Option<String>) -> Option<Option<String>> {

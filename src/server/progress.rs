@@ -10,6 +10,12 @@
 //! or a branch summary): its operation id, its progress token, and the summary text streamed
 //! but not yet sent (deltas are coalesced to at most one notification per part every
 //! [`DELTA_INTERVAL`]).
+//!
+//! `$/progress` reports say what the operation waits for: each phase, and each change of a
+//! summary's status (queued for its server's slot, waiting for the model's first token,
+//! retrying, which chunk of how many) are reported as they happen. The character count of
+//! streamed text is throttled to one report per [`PROGRESS_INTERVAL`]; a count held back is
+//! sent before the next report or the `end`, so the last state always arrives.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +26,9 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::to_proto;
-use crate::engine::{CompactReason, EngineEvent, EventSink, OperationObserver, Phase, Purpose};
+use crate::engine::{
+    CompactReason, EngineEvent, EventSink, OperationObserver, Phase, Purpose, SummaryStatus,
+};
 use crate::protocol::SummaryPart as WirePart;
 use crate::protocol::method::*;
 use crate::protocol::{
@@ -33,6 +41,10 @@ use crate::rpc::Client;
 
 /// Deltas are coalesced to at most one notification per part in this interval (≤ 20/s).
 pub const DELTA_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Streamed characters are reported at most once in this interval (≤ 4/s): a slow local
+/// model streams a token every 50-100 ms, and one report per token flooded the client.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 
 /// How long the client gets to answer `window/workDoneProgress/create`.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -75,6 +87,12 @@ struct Op {
     /// Parts with text already sent since their last restart.
     sent: Vec<WirePart>,
     last_delta: Option<Instant>,
+    /// When the last `$/progress` report was sent.
+    last_report: Option<Instant>,
+    /// A character count held back by the throttle, sent before the next message.
+    held_report: bool,
+    /// Which chunk of how many the latest status named, when the input was split.
+    chunk: Option<(usize, usize)>,
     /// `session/autoContinue` waits for `session/autoCompactionFinished`.
     auto_continue: Option<AutoContinue>,
 }
@@ -93,6 +111,9 @@ impl Op {
             pending: Vec::new(),
             sent: Vec::new(),
             last_delta: None,
+            last_report: None,
+            held_report: false,
+            chunk: None,
             auto_continue: None,
         }
     }
@@ -106,7 +127,12 @@ pub struct Hub {
     ops: Mutex<HashMap<String, Op>>,
     cancels: Mutex<HashMap<ProgressToken, CancelTarget>>,
     next_auto: AtomicU64,
+    /// The clock of the throttles (a test's own clock in unit tests).
+    now: Clock,
 }
+
+/// Where the hub reads the time.
+type Clock = Box<dyn Fn() -> Instant + Send + Sync>;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Plain maps updated in one step: a panic elsewhere cannot leave them half-written.
@@ -121,6 +147,10 @@ impl Default for Hub {
 
 impl Hub {
     pub fn new() -> Self {
+        Self::with_clock(Box::new(Instant::now))
+    }
+
+    fn with_clock(now: Clock) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         Hub {
             tx,
@@ -129,6 +159,7 @@ impl Hub {
             ops: Mutex::new(HashMap::new()),
             cancels: Mutex::new(HashMap::new()),
             next_auto: AtomicU64::new(1),
+            now,
         }
     }
 
@@ -255,6 +286,7 @@ impl Hub {
         };
         if let Some(mut op) = op {
             self.flush_deltas(session_id, &mut op);
+            self.release_held(&mut op);
             if let Some(token) = &op.progress {
                 lock(&self.cancels).remove(token);
             }
@@ -276,23 +308,46 @@ impl Hub {
     fn phase(&self, session_id: &str, phase: Phase, percentage: Option<u32>) {
         self.with_op(session_id, |hub, op| {
             hub.flush_deltas(session_id, op);
+            hub.release_held(op);
             let phase = to_proto::progress_phase(phase, op.characters);
-            hub.report(op, phase, percentage);
+            hub.report(
+                op,
+                phase.message(),
+                Some(percentage.unwrap_or_else(|| phase.percentage())),
+            );
         });
     }
 
-    fn report(&self, op: &mut Op, phase: ProgressPhase, percentage: Option<u32>) {
-        op.percentage = op
-            .percentage
-            .max(percentage.unwrap_or_else(|| phase.percentage()).min(100));
+    /// Sends a `$/progress` report; `percentage` only ever grows (`None` keeps it).
+    fn report(&self, op: &mut Op, message: String, percentage: Option<u32>) {
+        op.percentage = op.percentage.max(percentage.unwrap_or(0).min(100));
+        op.last_report = Some((self.now)());
+        op.held_report = false;
         self.progress(
             &op.progress,
             WorkDoneProgress::Report {
                 cancellable: Some(true),
-                message: Some(phase.message()),
+                message: Some(message),
                 percentage: Some(op.percentage),
             },
         );
+    }
+
+    /// `summarizing (N characters)`, with the chunk when the input was split.
+    fn report_characters(&self, op: &mut Op) {
+        let characters = op.characters;
+        let mut message = ProgressPhase::Summarizing { characters }.message();
+        if let Some((chunk, chunks)) = op.chunk {
+            message.push_str(&format!(", chunk {chunk} of {chunks}"));
+        }
+        self.report(op, message, None);
+    }
+
+    /// The character count the throttle held back, before any other message.
+    fn release_held(&self, op: &mut Op) {
+        if op.held_report {
+            self.report_characters(op);
+        }
     }
 
     fn delta(&self, session_id: &str, part: Purpose, text: &str) {
@@ -304,14 +359,32 @@ impl Hub {
                     None => op.pending.push((part, text.to_owned())),
                 }
             }
-            let due = op
+            let now = (hub.now)();
+            if op
                 .last_delta
-                .is_none_or(|last| last.elapsed() >= DELTA_INTERVAL);
-            if due {
+                .is_none_or(|last| now - last >= DELTA_INTERVAL)
+            {
                 hub.flush_deltas(session_id, op);
-                let characters = op.characters;
-                hub.report(op, ProgressPhase::Summarizing { characters }, None);
             }
+            if op
+                .last_report
+                .is_none_or(|last| now - last >= PROGRESS_INTERVAL)
+            {
+                hub.report_characters(op);
+            } else {
+                op.held_report = true;
+            }
+        });
+    }
+
+    /// A summary's status changed (queued, waiting for the model, retrying, the next chunk):
+    /// reported at once, after any held character count.
+    fn status(&self, session_id: &str, part: Purpose, status: &SummaryStatus) {
+        self.with_op(session_id, |hub, op| {
+            hub.flush_deltas(session_id, op);
+            hub.release_held(op);
+            op.chunk = (status.chunks > 1).then_some((status.chunk, status.chunks));
+            hub.report(op, to_proto::status_message(part, status), None);
         });
     }
 
@@ -340,7 +413,7 @@ impl Hub {
         if op.pending.is_empty() {
             return;
         }
-        op.last_delta = Some(Instant::now());
+        op.last_delta = Some((self.now)());
         let operation_id = op.operation_id.clone().unwrap_or_default();
         for (part, text) in op.pending.drain(..) {
             if !op.sent.contains(&part) {
@@ -379,8 +452,19 @@ impl Hub {
                     session_id,
                     entries: entries.iter().map(to_proto::entry).collect(),
                     leaf_id,
+                    external: false,
                 });
             }
+            EngineEvent::ExternalEntries {
+                session_id,
+                entries,
+                leaf_id,
+            } => self.notify::<SessionEntriesAppended>(EntriesAppended {
+                session_id,
+                entries: entries.iter().map(to_proto::entry).collect(),
+                leaf_id,
+                external: true,
+            }),
             EngineEvent::CompactionStarted {
                 session_id,
                 operation_id,
@@ -410,6 +494,7 @@ impl Hub {
                 let mut ops = lock(&self.ops);
                 if let Some(op) = ops.get_mut(&session_id) {
                     self.flush_deltas(&session_id, op);
+                    self.release_held(op);
                     op.started_sent = false;
                 }
                 drop(ops);
@@ -435,6 +520,7 @@ impl Hub {
                     return;
                 };
                 self.flush_deltas(&session_id, &mut op);
+                self.release_held(&mut op);
                 let end_message = if result.aborted {
                     "cancelled".to_owned()
                 } else if let Some(message) = &result.error_message {
@@ -468,12 +554,15 @@ impl Hub {
                 old_leaf_id,
                 summary_entry,
                 from_extension,
+                report,
             } => self.notify::<SessionTreeNavigated>(TreeNavigated {
                 session_id,
                 new_leaf_id,
                 old_leaf_id,
                 summary_entry: summary_entry.map(|e| to_proto::entry(&e)),
                 from_extension,
+                summarizer: to_proto::branch_summarizer(from_extension, report.as_deref()),
+                summarizers: to_proto::branch_reports(report.as_deref()),
             }),
             EngineEvent::AutoContinue {
                 session_id,
@@ -570,5 +659,125 @@ impl OperationObserver for OpObserver {
 
     fn restart(&self, part: Purpose) {
         self.hub.restart(&self.session_id, part);
+    }
+
+    fn status(&self, part: Purpose, status: &SummaryStatus) {
+        self.hub.status(&self.session_id, part, status);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use super::*;
+
+    /// A hub whose clock reads `millis` after a fixed start, with a client that accepts
+    /// progress; returns what it queued for the client.
+    fn hub_at(millis: Arc<AtomicU64>) -> Hub {
+        let start = Instant::now();
+        let hub = Hub::with_clock(Box::new(move || {
+            start + Duration::from_millis(millis.load(Ordering::SeqCst))
+        }));
+        let capabilities: ClientCapabilities =
+            serde_json::from_value(serde_json::json!({"window": {"workDoneProgress": true}}))
+                .expect("capabilities");
+        hub.set_capabilities(capabilities);
+        hub
+    }
+
+    fn progress_messages(hub: &Hub) -> Vec<WorkDoneProgress> {
+        let mut rx = lock(&hub.rx).take().expect("the forwarder was not started");
+        let mut out = Vec::new();
+        while let Ok(message) = rx.try_recv() {
+            if let Out::Notify(method, params) = message
+                && method == Progress::NAME
+            {
+                let params: ProgressParams = serde_json::from_value(params).expect("progress");
+                out.push(params.value);
+            }
+        }
+        out
+    }
+
+    fn message(progress: &WorkDoneProgress) -> &str {
+        match progress {
+            WorkDoneProgress::Begin { message, .. }
+            | WorkDoneProgress::Report { message, .. }
+            | WorkDoneProgress::End { message } => message.as_deref().unwrap_or(""),
+        }
+    }
+
+    #[test]
+    fn a_slow_stream_is_reported_four_times_a_second_and_its_last_count_arrives() {
+        // A local model: one token every 60 ms for 2,048 tokens (about two minutes). One report
+        // per delta was 2,048 reports; throttled, at most one per 250 ms.
+        let clock = Arc::new(AtomicU64::new(0));
+        let hub = hub_at(clock.clone());
+        let token = ProgressToken::String("tok".into());
+        let cancel = tokio_util::sync::CancellationToken::new();
+        hub.begin("s", OperationKind::BranchSummary, Some(token), cancel);
+        hub.phase("s", Phase::Summarizing, None);
+        for i in 0..2_048u64 {
+            clock.store(i * 60, Ordering::SeqCst);
+            hub.delta("s", Purpose::Branch, "abcd");
+        }
+        hub.end("s", OperationKind::BranchSummary, "done".into());
+        let sent = progress_messages(&hub);
+        let counts: Vec<&str> = sent
+            .iter()
+            .map(message)
+            .filter(|m| m.starts_with("summarizing ("))
+            .collect();
+        let most = 2_048 * 60 / PROGRESS_INTERVAL.as_millis() as usize + 2;
+        assert!(
+            counts.len() <= most && counts.len() > most / 2,
+            "{} reports",
+            counts.len()
+        );
+        // The count held back by the throttle goes out before the end.
+        assert_eq!(counts.last(), Some(&"summarizing (8192 characters)"));
+        assert!(matches!(sent.last(), Some(WorkDoneProgress::End { .. })));
+    }
+
+    #[test]
+    fn statuses_are_reported_at_once_with_their_chunk() {
+        let clock = Arc::new(AtomicU64::new(0));
+        let hub = hub_at(clock.clone());
+        let token = ProgressToken::String("tok".into());
+        let cancel = tokio_util::sync::CancellationToken::new();
+        hub.begin("s", OperationKind::Compaction, Some(token), cancel);
+        let status = |state, chunk| SummaryStatus {
+            summarizer: "local/m".into(),
+            chunk,
+            chunks: 3,
+            state,
+        };
+        hub.status(
+            "s",
+            Purpose::TurnPrefix,
+            &status(crate::engine::SummaryState::Queued { ahead: 0 }, 1),
+        );
+        hub.status(
+            "s",
+            Purpose::History,
+            &status(crate::engine::SummaryState::WaitingForModel, 2),
+        );
+        hub.delta("s", Purpose::History, "text");
+        hub.end("s", OperationKind::Compaction, "done".into());
+        let sent: Vec<String> = progress_messages(&hub)
+            .iter()
+            .map(|p| message(p).to_owned())
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                "preparing",
+                "turn prefix: queued for local/m while its server is busy (chunk 1 of 3)",
+                "history: waiting for the model local/m (chunk 2 of 3)",
+                "summarizing (4 characters), chunk 2 of 3",
+                "done",
+            ]
+        );
     }
 }

@@ -6,20 +6,23 @@
 //! Public so that the command line's `--json` output prints these same result types
 //! (`compactd tree --json` is a `session/tree` result): one schema covers both.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
+use crate::engine::fit::SummaryReport;
 use crate::engine::{
     self, AppendAction, AutoResult, BeforeCompactRequest, BeforeTreeRequest, CompactOutcome,
     CompactReason, CompactingRequest, EngineError, EngineErrorKind, OperationError, Phase, Purpose,
+    SummaryStatus,
 };
 use crate::protocol::{
     AutoCompactionOutcome, AutoCompactionReason, BeforeCompactParams, BeforeTreeParams,
     BranchSummaryPreview, CompactResult, CompactingParams, CompactionPreparation, CompactionReason,
     ErrorInfo, ErrorKind, FileOps, NavigateTreeResult, NextAction, ProgressPhase, PruneResult,
-    SessionInfo, SessionTreeResult, SummarizeParams, SummaryDetails, SummaryPart, SummaryPurpose,
-    TreeNode, TreePreparation, WireEntry, WireMessage,
+    SessionContextResult, SessionInfo, SessionTreeResult, SessionUsageResult, SummarizeParams,
+    SummarizerFailure, SummarizerReport, SummaryDetails, SummaryPart, SummaryPurpose, TreeNode,
+    TreePreparation, WireEntry, WireMessage,
 };
 use crate::rpc::RpcError;
 use crate::session::{AgentMessage, Entry, SessionError};
@@ -97,6 +100,11 @@ pub fn error(error: EngineError) -> RpcError {
     let kind = error_kind(error.kind());
     match error {
         EngineError::SessionNotFound(id) => ErrorKind::session_not_found(&id),
+        EngineError::SessionFile(SessionError::NotFound { path }) => {
+            let path = path.display().to_string();
+            kind.with_message(format!("session file {path} not found"))
+                .with_data_field("path", path)
+        }
         EngineError::EntryNotFound(id) => ErrorKind::entry_not_found(&id),
         EngineError::LeafMoved { expected, actual } => {
             ErrorKind::leaf_moved(expected.as_deref().unwrap_or("none"), actual.as_deref())
@@ -201,6 +209,19 @@ pub fn summary_part(part: Purpose) -> Option<SummaryPart> {
     }
 }
 
+/// The `$/progress` message of a summary's status: the part, then where it stands
+/// (`turn prefix: queued for local/gemma while its server is busy`, `history: waiting for the
+/// model local/gemma (chunk 2 of 5)`).
+pub fn status_message(part: Purpose, status: &SummaryStatus) -> String {
+    let part = match part {
+        Purpose::History => "history",
+        Purpose::TurnPrefix => "turn prefix",
+        Purpose::Short => "short summary",
+        Purpose::Branch => "branch summary",
+    };
+    format!("{part}: {}", status.describe())
+}
+
 pub fn summary_purpose(purpose: Purpose) -> SummaryPurpose {
     match purpose {
         Purpose::History => SummaryPurpose::History,
@@ -246,6 +267,48 @@ pub fn next_action(action: AppendAction, auto: Option<&AutoResult>) -> NextActio
             NextAction::AutoContinue
         }
         AppendAction::Compacted | AppendAction::Continue => NextAction::Continue,
+    }
+}
+
+/// The `session/context` result of `view`, with per-message counts when `per_message`.
+pub fn context_result(
+    view: &engine::usage::ContextView,
+    per_message: bool,
+) -> SessionContextResult {
+    SessionContextResult {
+        message_tokens: per_message.then(|| view.messages.iter().map(|m| m.tokens).collect()),
+        messages: view.messages.iter().map(|m| message(&m.message)).collect(),
+        tokens: view.total_tokens,
+        context_window: view.context_window,
+        threshold_tokens: view.threshold,
+        leaf_id: view.leaf_id.clone(),
+        thinking_level: view.thinking_level.clone(),
+        models: view
+            .model
+            .clone()
+            .map(|model| BTreeMap::from([("default".to_owned(), model)]))
+            .unwrap_or_default(),
+    }
+}
+
+/// What runs on a session besides its usage, for `session/usage`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Activity {
+    pub compacting: bool,
+    pub summarizing_branch: bool,
+    pub auto_compaction_enabled: bool,
+}
+
+/// The `session/usage` result of `view`.
+pub fn usage_result(view: &engine::usage::UsageView, activity: Activity) -> SessionUsageResult {
+    SessionUsageResult {
+        context_tokens: view.context_tokens,
+        context_window: view.context_window,
+        threshold_tokens: view.threshold,
+        percent: view.percent,
+        is_compacting: activity.compacting,
+        is_summarizing_branch: activity.summarizing_branch,
+        auto_compaction_enabled: activity.auto_compaction_enabled,
     }
 }
 
@@ -299,23 +362,70 @@ pub fn tree_result(
 
 /// The `session/navigateTree` result of a navigation.
 pub fn navigate_result(outcome: engine::NavigateOutcome) -> NavigateTreeResult {
+    let summarizers = branch_reports(outcome.report.as_ref());
+    let summarizer = branch_summarizer(outcome.from_extension, outcome.report.as_ref());
     NavigateTreeResult {
         editor_text: outcome.editor_text,
         cancelled: outcome.cancelled,
         aborted: outcome.aborted.then_some(true),
         summary_entry: outcome.summary_entry.as_ref().map(entry),
-        summary: outcome.preview_summary.map(branch_summary_preview),
+        summary: outcome
+            .preview_summary
+            .map(|preview| branch_summary_preview(preview, summarizers.clone())),
         leaf_id: outcome.leaf_id,
+        summarizer,
+        summarizers,
     }
 }
 
 /// The branch summary a previewed navigation would attach.
-pub fn branch_summary_preview(preview: engine::BranchSummaryPreview) -> BranchSummaryPreview {
+pub fn branch_summary_preview(
+    preview: engine::BranchSummaryPreview,
+    summarizers: Vec<SummarizerReport>,
+) -> BranchSummaryPreview {
     BranchSummaryPreview {
         summary: preview.summary,
         details: preview.details,
         from_extension: preview.from_extension,
         summarizer: preview.summarizer,
+        summarizers,
+    }
+}
+
+/// Which summarizer wrote a branch summary: `hook` for a hook's, else the report's.
+pub fn branch_summarizer(
+    from_extension: Option<bool>,
+    report: Option<&SummaryReport>,
+) -> Option<String> {
+    match (from_extension, report) {
+        (Some(true), _) => Some("hook".to_owned()),
+        (_, Some(report)) => Some(report.summarizer.clone()),
+        _ => None,
+    }
+}
+
+/// The wire report of a branch summary (empty without one compactd wrote).
+pub fn branch_reports(report: Option<&SummaryReport>) -> Vec<SummarizerReport> {
+    report
+        .map(|report| vec![summarizer_report(Purpose::Branch, report)])
+        .unwrap_or_default()
+}
+
+/// Which summarizer wrote one summary part and why the rungs before it failed, on the wire.
+pub fn summarizer_report(part: Purpose, report: &SummaryReport) -> SummarizerReport {
+    SummarizerReport {
+        part: part.name().to_owned(),
+        summarizer: report.summarizer.clone(),
+        checks: report.checks.clone(),
+        chunks: report.chunks as u64,
+        failures: report
+            .failures
+            .iter()
+            .map(|failure| SummarizerFailure {
+                summarizer: failure.summarizer.clone(),
+                reason: failure.reason.clone(),
+            })
+            .collect(),
     }
 }
 

@@ -91,28 +91,16 @@ const EXACT_COUNT_LIMIT: u64 = 8 << 20;
 /// The valid session files directly in `dir`, most recently modified first. Files that are
 /// not sessions (bad header, hidden, other extensions) are ignored; a missing dir is empty.
 pub fn list_sessions(dir: &Path) -> io::Result<Vec<SessionInfo>> {
-    let read = match fs::read_dir(dir) {
-        Ok(r) => r,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let mut out = Vec::new();
-    for item in read {
-        let path = item?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with('.') || !name.ends_with(".jsonl") || !path.is_file() {
-            continue;
-        }
-        if let Some(info) = inspect(&path) {
-            out.push(info);
-        }
-    }
-    out.sort_by_key(|s| std::cmp::Reverse(s.modified));
-    Ok(out)
+    Ok(list_page(&[dir.to_path_buf()], None, None)?.0)
 }
 
 /// [`list_sessions`] over every per-cwd directory under `base`.
 pub fn list_all_sessions(base: &Path) -> io::Result<Vec<SessionInfo>> {
+    Ok(list_page(&cwd_dirs(base)?, None, None)?.0)
+}
+
+/// The per-cwd directories under `base` (none when it is missing).
+pub fn cwd_dirs(base: &Path) -> io::Result<Vec<PathBuf>> {
     let read = match fs::read_dir(base) {
         Ok(r) => r,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -122,11 +110,113 @@ pub fn list_all_sessions(base: &Path) -> io::Result<Vec<SessionInfo>> {
     for item in read {
         let path = item?.path();
         if path.is_dir() {
-            out.extend(list_sessions(&path)?);
+            out.push(path);
         }
     }
-    out.sort_by_key(|s| std::cmp::Reverse(s.modified));
     Ok(out)
+}
+
+/// Where a page of a listing starts: after the session with this place in the order (most
+/// recently modified first, then by path or id). Sent to clients as an opaque string.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListCursor {
+    /// After the file modified at `nanos` (since the Unix epoch) with this path.
+    File { nanos: u128, path: String },
+    /// After the stored session written at `micros` (since the Unix epoch) with this id.
+    Store { micros: i64, id: String },
+}
+
+impl std::fmt::Display for ListCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListCursor::File { nanos, path } => write!(f, "f.{nanos}.{path}"),
+            ListCursor::Store { micros, id } => write!(f, "p.{micros}.{id}"),
+        }
+    }
+}
+
+impl std::str::FromStr for ListCursor {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<Self, ()> {
+        let (kind, rest) = s.split_once('.').ok_or(())?;
+        let (time, key) = rest.split_once('.').ok_or(())?;
+        match kind {
+            "f" => Ok(ListCursor::File {
+                nanos: time.parse().map_err(|_| ())?,
+                path: key.to_owned(),
+            }),
+            "p" => Ok(ListCursor::Store {
+                micros: time.parse().map_err(|_| ())?,
+                id: key.to_owned(),
+            }),
+            _ => Err(()),
+        }
+    }
+}
+
+/// The valid session files directly in `dirs`, most recently modified first (then by path),
+/// after `after` and at most `limit` of them, with the cursor of the next page when more
+/// files follow. Only the files of the page are read (their header and line count); the
+/// others are only `stat`ed.
+pub fn list_page(
+    dirs: &[PathBuf],
+    after: Option<(u128, &str)>,
+    limit: Option<usize>,
+) -> io::Result<(Vec<SessionInfo>, Option<ListCursor>)> {
+    let mut candidates: Vec<(u128, String, PathBuf)> = Vec::new();
+    for dir in dirs {
+        let read = match fs::read_dir(dir) {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for item in read {
+            let path = item?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with('.') || !name.ends_with(".jsonl") {
+                continue;
+            }
+            let Ok(meta) = fs::metadata(&path) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            let nanos = meta
+                .modified()
+                .ok()
+                .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            candidates.push((nanos, path.to_string_lossy().into_owned(), path));
+        }
+    }
+    // Newest first; equal times by path, so every page sees one order.
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let start = match after {
+        Some((nanos, path)) => {
+            candidates.partition_point(|c| c.0 > nanos || (c.0 == nanos && c.1.as_str() <= path))
+        }
+        None => 0,
+    };
+    let limit = limit.unwrap_or(usize::MAX).max(1);
+    let mut out = Vec::new();
+    let mut next = None;
+    for (i, (_, _, path)) in candidates.iter().enumerate().skip(start) {
+        if out.len() == limit {
+            // More files follow: the next page starts after the last one read.
+            let (nanos, path, _) = &candidates[i - 1];
+            next = Some(ListCursor::File {
+                nanos: *nanos,
+                path: path.clone(),
+            });
+            break;
+        }
+        if let Some(info) = inspect(path) {
+            out.push(info);
+        }
+    }
+    Ok((out, next))
 }
 
 fn inspect(path: &Path) -> Option<SessionInfo> {

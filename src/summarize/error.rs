@@ -66,6 +66,23 @@ impl SummarizeError {
         }
     }
 
+    /// Why the call failed, short, for a person reading which summarizers gave up before a
+    /// fallback (`HTTP 500 Internal Server Error: …`, `timed out: …`, `answer rejected: …`):
+    /// the message without the `Summarization failed` prefix the error itself carries.
+    pub fn reason(&self) -> String {
+        match self {
+            SummarizeError::Cancelled => "cancelled".to_owned(),
+            SummarizeError::Overflow(detail) => format!("context overflow: {detail}"),
+            SummarizeError::Timeout(detail) => format!("timed out: {detail}"),
+            SummarizeError::Empty => "empty answer".to_owned(),
+            SummarizeError::Truncated { .. } => {
+                "answer cut off at the output token limit".to_owned()
+            }
+            SummarizeError::Rejected { reason } => format!("answer rejected: {reason}"),
+            other => other.to_string(),
+        }
+    }
+
     /// Whether this is a summarizer context overflow.
     pub fn is_overflow(&self) -> bool {
         matches!(self, SummarizeError::Overflow(_))

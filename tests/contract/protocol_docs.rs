@@ -1,20 +1,20 @@
 //! Every example exchange in docs/protocol.md (the ```jsonl blocks) must be valid JSON-RPC
 //! that deserialises into the protocol's Rust types without losing a field, and every method
-//! and error kind must be documented there.
+//! and error kind (the transport's too) must be documented there.
 
 use std::collections::HashMap;
 
 use compactd::protocol::{ErrorKind, METHODS, MessageKind, MethodSpec};
-use compactd::rpc::RpcError;
+use compactd::rpc::{RpcError, TransportErrorKind};
 use serde_json::Value;
 
-fn docs() -> String {
+pub(crate) fn docs() -> String {
     std::fs::read_to_string(devtools::fixtures::repo_file("docs/protocol.md"))
         .expect("docs/protocol.md exists")
 }
 
 /// The lines of every ```jsonl block, with their line numbers in the file.
-fn example_blocks(docs: &str) -> Vec<Vec<(usize, &str)>> {
+pub(crate) fn example_blocks(docs: &str) -> Vec<Vec<(usize, &str)>> {
     let mut blocks = Vec::new();
     let mut current: Option<Vec<(usize, &str)>> = None;
     for (index, line) in docs.lines().enumerate() {
@@ -91,15 +91,15 @@ fn check_line(
         (None, Some(error)) => {
             let error: RpcError = serde_json::from_value(error.clone())
                 .map_err(|e| format!("malformed error object: {e}"))?;
-            match error.kind().map(|k| (k, ErrorKind::from_name(k))) {
-                Some((_, Some(kind))) if kind.code() != error.code => Err(format!(
-                    "kind {} has code {}, not {}",
-                    kind.name(),
-                    kind.code(),
-                    error.code
-                )),
-                Some((name, None)) => Err(format!("unknown error kind {name}")),
-                _ => Ok(()),
+            let name = error.kind().ok_or("an error without data.kind")?;
+            let code = ErrorKind::from_name(name)
+                .map(ErrorKind::code)
+                .or_else(|| TransportErrorKind::from_name(name).map(TransportErrorKind::code))
+                .ok_or(format!("unknown error kind {name}"))?;
+            if code == error.code {
+                Ok(())
+            } else {
+                Err(format!("kind {name} has code {code}, not {}", error.code))
             }
         }
         _ => Err("a response needs exactly one of result and error".into()),
@@ -160,6 +160,8 @@ fn every_method_and_error_kind_is_documented() {
         .map(|m| m.name.to_owned())
         .chain(ErrorKind::ALL.iter().map(|k| k.name().to_owned()))
         .chain(ErrorKind::ALL.iter().map(|k| k.code().to_string()))
+        .chain(TransportErrorKind::ALL.iter().map(|k| k.name().to_owned()))
+        .chain(TransportErrorKind::ALL.iter().map(|k| k.code().to_string()))
         .filter(|name| {
             !docs.contains(&format!("`{name}`")) && !docs.contains(&format!("| {name} |"))
         })

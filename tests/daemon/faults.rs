@@ -260,3 +260,107 @@ async fn a_retried_stream_resets_the_streamed_text() {
     d.drain_buffer();
     d.finish().await;
 }
+
+/// The history report of a compaction result's `details.summarizers`.
+fn history_report(details: &Value) -> &Value {
+    details["summarizers"]
+        .as_array()
+        .and_then(|reports| reports.iter().find(|r| r["part"] == "history"))
+        .unwrap_or_else(|| panic!("no history report in {details}"))
+}
+
+/// Every model fails: one answers HTTP 500, the other echoes the prompt's markup (rejected by
+/// the answer checks). The extractive rung writes the summary, and the client is told which
+/// summarizer wrote it and why each one before it gave up: in the result, in
+/// `session/compactionFinished`, in the entry's `details`; the same for a branch summary (in
+/// the `session/navigateTree` result and `session/treeNavigated`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fallback_says_which_summarizer_wrote_it_and_why_the_others_failed() {
+    let down = FakeLlm::start().await;
+    down.set_default(Reply::json(500, json!({"error": {"message": "internal"}})));
+    let echo = FakeLlm::start().await;
+    echo.set_default(openai_sse(
+        &["<conversation>\n[User]: please go on\n[Assistant]: going on"],
+        "stop",
+    ));
+    let provider = |server: &FakeLlm| {
+        json!({"kind": "openai", "baseUrl": format!("{}/v1", server.url()),
+               "discoverLimits": false,
+               "models": {"m": {"contextWindow": 200000, "maxOutputTokens": 8000}}})
+    };
+    let settings = json!({
+        "providers": {"down": provider(&down), "echo": provider(&echo)},
+        "summarizer": {"model": "down/m", "candidates": ["echo/m"]},
+        "retry": {"enabled": true, "maxRetries": 1, "baseDelayMs": 5},
+        "tokenizer": "chars4",
+        "compaction": {"enabled": false, "keepRecentTokens": 300},
+    });
+    let mut d = DaemonProcess::spawn_opts(SpawnOptions {
+        settings: Some(settings),
+        ..SpawnOptions::default()
+    })
+    .await;
+    d.initialize(json!({}), json!({})).await;
+    let info = d.ok("session/create", json!({"cwd": d.project()})).await;
+    let s = info["sessionId"].as_str().unwrap().to_owned();
+    let path = std::path::PathBuf::from(info["path"].as_str().unwrap());
+    let appended = d.append(&s, conversation(6, 60)).await;
+    let first_user = appended["appended"][0].clone();
+
+    let check = |report: &Value, what: &str| {
+        assert_eq!(report["summarizer"], "extractive", "{what}: {report}");
+        let failures = report["failures"].as_array().expect("failures");
+        let tried: Vec<&str> = failures
+            .iter()
+            .map(|f| f["summarizer"].as_str().unwrap())
+            .collect();
+        assert_eq!(tried, ["down/m", "echo/m"], "{what}: {report}");
+        let why = |i: usize| failures[i]["reason"].as_str().unwrap();
+        assert!(why(0).contains("HTTP 500"), "{what}: {}", why(0));
+        assert!(
+            why(1).starts_with("answer rejected: "),
+            "{what}: {}",
+            why(1)
+        );
+    };
+
+    let result = d.ok("session/compact", json!({"sessionId": s})).await;
+    assert_eq!(result["summarizer"], "extractive", "{result}");
+    check(history_report(&result["details"]), "the result");
+    let finished = d.expect_notification("session/compactionFinished").await;
+    assert_eq!(finished["result"]["details"], result["details"]);
+    let entries = file_entries(&path);
+    let compaction = entries
+        .iter()
+        .find(|e| e["type"] == "compaction")
+        .expect("the compaction entry");
+    check(history_report(&compaction["details"]), "the entry");
+    assert_eq!(
+        compaction["details"]["summarizers"],
+        result["details"]["summarizers"]
+    );
+
+    let navigated = d
+        .ok(
+            "session/navigateTree",
+            json!({"sessionId": s, "targetId": first_user, "summarize": true}),
+        )
+        .await;
+    assert_eq!(navigated["summarizer"], "extractive", "{navigated}");
+    let report = &navigated["summarizers"][0];
+    assert_eq!(report["part"], "branch");
+    check(report, "the navigation result");
+    let event = d.expect_notification("session/treeNavigated").await;
+    assert_eq!(event["summarizer"], "extractive");
+    assert_eq!(event["summarizers"], navigated["summarizers"]);
+    let stored = &navigated["summaryEntry"]["details"]["summarizers"];
+    assert_eq!(stored, &navigated["summarizers"], "{navigated}");
+    let entries = file_entries(&path);
+    let branch = entries
+        .iter()
+        .find(|e| e["type"] == "branch_summary")
+        .expect("the branch summary entry");
+    assert_eq!(&branch["details"]["summarizers"], stored);
+    d.drain_buffer();
+    d.finish().await;
+}

@@ -13,6 +13,7 @@ mod faults;
 mod file_access;
 mod hostile;
 mod lifecycle;
+mod progress;
 mod sessions;
 mod storage;
 mod two_writers;

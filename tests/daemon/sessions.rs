@@ -728,3 +728,67 @@ async fn appending_a_label_for_a_missing_entry_is_entry_not_found() {
     .await;
     d.finish().await;
 }
+
+/// `session/list` in pages: `limit` sessions a page, newest first, each session once, with a
+/// `nextCursor` until the last page; a bad cursor or a zero limit is invalid params.
+#[tokio::test]
+async fn session_list_pages_through_every_session_once() {
+    let mut d = DaemonProcess::spawn().await;
+    d.initialize(json!({}), json!({})).await;
+    let mut created = Vec::new();
+    for i in 0..7 {
+        let s = d.create_session().await;
+        d.append(&s, json!([user(&format!("session {i}"))])).await;
+        created.push(s);
+    }
+    let ids = |page: &Value| -> Vec<String> {
+        page["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sessionId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let whole = d.ok("session/list", json!({"cwd": d.project()})).await;
+    assert!(whole.get("nextCursor").is_none(), "{whole}");
+    let all = ids(&whole);
+    assert_eq!(all.len(), 7, "{whole}");
+    // The last one written comes first.
+    assert_eq!(all[0], created[6], "{whole}");
+
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut sizes = Vec::new();
+    loop {
+        let mut params = json!({"cwd": d.project(), "limit": 3});
+        if let Some(c) = &cursor {
+            params["cursor"] = json!(c);
+        }
+        let page = d.ok("session/list", params).await;
+        sizes.push(page["sessions"].as_array().unwrap().len());
+        paged.extend(ids(&page));
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(sizes, [3, 3, 1]);
+    assert_eq!(
+        paged, all,
+        "the pages together are the whole listing, in order"
+    );
+    // Without cwd too.
+    let first = d.ok("session/list", json!({"limit": 7})).await;
+    assert_eq!(ids(&first), all);
+    assert!(first.get("nextCursor").is_none(), "{first}");
+
+    d.err(
+        "session/list",
+        json!({"limit": 2, "cursor": "not a cursor"}),
+        "invalidParams",
+    )
+    .await;
+    d.err("session/list", json!({"limit": 0}), "invalidParams")
+        .await;
+    d.finish().await;
+}

@@ -31,6 +31,7 @@ impl Recorder {
             .iter()
             .map(|e| match e {
                 EngineEvent::EntriesAppended { .. } => "appended",
+                EngineEvent::ExternalEntries { .. } => "external",
                 EngineEvent::CompactionStarted { .. } => "compactionStarted",
                 EngineEvent::CompactionFinished { .. } => "compactionFinished",
                 EngineEvent::AutoCompactionStarted { .. } => "autoStarted",

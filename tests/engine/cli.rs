@@ -203,10 +203,16 @@ fn a_prompt_override_that_cannot_be_read_stops_the_command_and_writes_nothing() 
 
 /// `--json` prints the protocol's result types (the schema of `schema/`), the same shapes the
 /// daemon answers: `tree --json` is a `session/tree` result (`type`, `children`, `roots`),
-/// `compact --json` a `session/compact` result, `prune --json` a `session/prune` result.
+/// `compact --json` a `session/compact` result, `prune --json` a `session/prune` result;
+/// `context --json` a `session/context` result with the usage beside it, `plan --json` a
+/// `CompactionPlan`. Each is read back as its type and must print as it was read: nothing
+/// beyond the schema's fields.
 #[test]
 fn json_output_is_the_protocols_result_types() {
-    use compactd::protocol::{CompactResult, PruneResult, SessionTreeResult};
+    use compactd::protocol::{
+        CLI_OUTPUTS, CompactResult, CompactionPlan, ContextReport, PlanMode, PruneResult,
+        SessionTreeResult,
+    };
     let (dir, path) = demo_copy();
     let p = path.to_str().unwrap();
     let json_of = |args: &[&str]| -> Value {
@@ -218,6 +224,38 @@ fn json_output_is_the_protocols_result_types() {
         );
         serde_json::from_slice(&out.stdout).expect("JSON on stdout")
     };
+
+    let context = json_of(&["context", p, "--json", "--tokenizer", "chars4"]);
+    let typed: ContextReport =
+        serde_json::from_value(context.clone()).expect("a session/context result and its usage");
+    assert!(!typed.context.messages.is_empty());
+    let per_message = typed
+        .context
+        .message_tokens
+        .as_ref()
+        .expect("per-message counts");
+    assert_eq!(per_message.len(), typed.context.messages.len());
+    assert_eq!(per_message.iter().sum::<u64>(), typed.context.tokens);
+    assert_eq!(typed.tokenizer, "chars4");
+    assert_eq!(typed.usage.context_window, typed.context.context_window);
+    assert_eq!(serde_json::to_value(&typed).unwrap(), context);
+
+    let plan = json_of(&["plan", p, "--json", "--keep-recent-tokens", "2000"]);
+    let typed: CompactionPlan = serde_json::from_value(plan.clone()).expect("a CompactionPlan");
+    assert_eq!(typed.mode, PlanMode::Fixed);
+    assert!(typed.messages_to_summarize > 0, "{plan}");
+    assert_eq!(serde_json::to_value(&typed).unwrap(), plan);
+
+    // The schema bundle names the type of every command that prints JSON.
+    let commands: Vec<&str> = CLI_OUTPUTS.iter().map(|c| c.command).collect();
+    for command in [
+        "context", "plan", "tree", "compact", "navigate", "prune", "blobs",
+    ] {
+        assert!(
+            commands.contains(&command),
+            "{command} missing from CLI_OUTPUTS"
+        );
+    }
 
     let tree = json_of(&["tree", p, "--json"]);
     let typed: SessionTreeResult =

@@ -1,6 +1,6 @@
 //! Several daemons on one database and one session: appends and compactions in flight from
 //! all of them at once; every acknowledged entry is stored, once, in one chain; a daemon
-//! sees another's appends without writing itself.
+//! sees another's appends without writing itself, and tells its client of them unasked.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -295,6 +295,76 @@ async fn an_expected_leaf_is_checked_against_other_daemons_appends() {
         b.drain_buffer();
     }
     assert_eq!(refused + landed, 30);
+    a.finish().await;
+    b.finish().await;
+}
+
+/// A daemon with a session open hears of another daemon's appends as the database announces
+/// them: its client gets `session/entriesAppended` with `external: true`, the entries and the
+/// new leaf, without sending any request. The writer's own client gets its usual
+/// notification, not an external one.
+#[tokio::test]
+async fn another_daemons_appends_are_pushed_to_a_client_that_sends_nothing() {
+    let url = devtools::postgres::shared().create_database();
+    let mut a = daemon_on(&url, settings()).await;
+    let mut b = daemon_on(&url, settings()).await;
+    let session = a.create_session().await;
+    b.ok("session/open", json!({"sessionId": session})).await;
+
+    // A writes; B's client only reads.
+    let written = a
+        .ok(
+            "session/append",
+            json!({"sessionId": session, "entries": [user("one from a"), user("two from a")]}),
+        )
+        .await;
+    let ids: Vec<Value> = written["appended"].as_array().unwrap().clone();
+    let own = a.expect_notification("session/entriesAppended").await;
+    assert!(own.get("external").is_none(), "{own}");
+    let mut pushed: Vec<Value> = Vec::new();
+    let mut leaf = Value::Null;
+    while pushed.len() < 2 {
+        let note = b.expect_notification("session/entriesAppended").await;
+        assert_eq!(note["sessionId"], session.as_str(), "{note}");
+        assert_eq!(note["external"], true, "{note}");
+        leaf = note["leafId"].clone();
+        pushed.extend(note["entries"].as_array().unwrap().iter().cloned());
+    }
+    let pushed_ids: Vec<Value> = pushed.iter().map(|e| e["id"].clone()).collect();
+    assert_eq!(pushed_ids, ids);
+    assert_eq!(leaf, written["leafId"]);
+    assert_eq!(pushed[1]["message"]["content"], "two from a", "{pushed:?}");
+    assert_eq!(pushed[1]["parentId"], ids[0]);
+
+    // The other way round, and a label (an entry too); B's context already has A's entries.
+    let context = b.ok("session/context", json!({"sessionId": session})).await;
+    assert_eq!(
+        crate::support::user_texts(&context),
+        ["one from a", "two from a"]
+    );
+    let from_b = b
+        .ok(
+            "session/setLabel",
+            json!({"sessionId": session, "targetId": ids[0], "label": "start"}),
+        )
+        .await;
+    b.take_all("session/entriesAppended");
+    let note = a.expect_notification("session/entriesAppended").await;
+    assert_eq!(note["external"], true, "{note}");
+    assert_eq!(note["entries"][0]["id"], from_b["entryId"], "{note}");
+    assert_eq!(note["entries"][0]["type"], "label", "{note}");
+
+    // Once B closed the session, A's appends are not pushed to it (to the end: `finish`
+    // fails on any notification left unread).
+    b.ok("session/close", json!({"sessionId": session})).await;
+    b.ignore_external_appends(false);
+    a.append(&session, json!([user("after b closed")])).await;
+    let listed = b.ok("session/list", json!({})).await;
+    assert_eq!(listed["sessions"][0]["open"], false, "{listed}");
+    assert!(
+        b.take_all("session/entriesAppended").is_empty(),
+        "a closed session is still followed"
+    );
     a.finish().await;
     b.finish().await;
 }

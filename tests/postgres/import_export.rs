@@ -73,7 +73,7 @@ fn import_then_export_gives_back_the_same_bytes() {
         );
     }
     assert!(
-        stderr.contains(&format!("imported {n} sessions")),
+        stderr.contains(&format!("imported {n} of {n} sessions")),
         "{stderr}"
     );
     assert!(
@@ -293,4 +293,103 @@ fn by_position(bytes: &[u8]) -> Vec<String> {
         }
     }
     values.iter().map(|v| v.to_string()).collect()
+}
+
+/// A bulk import goes on past files that cannot be stored, says which and why (stderr, and
+/// `--json` on stdout), stores every good file whole and none of a bad one, and fails at
+/// the end.
+#[test]
+fn a_bulk_import_goes_past_bad_files_and_fails_at_the_end() {
+    let url = devtools::postgres::shared().create_database();
+    let dir = tempfile::tempdir().unwrap();
+    let good_a = fixtures::demo_session();
+    let good_b = fixtures::session("quirks.jsonl");
+    let not_a_session = dir.path().join("notes.jsonl");
+    std::fs::write(&not_a_session, "hello\n").unwrap();
+    let missing = dir.path().join("missing.jsonl");
+    // A valid file the database refuses half-way (PostgreSQL text cannot hold NUL): its
+    // transaction rolls back, nothing of it stays.
+    let refused = dir.path().join("refused.jsonl");
+    std::fs::write(
+        &refused,
+        concat!(
+            r#"{"type":"session","version":3,"id":"refused-session","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}"#,
+            "\n",
+            r#"{"type":"thinking_level_change","id":"aaaa0001","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","thinkingLevel":"high"}"#,
+            "\n",
+            r#"{"type":"thinking_level_change","id":"bad\u0000id","parentId":"aaaa0001","timestamp":"2026-01-01T00:00:02.000Z","thinkingLevel":"low"}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let files = [&good_a, &not_a_session, &missing, &refused, &good_b];
+    let mut args: Vec<String> = vec!["import".into(), "--json".into()];
+    args.extend(files.iter().map(|p| p.display().to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = cli(&url, &refs);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "three files failed: {stderr}");
+    for (i, bad) in [(2, &not_a_session), (3, &missing), (4, &refused)] {
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("[{i}/5] {}: error: ", bad.display())))
+            .unwrap_or_else(|| panic!("no error line for file {i}: {stderr}"));
+        assert!(line.ends_with("(not imported)"), "{line}");
+    }
+    for i in [1, 5] {
+        assert!(stderr.contains(&format!("[{i}/5] ")), "{stderr}");
+    }
+    assert!(stderr.contains("imported 2 of 5 sessions"), "{stderr}");
+    assert!(
+        stderr.contains("3 of 5 files were not imported"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(PASSWORD), "{stderr}");
+
+    // stdout: one JSON object per file, in order, then the summary.
+    let events: Vec<serde_json::Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let kinds: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap(),
+                e["kind"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("stored", ""),
+            ("failed", "invalidHeader"),
+            ("failed", "notFound"),
+            ("failed", "storage"),
+            ("stored", ""),
+            ("done", ""),
+        ],
+        "{events:#?}"
+    );
+    assert_eq!(events[5]["stored"], 2);
+    assert_eq!(events[5]["failed"], 3);
+    assert_eq!(events[4]["file"], good_b.display().to_string());
+    assert!(
+        events[4]["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("malformed")
+    );
+
+    // The good files are stored whole (they export to their bytes); the refused one not at all.
+    for good in [&good_a, &good_b] {
+        let (session, _) = Session::open(good).unwrap();
+        let exported = cli(&url, &["export", &session.header().id]);
+        assert!(exported.status.success());
+        assert!(exported.stdout == std::fs::read(good).unwrap());
+    }
+    let store = store(&url);
+    assert!(!store.exists("refused-session").unwrap());
 }

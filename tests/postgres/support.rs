@@ -26,7 +26,8 @@ pub fn on_postgres(mut settings: Value) -> Value {
 }
 
 /// An initialized daemon storing its sessions in the database at `url` (through
-/// `DATABASE_URL`), with `settings` as its user settings.
+/// `DATABASE_URL`), with `settings` as its user settings. Other daemons on the database may
+/// write to its sessions: the notifications of their appends (`external`) need not be read.
 pub async fn daemon_on(url: &str, settings: Value) -> DaemonProcess {
     let mut d = DaemonProcess::spawn_opts(SpawnOptions {
         framing: Framing::Ndjson,
@@ -36,6 +37,7 @@ pub async fn daemon_on(url: &str, settings: Value) -> DaemonProcess {
     })
     .await;
     d.initialize(json!({}), json!({})).await;
+    d.ignore_external_appends(true);
     d
 }
 

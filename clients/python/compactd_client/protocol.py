@@ -179,11 +179,24 @@ class SessionListParams(TypedDict):
     """Params of `session/list`."""
     cwd: NotRequired[Optional[str]]
     """Only the sessions of this working directory. Default: every stored session."""
+    limit: NotRequired[Optional[int]]
+    """At most this many sessions in the result (at least 1); a `nextCursor` says when more
+    follow. Default: every session, in one result.
+    """
+    cursor: NotRequired[Optional[str]]
+    """The `nextCursor` of the previous page (an opaque string): the sessions after it."""
 
 
 class SessionListResult(TypedDict):
-    """Result of `session/list`, newest first."""
+    """Result of `session/list`, newest first (most recently modified; then by path, or by id in
+    the database).
+    """
     sessions: list[SessionListItem]
+    nextCursor: NotRequired[Optional[str]]
+    """Present when more sessions follow this page: pass it as `cursor` to get them. A page
+    is not a snapshot: a session written while a client pages moves to the front, and is
+    not in the later pages.
+    """
 
 
 class SessionListItem(TypedDict):
@@ -286,7 +299,7 @@ class AppendEntryRaw(TypedDict):
     `ttsr_injection`), minus `id` and `parentId`. Kept byte for byte.
     """
     type: Literal["raw"]
-    entry: WireEntry
+    entry: RawEntry
 
 
 class WireMessage(TypedDict):
@@ -295,10 +308,10 @@ class WireMessage(TypedDict):
     timestamp: NotRequired[int]
 
 
-class WireEntry(TypedDict):
-    """A session entry as stored in the session file (spec §1.2): `type`, `id`, `parentId`, `timestamp` and the fields of its type. Unknown types and fields are passed through unchanged."""
+class RawEntry(TypedDict):
+    """An entry to append as it will be stored (spec §1.2): `type` and the fields of that type, unknown ones included. `id`, `parentId` and `timestamp` are assigned by the server (given ones are replaced)."""
     type: str
-    id: str
+    id: NotRequired[str]
     parentId: NotRequired[Optional[str]]
     timestamp: NotRequired[str]
 
@@ -381,7 +394,9 @@ class CompactResult(TypedDict):
     tokensAfter: NotRequired[Optional[int]]
     """The estimated context size after (summary plus kept messages)."""
     details: SummaryDetails
-    """File lists and retained facts."""
+    """File lists, retained facts, and `summarizers`: which summarizer wrote each part and
+    why the ones tried before it gave up (as stored in the entry's `details`).
+    """
     preserveData: NotRequired[Optional[dict[str, Any]]]
     """Data a `hooks/compacting` or `hooks/beforeCompact` answer asked to store on the entry."""
     preview: bool
@@ -390,7 +405,8 @@ class CompactResult(TypedDict):
     """Whether a hook supplied the compaction."""
     summarizer: NotRequired[Optional[str]]
     """Which summarizer wrote the history summary: `extractive`, `provider/model`, `client`,
-    `remote`, `hook`, or `none` when nothing was summarised.
+    `remote`, `hook`, or `none` when nothing was summarised. When it is a fallback,
+    `details.summarizers` says why the summarizers before it failed.
     """
 
 
@@ -407,6 +423,10 @@ class SummaryDetails(TypedDict):
     it (file paths, error strings, the user's constraints, the last request). Absent when
     nothing had to be added.
     """
+    summarizers: NotRequired[Optional[list[SummarizerReport]]]
+    """Which summarizer wrote each summary part and why the ones tried before it did not
+    (a fallback is never silent). Absent when no summarizer ran (a hook supplied it).
+    """
 
 
 class RetainedFact(TypedDict):
@@ -415,6 +435,36 @@ class RetainedFact(TypedDict):
     """`lastUserRequest`, `pendingQuestion`, `modifiedFile`, `error` or `userConstraint`."""
     text: str
     """The fact as it was added to the summary."""
+
+
+class SummarizerReport(TypedDict):
+    """Which summarizer wrote one summary part, and why each summarizer tried before it gave up."""
+    part: str
+    """The summary part: `history`, `turnPrefix`, `short` or `branch`."""
+    summarizer: str
+    """The summarizer that wrote it: `provider/model`, `client`, `remote` or `extractive`
+    (the offline last rung).
+    """
+    checks: NotRequired[Optional[str]]
+    """What the answer checks found (`checks passed`, or what was cut); absent for the
+    extractive rung, whose output is not checked.
+    """
+    chunks: int
+    """Requests the part took on that summarizer (more than one when its input was split)."""
+    failures: NotRequired[list[SummarizerFailure]]
+    """The summarizers tried before, in order, each with why it gave up; empty when the first
+    one wrote the part.
+    """
+
+
+class SummarizerFailure(TypedDict):
+    """A summarizer that did not write a summary part."""
+    summarizer: str
+    reason: str
+    """Why, for a person: the server's error (`HTTP 500 …`), a timeout, an answer the checks
+    rejected (`answer rejected: …`), a summarizer skipped after failing the same way
+    before.
+    """
 
 
 class SessionContextParams(TypedDict):
@@ -487,6 +537,14 @@ class TreeNode(TypedDict):
     """Whether it lies on the path from the root to the leaf."""
     entry: NotRequired[Optional[WireEntry]]
     """The whole entry, with `includeEntries`."""
+
+
+class WireEntry(TypedDict):
+    """A session entry as stored in the session file (spec §1.2): `type`, `id`, `parentId`, `timestamp` and the fields of its type. Unknown types and fields are passed through unchanged."""
+    type: str
+    id: str
+    parentId: NotRequired[Optional[str]]
+    timestamp: NotRequired[str]
 
 
 class SessionUsageResult(TypedDict):
@@ -618,6 +676,14 @@ class NavigateTreeResult(TypedDict):
     """The appended `branch_summary` entry."""
     summary: NotRequired[Optional[BranchSummaryPreview]]
     """For a preview: the summary the navigation would attach."""
+    summarizer: NotRequired[Optional[str]]
+    """With a summary (attached or previewed): which summarizer wrote it (`hook` for a
+    hook's).
+    """
+    summarizers: NotRequired[list[SummarizerReport]]
+    """With a summary compactd wrote: which summarizer wrote it and why the ones tried
+    before it gave up (also in the entry's `details.summarizers`).
+    """
     leafId: NotRequired[Optional[str]]
     """The leaf now (unchanged when cancelled); `null` when the branch is empty."""
 
@@ -632,6 +698,10 @@ class BranchSummaryPreview(TypedDict):
     """Whether a hook supplied it."""
     summarizer: str
     """Which summarizer wrote it (`extractive`, `provider/model`, `client`, `hook`, …)."""
+    summarizers: NotRequired[list[SummarizerReport]]
+    """Which summarizer wrote it and why the ones tried before it gave up (empty for a
+    hook's summary).
+    """
 
 
 class SettingsGetParams(TypedDict):
@@ -958,17 +1028,29 @@ class TreeNavigated(TypedDict):
     """The `branch_summary` entry, when one was appended."""
     fromExtension: NotRequired[Optional[bool]]
     """With a summary: whether a hook supplied it."""
+    summarizer: NotRequired[Optional[str]]
+    """With a summary: which summarizer wrote it (`hook` for a hook's)."""
+    summarizers: NotRequired[list[SummarizerReport]]
+    """With a summary compactd wrote: which summarizer wrote it and why the ones tried
+    before it gave up (also in the entry's `details.summarizers`).
+    """
 
 
 class EntriesAppended(TypedDict):
     """`session/entriesAppended`: entries were written to the session, by any client or by the
-    server itself (compaction, branch summary, auto-continue prompt).
+    server itself (compaction, branch summary, auto-continue prompt), or by another daemon
+    sharing the session database (`external`).
     """
     sessionId: str
     entries: list[WireEntry]
     """The new entries as stored, in order."""
     leafId: str
     """The leaf after the append."""
+    external: NotRequired[bool]
+    """Written by another process: another daemon on the same PostgreSQL database. Sent as
+    soon as the database announces the write, without a request from this client. (A file
+    session's other writers are read at the next request, without this notification.)
+    """
 
 
 class AutoContinue(TypedDict):
@@ -980,6 +1062,118 @@ class AutoContinue(TypedDict):
     """`Continue if you have next steps.`"""
     entryId: str
     """The appended user message entry (marked `synthetic: true`)."""
+
+
+class ContextReport(TypedDict):
+    """`compactd context --json`: `session/context` with `perMessage: true`, the counter used,
+    and `session/usage` (the CLI runs no compaction, so its `is*` flags are `false`).
+    """
+    messages: list[WireMessage]
+    """The LLM-ready messages (roles `user`, `assistant`, `toolResult`), summaries included,
+    after `convertToLlm` (spec §2.3). A reply that overflowed and was recovered from is
+    left out.
+    """
+    tokens: int
+    """The tokenizer's count of `messages`."""
+    messageTokens: NotRequired[Optional[list[int]]]
+    """Per-message counts, parallel to `messages`, when `perMessage` was asked for."""
+    contextWindow: int
+    """The current model's context window."""
+    thresholdTokens: NotRequired[Optional[int]]
+    """Auto-compaction starts above this; `null` when auto-compaction is off."""
+    leafId: NotRequired[Optional[str]]
+    """The leaf this context was built from."""
+    thinkingLevel: str
+    """The thinking level on the branch (`off` when never set)."""
+    models: dict[str, str]
+    """The model per role on the branch (`provider/modelId`)."""
+    tokenizer: str
+    """The token counter used (`chars4`, `o200k`, `cl100k`)."""
+    usage: SessionUsageResult
+
+
+class CompactionPlan(TypedDict):
+    """`compactd plan --json`: where a compaction would cut now, without summarising."""
+    firstKeptEntryId: str
+    firstKeptEntryIndex: NotRequired[Optional[int]]
+    """Index of the first kept entry among the file's entries (0 = the line after the header)."""
+    firstKeptEntryKind: str
+    """Type and role of the first kept entry, e.g. `message/user`."""
+    isSplitTurn: bool
+    turnStartIndex: NotRequired[Optional[int]]
+    """Where the split turn starts, numbered as `firstKeptEntryIndex`."""
+    messagesToSummarize: int
+    turnPrefixMessages: int
+    recentMessages: int
+    tokensBefore: int
+    keepRecentTokens: int
+    previousSummary: bool
+    """Whether a previous compaction's summary would be updated."""
+    readFiles: list[str]
+    modifiedFiles: list[str]
+    tokenizer: str
+    """The token counter used."""
+    mode: PlanMode
+
+
+class BlobsReport(TypedDict):
+    """`compactd blobs --json`: the blob store against the sessions that refer to it."""
+    store: str
+    """The store's directory."""
+    sessions: int
+    """How many session files were read."""
+    referenced: dict[str, list[str]]
+    """Each referenced blob (SHA-256, hex) with the sessions that refer to it."""
+    missing: list[str]
+    """Referenced but not in the store."""
+    unreferenced: list[str]
+    """In the store but referenced by none of the sessions read."""
+    deleted: list[str]
+    """Deleted by `--gc`."""
+
+
+class ResponseError(TypedDict):
+    """A JSON-RPC error object as compactd sends it (`error` in a response)."""
+    code: int
+    """The JSON-RPC code: one per kind (see `errors`), standard codes for the standard
+    failures.
+    """
+    message: str
+    """A message a person can act on."""
+    data: NotRequired[Optional[ErrorData]]
+    """What a program matches on; present on every error compactd sends."""
+
+
+class ErrorData(TypedDict):
+    """The `data` object of an error: its `kind`, and the fields that kind names."""
+    kind: Literal["sessionNotFound", "entryNotFound", "alreadyCompacted", "nothingToCompact", "compactionInProgress", "summarizationFailed", "leafMoved", "sessionFileInvalid", "cannotGetUnderThreshold", "settingsInvalid", "pathOutsideAllowed", "sessionReadOnly", "storageUnavailable", "ioError", "invalidParams", "notInitialized", "cancelled", "parseError", "invalidRequest", "messageTooLarge", "alreadyInitialized", "shuttingDown", "methodNotFound", "internal", "overloaded"]
+    """The error's kind (see `errors` in `protocol.schema.json`): match on it, not on the
+    message.
+    """
+    sessionId: NotRequired[Optional[str]]
+    """`sessionNotFound`: the session id asked for."""
+    entryId: NotRequired[Optional[str]]
+    """`entryNotFound`: the entry id asked for."""
+    expectedLeafId: NotRequired[Optional[str]]
+    """`leafMoved`: the leaf the request expected."""
+    leafId: NotRequired[Optional[str]]
+    """`leafMoved`: the session's leaf (`null` for an empty branch)."""
+    path: NotRequired[Optional[str]]
+    """The file (`sessionNotFound`, `sessionFileInvalid`, `pathOutsideAllowed`, `ioError`), or,
+    for `invalidParams`, the params field at fault (e.g. `entries[0].message`).
+    """
+    errno: NotRequired[Optional[int]]
+    """`ioError`: the operating system's error number."""
+    osError: NotRequired[Optional[str]]
+    """`ioError`: the error number's name (`ENOSPC`, `EACCES`, `EFBIG`, …); `null` when it has
+    none compactd knows.
+    """
+    tokensAfter: NotRequired[Optional[int]]
+    """`cannotGetUnderThreshold`: the context size the compaction reached."""
+    thresholdTokens: NotRequired[Optional[int]]
+    """`cannotGetUnderThreshold`: the threshold it had to get under."""
+    key: NotRequired[Optional[str]]
+    """`settingsInvalid`: the offending key, when known."""
 
 
 #: No params: absent, `null` or an object (ignored).
@@ -1022,6 +1216,9 @@ WorkDoneProgress = Union["WorkDoneProgressBegin", "WorkDoneProgressReport", "Wor
 
 #: Which summary a delta belongs to.
 SummaryPart = Literal["history", "turnPrefix", "short"]
+
+#: Whose rules `compactd plan` cut with.
+PlanMode = Literal["fixed", "parity"]
 
 
 class SyncMethods:
@@ -1235,4 +1432,12 @@ ERROR_CODES: dict[str, int] = {
     "invalidParams": -32602,
     "notInitialized": -32002,
     "cancelled": -32800,
+    "parseError": -32700,
+    "invalidRequest": -32600,
+    "messageTooLarge": -32600,
+    "alreadyInitialized": -32600,
+    "shuttingDown": -32600,
+    "methodNotFound": -32601,
+    "internal": -32603,
+    "overloaded": -32001,
 }

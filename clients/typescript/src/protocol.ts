@@ -58,7 +58,7 @@ export type AppendEntry =
     }
   | {
       type: 'raw';
-      entry: WireEntry;
+      entry: RawEntry;
     };
 /**
  * What an agent does after `session/append` (see docs/protocol.md, "The agent flow").
@@ -137,6 +137,10 @@ export type WorkDoneProgress =
  * Which summary a delta belongs to.
  */
 export type SummaryPart = 'history' | 'turnPrefix' | 'short';
+/**
+ * Whose rules `compactd plan` cut with.
+ */
+export type PlanMode = 'fixed' | 'parity';
 
 /**
  * Params of `initialize`.
@@ -403,12 +407,28 @@ export interface SessionListParams {
    * Only the sessions of this working directory. Default: every stored session.
    */
   cwd?: string | null;
+  /**
+   * At most this many sessions in the result (at least 1); a `nextCursor` says when more
+   * follow. Default: every session, in one result.
+   */
+  limit?: number | null;
+  /**
+   * The `nextCursor` of the previous page (an opaque string): the sessions after it.
+   */
+  cursor?: string | null;
 }
 /**
- * Result of `session/list`, newest first.
+ * Result of `session/list`, newest first (most recently modified; then by path, or by id in
+ * the database).
  */
 export interface SessionListResult {
   sessions: SessionListItem[];
+  /**
+   * Present when more sessions follow this page: pass it as `cursor` to get them. A page
+   * is not a snapshot: a session written while a client pages moves to the front, and is
+   * not in the later pages.
+   */
+  nextCursor?: string | null;
 }
 /**
  * One stored session.
@@ -476,11 +496,11 @@ export interface WireMessage {
   [k: string]: unknown;
 }
 /**
- * A session entry as stored in the session file (spec §1.2): `type`, `id`, `parentId`, `timestamp` and the fields of its type. Unknown types and fields are passed through unchanged.
+ * An entry to append as it will be stored (spec §1.2): `type` and the fields of that type, unknown ones included. `id`, `parentId` and `timestamp` are assigned by the server (given ones are replaced).
  */
-export interface WireEntry {
+export interface RawEntry {
   type: string;
-  id: string;
+  id?: string;
   parentId?: string | null;
   timestamp?: string;
   [k: string]: unknown;
@@ -606,7 +626,8 @@ export interface CompactResult {
    */
   tokensAfter?: number | null;
   /**
-   * File lists and retained facts.
+   * File lists, retained facts, and `summarizers`: which summarizer wrote each part and
+   * why the ones tried before it gave up (as stored in the entry's `details`).
    */
   details: SummaryDetails;
   /**
@@ -625,7 +646,8 @@ export interface CompactResult {
   fromExtension: boolean;
   /**
    * Which summarizer wrote the history summary: `extractive`, `provider/model`, `client`,
-   * `remote`, `hook`, or `none` when nothing was summarised.
+   * `remote`, `hook`, or `none` when nothing was summarised. When it is a fallback,
+   * `details.summarizers` says why the summarizers before it failed.
    */
   summarizer?: string | null;
 }
@@ -648,6 +670,11 @@ export interface SummaryDetails {
    * nothing had to be added.
    */
   retainedFacts?: RetainedFact[] | null;
+  /**
+   * Which summarizer wrote each summary part and why the ones tried before it did not
+   * (a fallback is never silent). Absent when no summarizer ran (a hook supplied it).
+   */
+  summarizers?: SummarizerReport[] | null;
   [k: string]: unknown;
 }
 /**
@@ -662,6 +689,46 @@ export interface RetainedFact {
    * The fact as it was added to the summary.
    */
   text: string;
+}
+/**
+ * Which summarizer wrote one summary part, and why each summarizer tried before it gave up.
+ */
+export interface SummarizerReport {
+  /**
+   * The summary part: `history`, `turnPrefix`, `short` or `branch`.
+   */
+  part: string;
+  /**
+   * The summarizer that wrote it: `provider/model`, `client`, `remote` or `extractive`
+   * (the offline last rung).
+   */
+  summarizer: string;
+  /**
+   * What the answer checks found (`checks passed`, or what was cut); absent for the
+   * extractive rung, whose output is not checked.
+   */
+  checks?: string | null;
+  /**
+   * Requests the part took on that summarizer (more than one when its input was split).
+   */
+  chunks: number;
+  /**
+   * The summarizers tried before, in order, each with why it gave up; empty when the first
+   * one wrote the part.
+   */
+  failures?: SummarizerFailure[];
+}
+/**
+ * A summarizer that did not write a summary part.
+ */
+export interface SummarizerFailure {
+  summarizer: string;
+  /**
+   * Why, for a person: the server's error (`HTTP 500 …`), a timeout, an answer the checks
+   * rejected (`answer rejected: …`), a summarizer skipped after failing the same way
+   * before.
+   */
+  reason: string;
 }
 /**
  * Params of `session/context`.
@@ -776,6 +843,16 @@ export interface TreeNode {
    * The whole entry, with `includeEntries`.
    */
   entry?: WireEntry | null;
+}
+/**
+ * A session entry as stored in the session file (spec §1.2): `type`, `id`, `parentId`, `timestamp` and the fields of its type. Unknown types and fields are passed through unchanged.
+ */
+export interface WireEntry {
+  type: string;
+  id: string;
+  parentId?: string | null;
+  timestamp?: string;
+  [k: string]: unknown;
 }
 /**
  * Result of `session/usage`.
@@ -979,6 +1056,16 @@ export interface NavigateTreeResult {
    */
   summary?: BranchSummaryPreview | null;
   /**
+   * With a summary (attached or previewed): which summarizer wrote it (`hook` for a
+   * hook's).
+   */
+  summarizer?: string | null;
+  /**
+   * With a summary compactd wrote: which summarizer wrote it and why the ones tried
+   * before it gave up (also in the entry's `details.summarizers`).
+   */
+  summarizers?: SummarizerReport[];
+  /**
    * The leaf now (unchanged when cancelled); `null` when the branch is empty.
    */
   leafId?: string | null;
@@ -1003,6 +1090,11 @@ export interface BranchSummaryPreview {
    * Which summarizer wrote it (`extractive`, `provider/model`, `client`, `hook`, …).
    */
   summarizer: string;
+  /**
+   * Which summarizer wrote it and why the ones tried before it gave up (empty for a
+   * hook's summary).
+   */
+  summarizers?: SummarizerReport[];
 }
 /**
  * Params of `settings/get`.
@@ -1435,10 +1527,20 @@ export interface TreeNavigated {
    * With a summary: whether a hook supplied it.
    */
   fromExtension?: boolean | null;
+  /**
+   * With a summary: which summarizer wrote it (`hook` for a hook's).
+   */
+  summarizer?: string | null;
+  /**
+   * With a summary compactd wrote: which summarizer wrote it and why the ones tried
+   * before it gave up (also in the entry's `details.summarizers`).
+   */
+  summarizers?: SummarizerReport[];
 }
 /**
  * `session/entriesAppended`: entries were written to the session, by any client or by the
- * server itself (compaction, branch summary, auto-continue prompt).
+ * server itself (compaction, branch summary, auto-continue prompt), or by another daemon
+ * sharing the session database (`external`).
  */
 export interface EntriesAppended {
   sessionId: string;
@@ -1450,6 +1552,12 @@ export interface EntriesAppended {
    * The leaf after the append.
    */
   leafId: string;
+  /**
+   * Written by another process: another daemon on the same PostgreSQL database. Sent as
+   * soon as the database announces the write, without a request from this client. (A file
+   * session's other writers are read at the next request, without this notification.)
+   */
+  external?: boolean;
 }
 /**
  * `session/autoContinue`: after a threshold compaction the server appended the synthetic
@@ -1465,6 +1573,214 @@ export interface AutoContinue {
    * The appended user message entry (marked `synthetic: true`).
    */
   entryId: string;
+}
+/**
+ * `compactd context --json`: `session/context` with `perMessage: true`, the counter used,
+ * and `session/usage` (the CLI runs no compaction, so its `is*` flags are `false`).
+ */
+export interface ContextReport {
+  /**
+   * The LLM-ready messages (roles `user`, `assistant`, `toolResult`), summaries included,
+   * after `convertToLlm` (spec §2.3). A reply that overflowed and was recovered from is
+   * left out.
+   */
+  messages: WireMessage[];
+  /**
+   * The tokenizer's count of `messages`.
+   */
+  tokens: number;
+  /**
+   * Per-message counts, parallel to `messages`, when `perMessage` was asked for.
+   */
+  messageTokens?: number[] | null;
+  /**
+   * The current model's context window.
+   */
+  contextWindow: number;
+  /**
+   * Auto-compaction starts above this; `null` when auto-compaction is off.
+   */
+  thresholdTokens?: number | null;
+  /**
+   * The leaf this context was built from.
+   */
+  leafId?: string | null;
+  /**
+   * The thinking level on the branch (`off` when never set).
+   */
+  thinkingLevel: string;
+  /**
+   * The model per role on the branch (`provider/modelId`).
+   */
+  models: {
+    [k: string]: string;
+  };
+  /**
+   * The token counter used (`chars4`, `o200k`, `cl100k`).
+   */
+  tokenizer: string;
+  usage: SessionUsageResult;
+}
+/**
+ * `compactd plan --json`: where a compaction would cut now, without summarising.
+ */
+export interface CompactionPlan {
+  firstKeptEntryId: string;
+  /**
+   * Index of the first kept entry among the file's entries (0 = the line after the header).
+   */
+  firstKeptEntryIndex?: number | null;
+  /**
+   * Type and role of the first kept entry, e.g. `message/user`.
+   */
+  firstKeptEntryKind: string;
+  isSplitTurn: boolean;
+  /**
+   * Where the split turn starts, numbered as `firstKeptEntryIndex`.
+   */
+  turnStartIndex?: number | null;
+  messagesToSummarize: number;
+  turnPrefixMessages: number;
+  recentMessages: number;
+  tokensBefore: number;
+  keepRecentTokens: number;
+  /**
+   * Whether a previous compaction's summary would be updated.
+   */
+  previousSummary: boolean;
+  readFiles: string[];
+  modifiedFiles: string[];
+  /**
+   * The token counter used.
+   */
+  tokenizer: string;
+  mode: PlanMode;
+}
+/**
+ * `compactd blobs --json`: the blob store against the sessions that refer to it.
+ */
+export interface BlobsReport {
+  /**
+   * The store's directory.
+   */
+  store: string;
+  /**
+   * How many session files were read.
+   */
+  sessions: number;
+  /**
+   * Each referenced blob (SHA-256, hex) with the sessions that refer to it.
+   */
+  referenced: {
+    [k: string]: string[];
+  };
+  /**
+   * Referenced but not in the store.
+   */
+  missing: string[];
+  /**
+   * In the store but referenced by none of the sessions read.
+   */
+  unreferenced: string[];
+  /**
+   * Deleted by `--gc`.
+   */
+  deleted: string[];
+}
+/**
+ * A JSON-RPC error object as compactd sends it (`error` in a response).
+ */
+export interface ResponseError {
+  /**
+   * The JSON-RPC code: one per kind (see `errors`), standard codes for the standard
+   * failures.
+   */
+  code: number;
+  /**
+   * A message a person can act on.
+   */
+  message: string;
+  /**
+   * What a program matches on; present on every error compactd sends.
+   */
+  data?: ErrorData | null;
+}
+/**
+ * The `data` object of an error: its `kind`, and the fields that kind names.
+ */
+export interface ErrorData {
+  /**
+   * The error's kind (see `errors` in `protocol.schema.json`): match on it, not on the
+   * message.
+   */
+  kind:
+    | 'sessionNotFound'
+    | 'entryNotFound'
+    | 'alreadyCompacted'
+    | 'nothingToCompact'
+    | 'compactionInProgress'
+    | 'summarizationFailed'
+    | 'leafMoved'
+    | 'sessionFileInvalid'
+    | 'cannotGetUnderThreshold'
+    | 'settingsInvalid'
+    | 'pathOutsideAllowed'
+    | 'sessionReadOnly'
+    | 'storageUnavailable'
+    | 'ioError'
+    | 'invalidParams'
+    | 'notInitialized'
+    | 'cancelled'
+    | 'parseError'
+    | 'invalidRequest'
+    | 'messageTooLarge'
+    | 'alreadyInitialized'
+    | 'shuttingDown'
+    | 'methodNotFound'
+    | 'internal'
+    | 'overloaded';
+  /**
+   * `sessionNotFound`: the session id asked for.
+   */
+  sessionId?: string | null;
+  /**
+   * `entryNotFound`: the entry id asked for.
+   */
+  entryId?: string | null;
+  /**
+   * `leafMoved`: the leaf the request expected.
+   */
+  expectedLeafId?: string | null;
+  /**
+   * `leafMoved`: the session's leaf (`null` for an empty branch).
+   */
+  leafId?: string | null;
+  /**
+   * The file (`sessionNotFound`, `sessionFileInvalid`, `pathOutsideAllowed`, `ioError`), or,
+   * for `invalidParams`, the params field at fault (e.g. `entries[0].message`).
+   */
+  path?: string | null;
+  /**
+   * `ioError`: the operating system's error number.
+   */
+  errno?: number | null;
+  /**
+   * `ioError`: the error number's name (`ENOSPC`, `EACCES`, `EFBIG`, …); `null` when it has
+   * none compactd knows.
+   */
+  osError?: string | null;
+  /**
+   * `cannotGetUnderThreshold`: the context size the compaction reached.
+   */
+  tokensAfter?: number | null;
+  /**
+   * `cannotGetUnderThreshold`: the threshold it had to get under.
+   */
+  thresholdTokens?: number | null;
+  /**
+   * `settingsInvalid`: the offending key, when known.
+   */
+  key?: string | null;
 }
 
 /** Requests a client sends: params and result of each. */
@@ -1576,6 +1892,14 @@ export const ERROR_CODES = {
   invalidParams: -32602,
   notInitialized: -32002,
   cancelled: -32800,
+  parseError: -32700,
+  invalidRequest: -32600,
+  messageTooLarge: -32600,
+  alreadyInitialized: -32600,
+  shuttingDown: -32600,
+  methodNotFound: -32601,
+  internal: -32603,
+  overloaded: -32001,
 } as const;
 
 /** A typed error's `data.kind`. */

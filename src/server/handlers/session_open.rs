@@ -9,7 +9,7 @@ use crate::protocol::{
     SessionListResult, SessionLocator, SessionOpenParams, SessionRef,
 };
 use crate::rpc::{RequestCtx, RpcError};
-use crate::server::{Daemon, to_proto};
+use crate::server::{Daemon, from_proto, to_proto};
 
 pub async fn create(
     daemon: Arc<Daemon>,
@@ -74,9 +74,11 @@ pub async fn list(
     _: RequestCtx,
     params: SessionListParams,
 ) -> Result<SessionListResult, RpcError> {
-    let found = daemon
+    let page = from_proto::list_page(params.limit, params.cursor.as_deref())
+        .map_err(|(path, e)| invalid("session/list", path, e))?;
+    let (found, next) = daemon
         .engine
-        .list(params.cwd.as_deref().map(Path::new))
+        .list(params.cwd.as_deref().map(Path::new), page)
         .await
         .map_err(to_proto::error)?;
     let sessions = found
@@ -95,7 +97,10 @@ pub async fn list(
             open: s.open,
         })
         .collect();
-    Ok(SessionListResult { sessions })
+    Ok(SessionListResult {
+        sessions,
+        next_cursor: next.map(|c| c.to_string()),
+    })
 }
 
 /// The file's modification time (ISO 8601).

@@ -1,6 +1,6 @@
 //! The reads: `session/context`, `session/tree` and `session/usage`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::protocol::{
@@ -20,24 +20,10 @@ pub async fn context(
         .context(&params.session_id, params.tokenizer.as_deref())
         .await
         .map_err(to_proto::error)?;
-    let per_message = params.per_message.unwrap_or(false);
-    Ok(SessionContextResult {
-        message_tokens: per_message.then(|| view.messages.iter().map(|m| m.tokens).collect()),
-        messages: view
-            .messages
-            .iter()
-            .map(|m| to_proto::message(&m.message))
-            .collect(),
-        tokens: view.total_tokens,
-        context_window: view.context_window,
-        threshold_tokens: view.threshold,
-        leaf_id: view.leaf_id,
-        thinking_level: view.thinking_level,
-        models: view
-            .model
-            .map(|model| BTreeMap::from([("default".to_owned(), model)]))
-            .unwrap_or_default(),
-    })
+    Ok(to_proto::context_result(
+        &view,
+        params.per_message.unwrap_or(false),
+    ))
 }
 
 pub async fn tree(
@@ -78,13 +64,12 @@ pub async fn usage(
         .map_err(to_proto::error)?;
     let state = engine.state(&params.session_id).map_err(to_proto::error)?;
     let settings = engine.session_settings(&state).map_err(to_proto::error)?;
-    Ok(SessionUsageResult {
-        context_tokens: view.context_tokens,
-        context_window: view.context_window,
-        threshold_tokens: view.threshold,
-        percent: view.percent,
-        is_compacting: state.ops.is_compacting(),
-        is_summarizing_branch: state.ops.is_summarizing_branch(),
-        auto_compaction_enabled: settings.compaction.enabled,
-    })
+    Ok(to_proto::usage_result(
+        &view,
+        to_proto::Activity {
+            compacting: state.ops.is_compacting(),
+            summarizing_branch: state.ops.is_summarizing_branch(),
+            auto_compaction_enabled: settings.compaction.enabled,
+        },
+    ))
 }

@@ -23,7 +23,7 @@ use super::{
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
 use crate::session::ids;
 use crate::session::postgres::{
-    Changes, Finish, Head, Interest, PgStore, StoreError, StoredLine, WriteMeta,
+    ChangeSignal, Changes, Finish, Head, Interest, PgStore, StoreError, StoredLine, WriteMeta,
 };
 
 /// Where a session's lines live.
@@ -43,6 +43,9 @@ pub(crate) struct Remote {
     store: Arc<PgStore>,
     head: Head,
     interest: Interest,
+    /// Entries other writers added, not yet taken by [`Session::take_arrivals`]; `None`
+    /// until [`Session::follow_changes`] (nobody would take them).
+    arrivals: Option<Vec<Entry>>,
 }
 
 /// Where a new session is made.
@@ -110,6 +113,7 @@ impl Session {
             store: Arc::clone(store),
             head,
             interest,
+            arrivals: None,
         }));
         Ok(session)
     }
@@ -132,8 +136,47 @@ impl Session {
             store: Arc::clone(store),
             head,
             interest,
+            arrivals: None,
         }));
         Ok((session, report))
+    }
+
+    /// For a stored session: starts keeping the entries other writers add (see
+    /// [`Session::take_arrivals`]) and returns the signal that wakes when the database says
+    /// the session changed, so a follower can refresh at once. `None` for a file, whose
+    /// other writers are seen at the next refresh.
+    pub fn follow_changes(&mut self) -> Option<ChangeSignal> {
+        match &mut self.backend {
+            Backend::Postgres(remote) => {
+                remote.arrivals.get_or_insert_with(Vec::new);
+                Some(remote.interest.signal())
+            }
+            Backend::File => None,
+        }
+    }
+
+    /// The entries other writers added since the last call (markers left out), in the order
+    /// they arrived; empty unless [`Session::follow_changes`] was called.
+    pub fn take_arrivals(&mut self) -> Vec<Entry> {
+        match &mut self.backend {
+            Backend::Postgres(remote) => remote
+                .arrivals
+                .as_mut()
+                .map(std::mem::take)
+                .unwrap_or_default(),
+            Backend::File => Vec::new(),
+        }
+    }
+
+    /// Keeps `arrived` for [`Session::take_arrivals`] when followed, and wakes the follower.
+    fn record_arrivals(&mut self, arrived: Vec<Entry>) {
+        let remote = self.remote_mut();
+        if let Some(queue) = &mut remote.arrivals
+            && !arrived.is_empty()
+        {
+            queue.extend(arrived);
+            remote.interest.signal().poke();
+        }
     }
 
     /// The database this session is stored in, if it is.
@@ -204,6 +247,12 @@ impl Session {
                     self.follow_file();
                 }
                 self.remote_mut().head = head;
+                let arrived = self.entries[before..]
+                    .iter()
+                    .filter(|e| !e.is_leaf_move())
+                    .cloned()
+                    .collect();
+                self.record_arrivals(arrived);
                 Ok(self.entries.len() - before)
             }
             Changes::Rewritten { file, head } => {
@@ -217,6 +266,12 @@ impl Session {
                 )?;
                 let moved_here = self.leaf != self.file_leaf;
                 let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
+                let arrived: Vec<Entry> = fresh
+                    .entries
+                    .iter()
+                    .filter(|e| !e.is_leaf_move() && !self.index.contains_key(&e.id))
+                    .cloned()
+                    .collect();
                 let backend = std::mem::take(&mut self.backend);
                 let sync = self.sync;
                 *self = fresh;
@@ -227,6 +282,7 @@ impl Session {
                 }
                 self.revision = next_revision();
                 self.remote_mut().head = head;
+                self.record_arrivals(arrived);
                 Ok(self.entries.len())
             }
         }

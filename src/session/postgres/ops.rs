@@ -112,6 +112,8 @@ pub struct SessionRow {
     pub entry_count: usize,
     /// The last write (ISO-8601, UTC, milliseconds).
     pub modified: String,
+    /// The last write in microseconds since the Unix epoch: the listing's order.
+    pub updated_micros: i64,
 }
 
 /// What [`PgStore::import`] did with one file.
@@ -485,36 +487,52 @@ impl PgStore {
         })
     }
 
-    /// The stored sessions (those of `cwd` when given), most recently written first: an
-    /// indexed query that reads no lines.
+    /// The stored sessions (those of `cwd` when given), most recently written first (then by
+    /// id), after `after` (`(updated_at in µs since the epoch, id)` of the last session of the
+    /// previous page), at most `limit`: a range of the `(updated_at, id)` or
+    /// `(cwd, updated_at, id)` index, reading no lines.
     pub fn list(
         &self,
         cwd: Option<&str>,
         limit: Option<i64>,
+        after: Option<(i64, String)>,
     ) -> Result<Vec<SessionRow>, StoreError> {
         let cwd = cwd.map(str::to_owned);
         self.call(move |pool| async move {
             let client = pool.get().await.map_err(pool_error)?;
-            let rows = match &cwd {
-                Some(cwd) => {
-                    client
-                        .query(
-                            &format!("SELECT id, cwd, title, created, entry_count, {MODIFIED} FROM compactd_sessions
-                             WHERE cwd = $1 ORDER BY updated_at DESC, id LIMIT $2"),
-                            &[cwd, &limit],
-                        )
-                        .await?
-                }
-                None => {
-                    client
-                        .query(
-                            &format!("SELECT id, cwd, title, created, entry_count, {MODIFIED} FROM compactd_sessions
-                             ORDER BY updated_at DESC, id LIMIT $1"),
-                            &[&limit],
-                        )
-                        .await?
-                }
+            let mut conditions = Vec::new();
+            let mut params: Vec<&(dyn ToSql + Sync)> = vec![&limit];
+            if let Some(cwd) = &cwd {
+                params.push(cwd);
+                conditions.push(format!("cwd = ${}", params.len()));
+            }
+            if let Some((micros, id)) = &after {
+                params.push(micros);
+                let t = format!(
+                    "'epoch'::timestamptz + ${}::bigint * interval '1 microsecond'",
+                    params.len()
+                );
+                params.push(id);
+                // `updated_at <= t` bounds the index range; the rest sorts out equal times.
+                conditions.push(format!(
+                    "updated_at <= {t} AND (updated_at < {t} OR id > ${})",
+                    params.len()
+                ));
+            }
+            let filter = if conditions.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", conditions.join(" AND "))
             };
+            let statement = client
+                .prepare_cached(&format!(
+                    "SELECT id, cwd, title, created, entry_count, {MODIFIED},
+                            (extract(epoch FROM updated_at) * 1000000)::bigint
+                     FROM compactd_sessions {filter}
+                     ORDER BY updated_at DESC, id LIMIT $1"
+                ))
+                .await?;
+            let rows = client.query(&statement, &params).await?;
             Ok(rows
                 .iter()
                 .map(|r| SessionRow {
@@ -524,6 +542,7 @@ impl PgStore {
                     created: r.get(3),
                     entry_count: usize::try_from(r.get::<_, i64>(4)).unwrap_or(0),
                     modified: r.get(5),
+                    updated_micros: r.get(6),
                 })
                 .collect())
         })

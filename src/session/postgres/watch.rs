@@ -5,6 +5,10 @@
 //! connected (at start, after the database restarted) nothing is trusted: every read queries,
 //! and after each (re)connect every interest is marked changed once, for the notifications
 //! that were missed meanwhile.
+//!
+//! A session can also be *followed*: [`Interest::signal`] wakes whoever waits on it at every
+//! notification for the session and at every reconnect, so a daemon reads (and tells its
+//! client about) another daemon's appends without waiting for a request.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,10 +29,34 @@ pub(crate) struct Watch {
     sessions: Mutex<HashMap<String, Weak<Notified>>>,
 }
 
-/// The newest version notified for one session.
+/// The newest version notified for one session, and the wake-up of its follower.
 #[derive(Default)]
 struct Notified {
     version: AtomicU64,
+    wake: tokio::sync::Notify,
+}
+
+/// Wakes when the session may have changed in the database (see [`Interest::signal`]).
+#[derive(Clone)]
+pub struct ChangeSignal(Arc<Notified>);
+
+impl std::fmt::Debug for ChangeSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChangeSignal")
+    }
+}
+
+impl ChangeSignal {
+    /// Waits for the next notification of the session (or a reconnect) since the last wait
+    /// returned; several of them while nobody waits wake once.
+    pub async fn changed(&self) {
+        self.0.wake.notified().await;
+    }
+
+    /// Wakes the waiter as a notification would.
+    pub(crate) fn poke(&self) {
+        self.0.wake.notify_one();
+    }
 }
 
 /// One open session's view of the notifications; dropping it stops recording them.
@@ -80,6 +108,15 @@ impl Watch {
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = sessions.get(id).and_then(Weak::upgrade) {
             n.version.fetch_max(version, Ordering::AcqRel);
+            n.wake.notify_one();
+        }
+    }
+
+    /// After a (re)connect: notifications may have been missed, so every follower looks.
+    fn wake_all(&self) {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        for n in sessions.values().filter_map(Weak::upgrade) {
+            n.wake.notify_one();
         }
     }
 }
@@ -96,6 +133,11 @@ impl Interest {
     pub(crate) fn mark_seen(&mut self, version: u64, epoch: u64) {
         self.seen = version;
         self.epoch = epoch;
+    }
+
+    /// The signal that wakes at this session's notifications and at reconnects.
+    pub(crate) fn signal(&self) -> ChangeSignal {
+        ChangeSignal(Arc::clone(&self.notified))
     }
 
     /// The current epoch, read before a query so a reconnect during it is not hidden.
@@ -118,6 +160,7 @@ pub(super) async fn listen(config: tokio_postgres::Config, watch: Arc<Watch>, ta
                     Ok(()) => {
                         watch.epoch.fetch_add(1, Ordering::AcqRel);
                         watch.live.store(true, Ordering::Release);
+                        watch.wake_all();
                         tracing::debug!(%target, "listening for other daemons' writes");
                         delay = Duration::from_millis(50);
                         while let Some(message) = rx.next().await {
