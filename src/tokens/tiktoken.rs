@@ -65,10 +65,10 @@ impl Tiktoken {
         Tiktoken { bpe }
     }
 
-    /// Compiles the splitting pattern now (a few milliseconds), so the first count on a hot
+    /// Builds the splitting automaton now (a few milliseconds), so the first count on a hot
     /// path does not. Returns whether the vocabulary is ready (always).
     pub fn warm(&self) -> bool {
-        self.bpe.vocab().regex();
+        self.bpe.vocab().splitter();
         true
     }
 }
