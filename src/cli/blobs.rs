@@ -8,9 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use compactd::protocol::BlobsReport;
-use compactd::session::size_controls::{BlobStore, blob_refs_in_line};
-use compactd::settings::SettingsStack;
+use crate::protocol::BlobsReport;
+use crate::session::size_controls::{BlobStore, blob_refs_in_line};
+use crate::settings::SettingsStack;
 
 use super::common::{self, CliError};
 
@@ -53,7 +53,7 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
         Some(dir) => dir.clone(),
         None => {
             let settings = SettingsStack::discover(None).effective()?;
-            match compactd::engine::blob_store(&settings) {
+            match crate::engine::blob_store(&settings) {
                 Some(store) => store.dir().to_path_buf(),
                 None => return Err(CliError("no home directory: pass --dir".into())),
             }
@@ -66,7 +66,7 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
     }
     let mut referenced: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for file in &files {
-        let text = compactd::files::read_regular_to_string(file)
+        let text = crate::files::read_regular_to_string(file)
             .map_err(|e| CliError(format!("{}: {e}", file.display())))?;
         let mut refs = BTreeSet::new();
         for line in text.lines() {

@@ -3,11 +3,11 @@
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use compactd::engine::usage::{ContextView, context_view};
-use compactd::protocol::ContextReport;
-use compactd::server::to_proto;
-use compactd::session::{AgentMessage, ContentBlock};
-use compactd::tokens::TokenCache;
+use crate::engine::usage::{ContextView, context_view};
+use crate::protocol::ContextReport;
+use crate::server::to_proto;
+use crate::session::{AgentMessage, ContentBlock};
+use crate::tokens::TokenCache;
 
 use super::common::{self, CliError, TokenizerArg};
 
@@ -64,7 +64,7 @@ fn preview(msg: &AgentMessage) -> String {
         AgentMessage::ToolResult(r) => format!(
             "{}: {}",
             r.tool_name,
-            compactd::session::message::join_text(&r.content, " ")
+            crate::session::message::join_text(&r.content, " ")
         ),
         other => other.to_value().to_string(),
     };

@@ -3,9 +3,9 @@
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use compactd::compaction::{CompactionParams, CutMode, compute_file_lists, prepare_compaction};
-use compactd::protocol::{CompactionPlan, PlanMode};
-use compactd::session::Entry;
+use crate::compaction::{CompactionParams, CutMode, compute_file_lists, prepare_compaction};
+use crate::protocol::{CompactionPlan, PlanMode};
+use crate::session::Entry;
 
 use super::common::{self, CliError, TokenizerArg};
 

@@ -3,14 +3,14 @@
 //! errors as protocol errors (their kind mapped as an enum, never through its name). The way
 //! back is [`super::from_proto`].
 //!
-//! Public so that the command line's `--json` output prints these same result types
-//! (`compactd tree --json` is a `session/tree` result): one schema covers both.
+//! The command line (`crate::cli`) prints its `--json` output through these same
+//! functions (`compactd tree --json` is a `session/tree` result): one schema covers both.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use crate::engine::fit::SummaryReport;
+use crate::engine::events::SummaryReport;
 use crate::engine::{
     self, AppendAction, AutoResult, BeforeCompactRequest, BeforeTreeRequest, CompactOutcome,
     CompactReason, CompactingRequest, EngineError, EngineErrorKind, OperationError, Phase, Purpose,

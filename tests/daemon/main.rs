@@ -15,5 +15,6 @@ mod hostile;
 mod lifecycle;
 mod progress;
 mod sessions;
+mod small_window;
 mod storage;
 mod two_writers;

@@ -201,6 +201,45 @@ fn a_prompt_override_that_cannot_be_read_stops_the_command_and_writes_nothing() 
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
+/// A summarizer named on the command line that cannot run is an error naming why, and nothing
+/// is written; before, `--summarizer openai` with no model or key wrote an extractive summary.
+#[test]
+fn a_named_summarizer_that_cannot_run_stops_the_command_and_writes_nothing() {
+    let (dir, path) = demo_copy();
+    let p = path.to_str().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for (args, says) in [
+        (
+            vec!["--summarizer", "openai"],
+            "the summarizer openai cannot be used",
+        ),
+        (vec!["--summarizer", "remote"], "compaction.remoteEndpoint"),
+        (
+            vec!["--model", "openai/gpt-4.1"],
+            "openai/gpt-4.1 cannot be used",
+        ),
+    ] {
+        let mut all = vec!["compact", p];
+        all.extend(&args);
+        let out = compactd(&all, dir.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "{args:?} wrote to the file"
+        );
+    }
+    // The extractive summarizer, asked for by name, always runs.
+    let out = compactd(&["compact", p, "--summarizer", "extractive"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `--json` prints the protocol's result types (the schema of `schema/`), the same shapes the
 /// daemon answers: `tree --json` is a `session/tree` result (`type`, `children`, `roots`),
 /// `compact --json` a `session/compact` result, `prune --json` a `session/prune` result;
@@ -338,9 +377,9 @@ fn blobs_reports_references_and_collects_only_on_request() {
     let home = tempfile::tempdir().unwrap();
     let store = home.path().join("store");
     std::fs::create_dir_all(&store).unwrap();
-    let kept = compactd::session::size_controls::sha256_hex(b"kept");
-    let orphan = compactd::session::size_controls::sha256_hex(b"orphan");
-    let gone = compactd::session::size_controls::sha256_hex(b"gone");
+    let kept = compactd::session::sha256_hex(b"kept");
+    let orphan = compactd::session::sha256_hex(b"orphan");
+    let gone = compactd::session::sha256_hex(b"gone");
     std::fs::write(store.join(&kept), b"kept").unwrap();
     std::fs::write(store.join(&orphan), b"orphan").unwrap();
     std::fs::write(store.join("notes.txt"), b"not a blob").unwrap();
