@@ -20,11 +20,10 @@
 //! partly loaded session has neither, and opening it reports what opening the whole would.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use super::{LoadReport, Result, Session, SessionError, next_revision};
 use crate::session::context::state_entries;
-use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, EntryKind};
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, EntryKind, LineSource};
 use crate::session::ids;
 use crate::session::postgres::{ContextDigest, Locked, SeqLine};
 use crate::session::tree;
@@ -84,7 +83,13 @@ impl Session {
             data.push(b'\n');
         }
         let mut report = LoadReport::default();
-        let mut session = Session::parse(path.clone(), path, Arc::new(data), None, &mut report)?;
+        let mut session = Session::parse(
+            path.clone(),
+            path,
+            LineSource::memory(data),
+            None,
+            &mut report,
+        )?;
         let clean = report == LoadReport::default()
             && session.header.version == Some(CURRENT_SESSION_VERSION)
             && session.raw_lines.is_empty()
@@ -268,7 +273,7 @@ impl Session {
         let before = match Session::parse(
             self.path.clone(),
             self.file.clone(),
-            Arc::new(data),
+            LineSource::memory(data),
             None,
             &mut report,
         ) {
