@@ -11,11 +11,15 @@
 //! with the next append. Opening never writes; a migrated file is rewritten as version 3 by the
 //! first write.
 //!
-//! A version 3 file is read once into one buffer; each line keeps a span of it and only its
-//! `type`, `id`, `parentId` and `timestamp` are parsed at open. The typed body is parsed on
-//! first use ([`Entry::kind`]), so opening costs about a header parse per line and memory
-//! about the file size. Versions 1 and 2, and lines whose header fields have an unusual shape,
-//! are parsed whole at open, as before.
+//! In a version 3 file only each line's `type`, `id`, `parentId` and `timestamp` are read at
+//! open, by a scanner that looks at the line's first bytes (`entry/head.rs`); the typed body
+//! is parsed on first use ([`Entry::kind`]). A small file is read into one buffer and each
+//! line keeps a span of it; a large one (`stream.rs`) is read through a reused buffer and
+//! each line keeps its offsets in the open file, read again when its body is needed, so
+//! opening costs about what `wc -l` costs and memory about the entries' headers. A body that
+//! does not parse is found when it is used: the entry is then kept as an unknown one, its line
+//! written back as it was. Versions 1 and 2, and lines whose header fields have an unusual
+//! shape or that are cut short, are parsed whole at open, as before.
 //!
 //! # The leaf
 //! The reference derives the leaf from the last line of the file, so a navigation that appends
@@ -50,9 +54,9 @@
 //! This file holds the types and the in-memory session (entries, leaf, paths, appends and
 //! navigation); `load` turns bytes into entries, `migrate` lifts versions 1 and 2 to 3, `disk`
 //! does every file-system call (create, open, the lock, appends, rewrites), `fork` makes new
-//! files from a session, and `parallel` reads large files on two threads.
+//! files from a session, and `stream` reads large files without copying them.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -193,9 +197,6 @@ pub struct Session {
     lazy: bool,
     /// See [`Session::revision`].
     revision: u64,
-    /// Entries of a large file parsed ahead on two threads, by line start offset, taken in
-    /// order while the file is read; empty outside [`Session::parse`].
-    preparsed: VecDeque<(usize, Entry)>,
     /// The last root→entry path walked, reused and extended by later walks.
     path_cache: std::sync::Mutex<PathCache>,
     /// Where the lines live (see `backend.rs`).
@@ -636,7 +637,7 @@ mod disk;
 mod fork;
 mod load;
 mod migrate;
-mod parallel;
+mod stream;
 
 #[cfg(test)]
 mod tests;

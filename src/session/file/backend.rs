@@ -20,7 +20,7 @@ use super::load::TailMode;
 use super::{
     CreateOptions, LoadReport, Result, Session, SessionError, file_leaf_of, next_revision,
 };
-use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
 use crate::session::ids;
 use crate::session::postgres::{
     ChangeSignal, Changes, Finish, Head, Interest, PgStore, StoreError, StoredLine, WriteMeta,
@@ -105,7 +105,7 @@ impl Session {
         let mut session = Session::parse(
             postgres_path(&id),
             postgres_path(&id),
-            Arc::new(file),
+            LineSource::memory(file),
             None,
             &mut LoadReport::default(),
         )?;
@@ -128,7 +128,7 @@ impl Session {
         let mut session = Session::parse(
             postgres_path(id),
             postgres_path(id),
-            Arc::new(file),
+            LineSource::memory(file),
             None,
             &mut report,
         )?;
@@ -234,7 +234,7 @@ impl Session {
                 let mut report = LoadReport::default();
                 let mut parsed = Vec::new();
                 self.read_lines(
-                    &Arc::new(lines),
+                    &LineSource::memory(lines),
                     0,
                     TailMode::Locked,
                     &mut report,
@@ -260,7 +260,7 @@ impl Session {
                 let fresh = Session::parse(
                     self.path.clone(),
                     self.file.clone(),
-                    Arc::new(file),
+                    LineSource::memory(file),
                     None,
                     &mut report,
                 )?;
@@ -436,7 +436,13 @@ fn stored_line(e: &Entry) -> StoredLine {
         entry_id: Some(e.id.clone()),
         parent_id: e.parent_id.clone(),
         type_name: Some(e.type_name().to_owned()),
-        bytes: e.to_line().into_bytes(),
+        // The lines of a stored session and of a file being imported are in memory (only a
+        // large version 3 file keeps its lines in the file, and it is imported as written),
+        // so this is the line itself.
+        bytes: e.line_bytes().map_or_else(
+            |_| e.to_value().to_string().into_bytes(),
+            |b| b.into_owned(),
+        ),
     }
 }
 
