@@ -206,6 +206,31 @@ impl DaemonProcess {
         self.home.path().join("data")
     }
 
+    /// Takes the daemon's stdin, e.g. to write from another task while this one reads (a
+    /// client that writes faster than the daemon answers must not block its own reading).
+    /// [`Self::give_stdin`] puts it back.
+    pub fn take_stdin(&mut self) -> ChildStdin {
+        self.stdin.take().expect("stdin is open")
+    }
+
+    /// Puts back what [`Self::take_stdin`] took.
+    pub fn give_stdin(&mut self, stdin: ChildStdin) {
+        self.stdin = Some(stdin);
+    }
+
+    /// The next NDJSON line from the wire, unparsed (for answers too large to parse cheaply);
+    /// `None` at EOF. Not recorded in the transcript, and the buffer is not looked at.
+    pub async fn receive_line(&mut self) -> Option<String> {
+        assert_eq!(self.framing, Framing::Ndjson, "lines are NDJSON");
+        let mut line = String::new();
+        let read = self.stdout.read_line(&mut line);
+        let n = tokio::time::timeout(READ_TIMEOUT, read)
+            .await
+            .expect("compactd answered in time")
+            .expect("read stdout");
+        (n > 0).then_some(line)
+    }
+
     /// Writes raw bytes to the server's stdin.
     pub async fn send_raw(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin is open");

@@ -65,6 +65,7 @@
 //! # }
 //! ```
 
+mod budget;
 mod client;
 pub mod framing;
 pub mod message;

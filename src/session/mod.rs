@@ -15,8 +15,8 @@ pub mod tree;
 pub use context::{SessionContext, build_session_context, convert_to_llm};
 pub use entry::{CURRENT_SESSION_VERSION, Entry, EntryKind, SessionHeader};
 pub use file::{
-    CreateOptions, Destination, LoadReport, Session, SessionError, SyncPolicy, import_file,
-    postgres_path,
+    CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SyncPolicy,
+    import_file, postgres_path,
 };
 pub use message::{AgentMessage, Content, ContentBlock, Usage};
 pub use tree::{Tree, TreeNode};

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::engine::usage::ContextView;
 use crate::protocol::{
     SessionContextParams, SessionContextResult, SessionRef, SessionTreeParams, SessionTreeResult,
     SessionUsageResult,
@@ -12,20 +13,35 @@ use crate::server::{Daemon, to_proto};
 
 pub async fn context(
     daemon: Arc<Daemon>,
-    _: RequestCtx,
+    ctx: RequestCtx,
     params: SessionContextParams,
 ) -> Result<SessionContextResult, RpcError> {
+    // A whole context may be tens of megabytes: wait for room in the output budget for what
+    // building it takes, so pipelined reads that nobody reads do not pile up in memory.
+    let hint = daemon
+        .engine
+        .context_size_hint(&params.session_id)
+        .await
+        .map_err(to_proto::error)?;
+    ctx.reserve_output(usize::try_from(hint).unwrap_or(usize::MAX))
+        .await?;
     let view = daemon
         .engine
         .context(&params.session_id, params.tokenizer.as_deref())
         .await
         .map_err(to_proto::error)?;
     let per_message = params.per_message.unwrap_or(false);
-    Ok(SessionContextResult {
+    Ok(crate::engine::off_runtime(move || context_result(view, per_message)).await)
+}
+
+/// The wire form of a context (a copy of every message: off the runtime for a large one).
+/// Each message is dropped once converted, so the two copies do not coexist whole.
+fn context_result(view: ContextView, per_message: bool) -> SessionContextResult {
+    SessionContextResult {
         message_tokens: per_message.then(|| view.messages.iter().map(|m| m.tokens).collect()),
         messages: view
             .messages
-            .iter()
+            .into_iter()
             .map(|m| to_proto::message(&m.message))
             .collect(),
         tokens: view.total_tokens,
@@ -37,7 +53,7 @@ pub async fn context(
             .model
             .map(|model| BTreeMap::from([("default".to_owned(), model)]))
             .unwrap_or_default(),
-    })
+    }
 }
 
 pub async fn tree(

@@ -108,6 +108,7 @@ impl Session {
             Arc::new(file),
             None,
             &mut LoadReport::default(),
+            &|_| {},
         )?;
         session.backend = Backend::Postgres(Box::new(Remote {
             store: Arc::clone(store),
@@ -131,6 +132,7 @@ impl Session {
             Arc::new(file),
             None,
             &mut report,
+            &|_| {},
         )?;
         session.backend = Backend::Postgres(Box::new(Remote {
             store: Arc::clone(store),
@@ -263,6 +265,7 @@ impl Session {
                     Arc::new(file),
                     None,
                     &mut report,
+                    &|_| {},
                 )?;
                 let moved_here = self.leaf != self.file_leaf;
                 let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));

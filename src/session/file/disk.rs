@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::load::{TailMode, TailRepair};
 use super::{
-    CreateOptions, LoadReport, Result, Session, SessionError, SyncPolicy, file_leaf_of,
+    CreateOptions, LoadReport, LoadStep, Result, Session, SessionError, SyncPolicy, file_leaf_of,
     next_revision, parallel,
 };
 use crate::files;
@@ -136,11 +136,20 @@ impl Session {
 
     /// Opens a session file without writing to it. Versions 1 and 2 are migrated in memory.
     pub fn open(path: impl AsRef<Path>) -> Result<(Session, LoadReport)> {
+        Session::open_reporting(path, &|_| {})
+    }
+
+    /// [`Session::open`], telling `progress` each [`LoadStep`] as it starts. Synchronous and
+    /// CPU-bound on a large file: async code runs it on a blocking thread.
+    pub fn open_reporting(
+        path: impl AsRef<Path>,
+        progress: &dyn Fn(LoadStep),
+    ) -> Result<(Session, LoadReport)> {
         let path = path.as_ref().to_path_buf();
         let file = resolve(&path)?;
-        let (data, id) = read_whole(&path, &file)?;
+        let (data, id) = read_whole(&path, &file, progress)?;
         let mut report = LoadReport::default();
-        let session = Session::parse(path, file, Arc::new(data), id, &mut report)?;
+        let session = Session::parse(path, file, Arc::new(data), id, &mut report, progress)?;
         Ok((session, report))
     }
 
@@ -310,7 +319,7 @@ impl Session {
 
     /// Re-reads the whole file after another process replaced it.
     pub(super) fn reload(&mut self) -> Result<()> {
-        let (data, id) = read_whole(&self.path, &self.file)?;
+        let (data, id) = read_whole(&self.path, &self.file, &|_| {})?;
         let mut report = LoadReport::default();
         let fresh = Session::parse(
             self.path.clone(),
@@ -318,6 +327,7 @@ impl Session {
             Arc::new(data),
             id,
             &mut report,
+            &|_| {},
         )?;
         let moved_here = self.leaf != self.file_leaf;
         let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
@@ -408,7 +418,11 @@ pub(super) fn resolve(path: &Path) -> Result<PathBuf> {
 }
 
 /// Reads the whole file `file` (the resolved `path`) once, with its identity.
-pub(super) fn read_whole(path: &Path, file: &Path) -> Result<(Vec<u8>, Option<FileId>)> {
+pub(super) fn read_whole(
+    path: &Path,
+    file: &Path,
+    progress: &dyn Fn(LoadStep),
+) -> Result<(Vec<u8>, Option<FileId>)> {
     let mut file =
         files::open_regular(file, OpenOptions::new().read(true)).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => SessionError::NotFound {
@@ -417,6 +431,7 @@ pub(super) fn read_whole(path: &Path, file: &Path) -> Result<(Vec<u8>, Option<Fi
             _ => io_err(path)(e),
         })?;
     let meta = file.metadata().map_err(io_err(path))?;
+    progress(LoadStep::Reading { bytes: meta.len() });
     let len = usize::try_from(meta.len()).unwrap_or(0);
     if len >= parallel::PARALLEL_MIN_BYTES {
         let data = parallel::read_in_two(&mut file, len).map_err(io_err(path))?;

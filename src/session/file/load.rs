@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::disk::{DiskState, FileId};
 use super::migrate::migrate;
 use super::{
-    DuplicateId, LoadReport, RawLine, Result, Session, SessionError, SkippedLine, SyncPolicy,
-    file_leaf_of, next_revision, parallel,
+    DuplicateId, LoadReport, LoadStep, RawLine, Result, Session, SessionError, SkippedLine,
+    SyncPolicy, file_leaf_of, next_revision, parallel,
 };
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
 
@@ -41,6 +41,7 @@ impl Session {
         data: Arc<Vec<u8>>,
         id: Option<FileId>,
         report: &mut LoadReport,
+        progress: &dyn Fn(LoadStep),
     ) -> Result<Session> {
         let invalid = |reason: String| SessionError::InvalidHeader {
             path: path.clone(),
@@ -86,15 +87,26 @@ impl Session {
         session.lazy = session.header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
         let mut parsed = Vec::new();
         let from = session.disk.consumed as usize;
+        progress(LoadStep::Parsing {
+            bytes: data.len() as u64,
+        });
         if session.lazy && data.len() >= parallel::PARALLEL_MIN_BYTES {
             session.preparsed = parallel::preparse(&data, from);
         }
         session.read_lines(&data, from, TailMode::Open, report, &mut parsed);
         session.preparsed = VecDeque::new();
+        if !session.lazy {
+            progress(LoadStep::Migrating {
+                from_version: session.header.version.unwrap_or(1),
+            });
+        }
         if let Some(from) = migrate(&mut session.header, &mut parsed) {
             report.migrated_from = Some(from);
             session.needs_rewrite = true;
         }
+        progress(LoadStep::Linking {
+            entries: parsed.len() as u64,
+        });
         session.entries.reserve_exact(parsed.len());
         session.index.reserve(parsed.len());
         for (entry, line) in parsed {
