@@ -29,12 +29,12 @@ use clap::{Parser, Subcommand};
 use compactd::compaction::{
     CompactionParams, PruneConfig, prepare_compaction, prune_tool_outputs, serialize_conversation,
 };
-use compactd::engine::prune::prune_live_cached;
-use compactd::session::context::{SessionContext, convert_to_llm};
-use compactd::session::entry::CompactionEntry;
-use compactd::session::file::Session;
+use compactd::engine::prune_live_cached;
+use compactd::session::CompactionEntry;
+use compactd::session::Session;
 use compactd::session::{AgentMessage, Entry, EntryKind};
-use compactd::summarize::extractive::ExtractiveSummarizer;
+use compactd::session::{SessionContext, convert_to_llm};
+use compactd::summarize::ExtractiveSummarizer;
 use compactd::summarize::{Purpose, SummaryRequest};
 use compactd::tokens::{Chars4, TokenCache, TokenCounter, counter_by_name};
 use devtools::generate::GENERATOR_VERSION;

@@ -3,12 +3,17 @@
 //! Layers, each depending only on those below it (no cycle):
 //!
 //! ```text
-//! server ──> protocol ──> rpc                 the wire: handlers, method table and types, transport
-//!   │
-//!   └──> engine ──> summarize ─────────────┐
-//!          │  └───> compaction ──> tokens ──┴──> session
-//!          └──────────────────────> tokens
+//! cli ──> server ──> protocol ──> rpc          the wire: handlers, method table and types, transport
+//!   │       │
+//!   └───────┴──> engine ──> summarize ─────────────┐
+//!                  │  └───> compaction ──> tokens ──┴──> session
+//!                  └──────────────────────> tokens
 //! ```
+//!
+//! `cli` is the command line (`src/main.rs` only calls [`cli::main`]): it runs one-shot
+//! commands on the engine and prints the protocol's types through `server`'s `to_proto`.
+//! Each layer's submodules are private; what other crates may use (the tests, benches and
+//! `compactd-devtools`) is re-exported at the layer's root.
 //!
 //! `tokens` sits above `session`: it counts `session`'s messages, and `session` knows nothing
 //! of token counts. `settings` is read by all, and `files` (opening only regular files,
@@ -19,6 +24,7 @@
 //! (its design notes); neither document is in this repository, and `docs/references.md` says
 //! what each cited section is about and where `docs/conformance.md` covers it.
 
+pub mod cli;
 pub mod compaction;
 pub mod engine;
 pub mod files;

@@ -9,7 +9,7 @@ use compactd::engine::{
 };
 use compactd::session::{AgentMessage, CreateOptions, EntryKind, Session};
 use compactd::settings::Settings;
-use compactd::summarize::extractive::ExtractiveSummarizer;
+use compactd::summarize::ExtractiveSummarizer;
 use compactd::summarize::{
     DeltaSink, Prompts, Purpose, RetryPolicy, SummarizeError, Summarizer, SummaryOutput,
     SummaryRequest,

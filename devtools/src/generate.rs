@@ -21,13 +21,13 @@ use std::io::{self, Write};
 
 use serde_json::{Value, json};
 
-use compactd::session::entry::{BranchSummaryEntry, CompactionEntry, CustomMessageEntry};
-use compactd::session::ids::iso_from_ms;
-use compactd::session::message::{
+use compactd::session::iso_from_ms;
+use compactd::session::{AgentMessage, Content, Entry, EntryKind, SessionHeader, Usage};
+use compactd::session::{
     AssistantMessage, ContentBlock, ExecutionMessage, Extra, ImageBlock, TextBlock, ThinkingBlock,
     ToolCall, ToolResultMessage, UserMessage,
 };
-use compactd::session::{AgentMessage, Content, Entry, EntryKind, SessionHeader, Usage};
+use compactd::session::{BranchSummaryEntry, CompactionEntry, CustomMessageEntry};
 
 /// Bumped whenever the output for a given seed changes, so cached files are regenerated.
 pub const GENERATOR_VERSION: u32 = 1;

@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use compactd::session::size_controls::{BlobStore, blob_refs_in_line};
-use compactd::settings::SettingsStack;
+use crate::protocol::BlobsReport;
+use crate::session::size_controls::{BlobStore, blob_refs_in_line};
+use crate::settings::SettingsStack;
 
 use super::common::{self, CliError};
 
@@ -27,21 +28,6 @@ pub struct BlobsArgs {
     pub gc: bool,
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Report {
-    store: PathBuf,
-    sessions: usize,
-    /// Referenced blob → the session files referring to it.
-    referenced: BTreeMap<String, Vec<PathBuf>>,
-    /// Referenced but not in the store.
-    missing: Vec<String>,
-    /// In the store, referenced by none of the sessions.
-    unreferenced: Vec<String>,
-    /// Deleted by `--gc`.
-    deleted: Vec<String>,
 }
 
 fn session_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
@@ -67,7 +53,7 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
         Some(dir) => dir.clone(),
         None => {
             let settings = SettingsStack::discover(None).effective()?;
-            match compactd::engine::blob_store(&settings) {
+            match crate::engine::blob_store(&settings) {
                 Some(store) => store.dir().to_path_buf(),
                 None => return Err(CliError("no home directory: pass --dir".into())),
             }
@@ -80,7 +66,7 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
     }
     let mut referenced: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for file in &files {
-        let text = compactd::files::read_regular_to_string(file)
+        let text = crate::files::read_regular_to_string(file)
             .map_err(|e| CliError(format!("{}: {e}", file.display())))?;
         let mut refs = BTreeSet::new();
         for line in text.lines() {
@@ -118,7 +104,7 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
             deleted.push(hex.clone());
         }
     }
-    let report = Report {
+    let report = BlobsReport {
         store: dir,
         sessions: files.len(),
         referenced,

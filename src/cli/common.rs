@@ -5,10 +5,10 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use compactd::engine::fit::SummaryReport;
-use compactd::session::{LoadReport, Session};
-use compactd::settings::{Settings, SettingsStack};
-use compactd::tokens::TokenCounter;
+use crate::engine::fit::SummaryReport;
+use crate::session::{LoadReport, Session};
+use crate::settings::{Settings, SettingsStack};
+use crate::tokens::TokenCounter;
 
 /// `--tokenizer` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -76,7 +76,7 @@ fn warn_report(path: &Path, report: &LoadReport) {
 /// layer is skipped with a warning. Applies `storage.sync` to the session's appends.
 pub fn settings_for(session: &mut Session) -> Settings {
     let settings = settings_of(session);
-    session.set_sync_policy(compactd::engine::sync_policy(&settings));
+    session.set_sync_policy(crate::engine::sync_policy(&settings));
     settings
 }
 
@@ -99,7 +99,7 @@ pub fn counter(
     arg: Option<TokenizerArg>,
     settings: &Settings,
 ) -> Result<Arc<dyn TokenCounter>, CliError> {
-    Ok(compactd::engine::token_counter(
+    Ok(crate::engine::token_counter(
         settings,
         arg.map(TokenizerArg::name),
     )?)
@@ -135,7 +135,7 @@ pub fn one_line(text: &str, max: usize) -> String {
 /// `history: openai/gpt-4o gave up: HTTP 500 …; extractive wrote it`; empty when the first
 /// summarizer wrote every part.
 pub fn fallback_lines<'a>(
-    reports: impl IntoIterator<Item = (compactd::engine::Purpose, &'a SummaryReport)>,
+    reports: impl IntoIterator<Item = (crate::engine::Purpose, &'a SummaryReport)>,
 ) -> String {
     let mut text = String::new();
     for (part, report) in reports {

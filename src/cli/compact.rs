@@ -5,13 +5,13 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use compactd::engine::{
+use crate::engine::{
     CompactEnv, CompactOptions, CompactOutcome, EnvSource, OperationObserver, Phase, Purpose,
-    SharedSession, SummaryStatus, compact, session_window,
+    SharedSession, SummarizerChoice, SummaryStatus, compact, session_window,
 };
-use compactd::server::to_proto;
-use compactd::session::Session;
-use compactd::settings::{Settings, SummarizerKind};
+use crate::server::to_proto;
+use crate::session::Session;
+use crate::settings::{Settings, SummarizerKind};
 use tokio_util::sync::CancellationToken;
 
 use super::common::{self, CliError, TokenizerArg};
@@ -56,21 +56,20 @@ pub struct CompactArgs {
 pub fn run(args: &CompactArgs) -> Result<(), CliError> {
     let mut session = open_writable(&args.session)?;
     let mut settings = common::settings_for(&mut session);
-    if let Some(kind) = args.summarizer {
-        settings.summarizer.kind = match kind {
+    // A summarizer named here that cannot run is an error, not a silent extractive summary.
+    let choice = SummarizerChoice {
+        kind: args.summarizer.map(|kind| match kind {
             SummarizerArg::Extractive => SummarizerKind::Extractive,
             SummarizerArg::Openai => SummarizerKind::Openai,
             SummarizerArg::Anthropic => SummarizerKind::Anthropic,
             SummarizerArg::Remote => SummarizerKind::Remote,
-        };
-    }
-    if let Some(model) = &args.model {
-        settings.summarizer.model = Some(model.clone());
-    }
+        }),
+        model: args.model.clone(),
+    };
     if let Some(keep) = args.keep_recent_tokens {
         settings.compaction.keep_recent_tokens = keep;
     }
-    let env = engine_env(&session, settings, args.tokenizer)?;
+    let env = engine_env_with_choice(&session, settings, args.tokenizer, &choice)?;
     let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
     let opts = CompactOptions {
         custom_instructions: args.instructions.clone(),
@@ -103,12 +102,23 @@ pub(crate) fn engine_env(
     settings: Settings,
     tokenizer: Option<TokenizerArg>,
 ) -> Result<CompactEnv, CliError> {
+    engine_env_with_choice(session, settings, tokenizer, &SummarizerChoice::default())
+}
+
+/// [`engine_env`] with the summarizer the user named (`--summarizer`, `--model`).
+fn engine_env_with_choice(
+    session: &Session,
+    settings: Settings,
+    tokenizer: Option<TokenizerArg>,
+    choice: &SummarizerChoice,
+) -> Result<CompactEnv, CliError> {
     let window = session_window(session, &settings);
-    Ok(EnvSource::standalone().env(
+    Ok(EnvSource::standalone().env_with_choice(
         &session.header().id,
         settings,
         window,
         tokenizer.map(TokenizerArg::name),
+        choice,
     )?)
 }
 

@@ -3,9 +3,11 @@
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use compactd::engine::usage::{ContextView, context_view};
-use compactd::session::{AgentMessage, ContentBlock};
-use compactd::tokens::TokenCache;
+use crate::engine::usage::{ContextView, context_view};
+use crate::protocol::ContextReport;
+use crate::server::to_proto;
+use crate::session::{AgentMessage, ContentBlock};
+use crate::tokens::TokenCache;
 
 use super::common::{self, CliError, TokenizerArg};
 
@@ -14,7 +16,8 @@ use super::common::{self, CliError, TokenizerArg};
 pub struct ContextArgs {
     /// The session file (`.jsonl`); it is only read.
     pub session: PathBuf,
-    /// Print JSON instead of text.
+    /// Print JSON instead of text: `session/context`'s result with per-message counts, the
+    /// counter used and `session/usage` (`ContextReport` in the schema).
     #[arg(long)]
     pub json: bool,
     /// Token counter (default: the `tokenizer` setting).
@@ -28,7 +31,17 @@ pub fn run(args: &ContextArgs) -> Result<(), CliError> {
     let cache = TokenCache::new(common::counter(args.tokenizer, &settings)?);
     let view = context_view(&session, &settings, &cache);
     if args.json {
-        common::print_json(&view)
+        common::print_json(&ContextReport {
+            context: to_proto::context_result(&view, true),
+            tokenizer: view.tokenizer.clone(),
+            usage: to_proto::usage_result(
+                &view.usage,
+                to_proto::Activity {
+                    auto_compaction_enabled: settings.compaction.enabled,
+                    ..Default::default()
+                },
+            ),
+        })
     } else {
         common::print(&render(&view))
     }
@@ -51,7 +64,7 @@ fn preview(msg: &AgentMessage) -> String {
         AgentMessage::ToolResult(r) => format!(
             "{}: {}",
             r.tool_name,
-            compactd::session::message::join_text(&r.content, " ")
+            crate::session::message::join_text(&r.content, " ")
         ),
         other => other.to_value().to_string(),
     };

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use compactd::session::CreateOptions;
+use crate::session::CreateOptions;
 
 use super::common::{self, CliError};
 
@@ -38,7 +38,7 @@ pub fn run(args: &ForkArgs) -> Result<(), CliError> {
             Some(_) => args.session.to_string_lossy().into_owned(),
             None => source.header().id.clone(),
         }),
-        sync: compactd::engine::sync_policy(&settings),
+        sync: crate::engine::sync_policy(&settings),
         ..CreateOptions::default()
     };
     let made = match &args.at {

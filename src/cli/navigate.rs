@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use compactd::engine::{NavigateOptions, NavigateOutcome, SharedSession, navigate_tree};
-use compactd::server::to_proto;
+use crate::engine::{NavigateOptions, NavigateOutcome, SharedSession, navigate_tree};
+use crate::server::to_proto;
 
 use super::common::{self, CliError, TokenizerArg};
 use super::compact::{StderrProgress, engine_env, open_writable, run_cancellable};
@@ -70,9 +70,9 @@ fn pretty(o: &NavigateOutcome) -> String {
         text.push_str(&common::fallback_lines(
             o.report
                 .iter()
-                .map(|report| (compactd::engine::Purpose::Branch, report)),
+                .map(|report| (crate::engine::Purpose::Branch, report)),
         ));
-        if let compactd::session::EntryKind::BranchSummary(b) = entry.kind() {
+        if let crate::session::EntryKind::BranchSummary(b) = entry.kind() {
             text.push('\n');
             text.push_str(b.summary.trim_end());
             text.push('\n');

@@ -3,10 +3,9 @@
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use serde::Serialize;
-
-use compactd::compaction::{CompactionParams, CutMode, compute_file_lists, prepare_compaction};
-use compactd::session::Entry;
+use crate::compaction::{CompactionParams, CutMode, compute_file_lists, prepare_compaction};
+use crate::protocol::{CompactionPlan, PlanMode};
+use crate::session::Entry;
 
 use super::common::{self, CliError, TokenizerArg};
 
@@ -18,6 +17,7 @@ pub struct PlanArgs {
     /// Override `compaction.keepRecentTokens`.
     #[arg(long, value_name = "N")]
     pub keep_recent_tokens: Option<u64>,
+    /// Print JSON instead of text (`CompactionPlan` in the schema).
     #[arg(long)]
     pub json: bool,
     /// Token counter (default: the `tokenizer` setting).
@@ -28,31 +28,6 @@ pub struct PlanArgs {
     /// reference's own, for comparison.
     #[arg(long)]
     pub parity: bool,
-}
-
-/// The plan as printed.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlanReport {
-    pub first_kept_entry_id: String,
-    /// Index of the first kept entry among the file's entries (0 = the line after the header).
-    pub first_kept_entry_index: Option<usize>,
-    /// Type and role of the first kept entry, e.g. `message/user`.
-    pub first_kept_entry_kind: String,
-    pub is_split_turn: bool,
-    /// The same numbering as `firstKeptEntryIndex`.
-    pub turn_start_index: Option<usize>,
-    pub messages_to_summarize: usize,
-    pub turn_prefix_messages: usize,
-    pub recent_messages: usize,
-    pub tokens_before: u64,
-    pub keep_recent_tokens: u64,
-    pub previous_summary: bool,
-    pub read_files: Vec<String>,
-    pub modified_files: Vec<String>,
-    pub tokenizer: String,
-    /// `fixed` (compactd's rules) or `parity` (the reference's).
-    pub mode: CutMode,
 }
 
 fn kind_of(entry: &Entry) -> String {
@@ -92,7 +67,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         .and_then(|i| path.get(i))
         .and_then(|e| file_index(&e.id));
     let (read_files, modified_files) = compute_file_lists(&prep.file_ops);
-    let report = PlanReport {
+    let report = CompactionPlan {
         first_kept_entry_index: file_index(&prep.first_kept_entry_id),
         first_kept_entry_kind: session
             .get(&prep.first_kept_entry_id)
@@ -109,7 +84,10 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         read_files,
         modified_files,
         tokenizer: counter.name().to_owned(),
-        mode: params.mode,
+        mode: match params.mode {
+            CutMode::Fixed => PlanMode::Fixed,
+            CutMode::Parity => PlanMode::Parity,
+        },
     };
     if args.json {
         common::print_json(&report)
@@ -118,7 +96,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     }
 }
 
-fn render(r: &PlanReport) -> String {
+fn render(r: &CompactionPlan) -> String {
     let mut out = String::new();
     let idx = |i: Option<usize>| i.map_or("?".to_owned(), |i| i.to_string());
     let _ = writeln!(
@@ -150,8 +128,8 @@ fn render(r: &PlanReport) -> String {
         r.keep_recent_tokens,
         r.tokenizer,
         match r.mode {
-            CutMode::Fixed => "compactd",
-            CutMode::Parity => "reference",
+            PlanMode::Fixed => "compactd",
+            PlanMode::Parity => "reference",
         }
     );
     let _ = writeln!(

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use compactd::engine::prune::prune_live;
-use compactd::server::to_proto;
+use crate::engine::prune::prune_live;
+use crate::server::to_proto;
 
 use super::common::{self, CliError, TokenizerArg};
 

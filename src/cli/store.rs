@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use compactd::session::SessionError;
-use compactd::session::postgres::PgStore;
-use compactd::settings::SettingsStack;
+use crate::session::SessionError;
+use crate::session::postgres::PgStore;
+use crate::settings::SettingsStack;
 
 use super::common::CliError;
 
@@ -52,9 +52,9 @@ fn connect(url: Option<&str>) -> Result<Arc<PgStore>, CliError> {
         .effective()
         .map_err(|e| CliError(e.to_string()))?;
     if let Some(url) = url {
-        settings.storage.postgres.url = Some(compactd::settings::DatabaseUrl::new(url));
+        settings.storage.postgres.url = Some(crate::settings::DatabaseUrl::new(url));
     }
-    compactd::engine::registry::connect_store(&settings).map_err(|e| CliError(e.to_string()))
+    crate::engine::registry::connect_store(&settings).map_err(|e| CliError(e.to_string()))
 }
 
 /// Prints a progress line at most every half second.
@@ -143,7 +143,7 @@ pub fn import(args: &ImportArgs) -> Result<(), CliError> {
         });
         let tick = Arc::clone(&progress);
         let name = shown.clone();
-        let result = compactd::session::import_file(&store, file, args.replace, move |l, b| {
+        let result = crate::session::import_file(&store, file, args.replace, move |l, b| {
             tick.tick(&name, l, b)
         });
         let (stored, report) = match result {

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use compactd::engine::usage::{render_tree, tree_view};
-use compactd::server::to_proto;
+use crate::engine::usage::{render_tree, tree_view};
+use crate::server::to_proto;
 
 use super::common::{self, CliError, TokenizerArg};
 

@@ -6,13 +6,13 @@
 //! Every function takes entries and a [`TokenCounter`](crate::tokens::TokenCounter) and
 //! returns a plan; the engine performs it.
 
-pub mod branch;
-pub mod cut_point;
-pub mod file_ops;
-pub mod prepare;
-pub mod prune;
-pub mod serialize;
-pub mod threshold;
+pub(crate) mod branch;
+pub(crate) mod cut_point;
+pub(crate) mod file_ops;
+pub(crate) mod prepare;
+pub(crate) mod prune;
+pub(crate) mod serialize;
+pub(crate) mod threshold;
 
 #[cfg(test)]
 mod test_support;

@@ -778,4 +778,12 @@ mod tests {
             AutoDecision::Nothing(Skip::NoUsage)
         );
     }
+
+    #[test]
+    fn the_fixed_overhead_is_bounded_by_what_the_window_leaves() {
+        assert_eq!(fixed_overhead(190_000, 150_000, 200_000), 40_000);
+        assert_eq!(fixed_overhead(100_000, 150_000, 200_000), 0);
+        // A usage above the window cannot mean more overhead than the window leaves.
+        assert_eq!(fixed_overhead(260_000, 150_000, 200_000), 50_000);
+    }
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::settings::Settings;
 use crate::tokens::counter_by_name;
 
+use super::summarizers::{SummarizerChoice, summarizers_for_choice};
 use super::{
     EngineError, EngineHooks, NoHooks, Prompts, Summarizer, SummarizerSet, TokenCounter,
     summarizers_from_settings,
@@ -125,11 +126,31 @@ impl EnvSource {
         context_window: u64,
         tokenizer: Option<&str>,
     ) -> Result<CompactEnv, EngineError> {
+        let choice = SummarizerChoice::default();
+        self.env_with_choice(session_id, settings, context_window, tokenizer, &choice)
+    }
+
+    /// [`env`](Self::env) for an operation that asked for a summarizer (the CLI's
+    /// `--summarizer` / `--model`): a chosen summarizer that cannot run is an
+    /// `invalidParams` error naming why, not a silent fall back to the extractive one.
+    pub fn env_with_choice(
+        &self,
+        session_id: &str,
+        settings: Settings,
+        context_window: u64,
+        tokenizer: Option<&str>,
+        choice: &SummarizerChoice,
+    ) -> Result<CompactEnv, EngineError> {
         let counter = token_counter(&settings, tokenizer)?;
         let client = read(&self.client_summarizer)
             .as_ref()
             .map(|factory| factory(session_id));
-        let summarizers = summarizers_from_settings(&settings, client)?;
+        let summarizers = if choice.is_empty() {
+            summarizers_from_settings(&settings, client)?
+        } else {
+            summarizers_for_choice(&settings, client, choice)?
+        };
+        let settings = choice.applied_to(settings);
         let prompts = read(&self.prompts).load()?;
         Ok(CompactEnv {
             settings,

@@ -250,10 +250,12 @@ pub trait EventSink: Send + Sync {
     fn emit(&self, event: EngineEvent);
 }
 
-/// A sink that drops every event (CLI, tests).
+/// A sink that drops every event (tests).
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoopSink;
 
+#[cfg(test)]
 impl EventSink for NoopSink {
     fn emit(&self, _event: EngineEvent) {}
 }

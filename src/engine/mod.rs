@@ -6,25 +6,25 @@
 //! summarizer with no lock held, then take the write lock, check the leaf has not moved, and
 //! append.
 
-pub mod append;
-pub mod auto;
-pub mod compact;
-pub mod env;
-pub mod error;
-pub mod events;
-pub mod fit;
+pub(crate) mod append;
+pub(crate) mod auto;
+pub(crate) mod compact;
+pub(crate) mod env;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod fit;
 mod follow;
-pub mod hooks;
-pub mod navigate;
-pub mod overflow;
-pub mod prune;
-pub mod registry;
-pub mod retention;
-pub mod run;
-pub mod sessions;
-pub mod state;
-pub mod summarizers;
-pub mod usage;
+pub(crate) mod hooks;
+pub(crate) mod navigate;
+pub(crate) mod overflow;
+pub(crate) mod prune;
+pub(crate) mod registry;
+pub(crate) mod retention;
+pub(crate) mod run;
+pub(crate) mod sessions;
+pub(crate) mod state;
+pub(crate) mod summarizers;
+pub(crate) mod usage;
 
 use std::sync::Arc;
 
@@ -48,11 +48,14 @@ pub use crate::summarize::{Prompts, Purpose, RetryPolicy, Summarizer};
 pub use crate::tokens::TokenCounter;
 pub use auto::{AppendAction, AutoPlan, PendingAuto};
 pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
+pub use prune::prune_live_cached;
 pub use registry::Engine;
 pub use sessions::{ListPage, LoadProgress, SessionInfo, SessionSummary};
 pub use state::blob_store;
 pub use state::sync_policy;
-pub use summarizers::{SummarizerSet, summarizers_from_settings};
+pub use summarizers::{
+    SummarizerChoice, SummarizerSet, summarizers_from_settings, summarizers_with_env,
+};
 pub use usage::session_window;
 
 /// A session shared between the registry and running operations. Reads take the read lock;

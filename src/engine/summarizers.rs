@@ -97,6 +97,17 @@ impl SummarizerChoice {
     pub fn is_empty(&self) -> bool {
         self.kind.is_none() && self.model.is_none()
     }
+
+    /// `settings` with the choice applied, as the summarizers were built from them.
+    pub fn applied_to(&self, mut settings: Settings) -> Settings {
+        if let Some(kind) = self.kind {
+            settings.summarizer.kind = kind;
+        }
+        if let Some(model) = &self.model {
+            settings.summarizer.model = Some(model.clone());
+        }
+        settings
+    }
 }
 
 /// Builds the candidates from `settings` with API keys from the process environment; `client`
@@ -125,10 +136,7 @@ pub fn summarizers_for_choice_with_env(
     choice: &SummarizerChoice,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SummarizerSet, EngineError> {
-    let mut settings = settings.clone();
-    if let Some(kind) = choice.kind {
-        settings.summarizer.kind = kind;
-    }
+    let settings = choice.applied_to(settings.clone());
     if let Some(model) = &choice.model {
         let only = provider_kind_of(settings.summarizer.kind);
         match model_summarizer(&settings, model, only, env)? {
@@ -139,7 +147,6 @@ pub fn summarizers_for_choice_with_env(
                 )));
             }
         }
-        settings.summarizer.model = Some(model.clone());
     }
     let has_client = client.is_some();
     let set = summarizers_with_env(&settings, client, env)?;
@@ -420,6 +427,55 @@ mod tests {
 
     fn no_env(_: &str) -> Option<String> {
         None
+    }
+
+    #[test]
+    fn a_chosen_summarizer_that_cannot_run_is_an_error_not_a_fallback() {
+        let choose = |kind: Option<SummarizerKind>, model: Option<&str>| {
+            let choice = SummarizerChoice {
+                kind,
+                model: model.map(str::to_owned),
+            };
+            summarizers_for_choice_with_env(&Settings::default(), None, &choice, &no_env)
+        };
+        let message = |r: Result<SummarizerSet, EngineError>| match r {
+            Err(e) => {
+                assert_eq!(
+                    e.kind(),
+                    crate::engine::EngineErrorKind::InvalidParams,
+                    "{e}"
+                );
+                e.to_string()
+            }
+            Ok(set) => panic!("expected an error, got {:?}", set.ids()),
+        };
+        let openai = message(choose(Some(SummarizerKind::Openai), None));
+        assert!(
+            openai.contains("the summarizer openai cannot be used"),
+            "{openai}"
+        );
+        // The settings say what the remote kind lacks (a `settingsInvalid` error).
+        let remote = choose(Some(SummarizerKind::Remote), None).map(|set| set.ids());
+        let remote = remote.expect_err("no remote endpoint").to_string();
+        assert!(remote.contains("compaction.remoteEndpoint"), "{remote}");
+        let client = message(choose(Some(SummarizerKind::Client), None));
+        assert!(client.contains("summarizer/summarize"), "{client}");
+        // A model with no API key in the environment.
+        let model = message(choose(None, Some("openai/gpt-4.1")));
+        assert!(model.contains("openai/gpt-4.1 cannot be used"), "{model}");
+        // Asking for the extractive summarizer, or for nothing, always works.
+        let set = choose(Some(SummarizerKind::Extractive), None).unwrap();
+        assert_eq!(set.ids(), vec!["extractive".to_owned()]);
+        assert!(choose(None, None).is_ok());
+        // With the key, the chosen model is the first candidate.
+        let env = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-test".to_owned());
+        let choice = SummarizerChoice {
+            kind: None,
+            model: Some("openai/gpt-4.1".to_owned()),
+        };
+        let set = summarizers_for_choice_with_env(&Settings::default(), None, &choice, &env)
+            .expect("a model that can run");
+        assert_eq!(set.ids()[0], "openai/gpt-4.1");
     }
 
     #[test]

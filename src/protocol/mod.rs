@@ -19,6 +19,7 @@
 //! `docs/protocol.md` is the readable companion; a test checks that its examples
 //! deserialise into these types.
 
+mod cli;
 mod common;
 mod compaction;
 mod errors;
@@ -30,6 +31,7 @@ mod schema;
 mod session;
 mod settings;
 
+pub use cli::{BlobsReport, CLI_OUTPUTS, CliOutput, CompactionPlan, ContextReport, PlanMode};
 pub use common::{
     Empty, EntryId, OperationId, ProgressToken, RetainedFact, SessionId, SummarizerFailure,
     SummarizerReport, SummaryDetails, WireEntry, WireMessage,

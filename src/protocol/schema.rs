@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{ErrorKind, METHODS, PROTOCOL_VERSION, ResponseError, concurrency_name};
+use super::{CLI_OUTPUTS, ErrorKind, METHODS, PROTOCOL_VERSION, ResponseError, concurrency_name};
 use crate::rpc::TransportErrorKind;
 
 /// A params or result type, type-erased for the method table.
@@ -74,7 +74,8 @@ fn roundtrip<T: Serialize + DeserializeOwned>(value: Value) -> Result<Value, Str
 
 /// `protocol.schema.json`: every method (name, direction, kind, concurrency class,
 /// description, params and result as `$ref`s), every error kind (the transport's marked
-/// `transport: true`), the schema of a response's `error` object, and the `$defs`.
+/// `transport: true`), the schema of a response's `error` object, the `--json` output of
+/// every CLI command, and the `$defs`.
 pub fn protocol_bundle() -> Value {
     let mut generator = settings().into_generator();
     let methods: Vec<Value> = METHODS
@@ -115,6 +116,15 @@ pub fn protocol_bundle() -> Value {
         })
         .chain(transport)
         .collect();
+    let cli: Vec<Value> = CLI_OUTPUTS
+        .iter()
+        .map(|c| {
+            json!({
+                "command": c.command,
+                "output": (c.output.subschema)(&mut generator).to_value(),
+            })
+        })
+        .collect();
     // Every response's `error`, whatever the method.
     let error = generator.subschema_for::<ResponseError>().to_value();
     let definitions = generator.take_definitions(true);
@@ -126,22 +136,25 @@ pub fn protocol_bundle() -> Value {
         "protocolVersion": PROTOCOL_VERSION,
         "methods": methods,
         "errors": errors,
+        "cli": cli,
         "error": error,
         "$defs": definitions,
     })
 }
 
 /// Every schema file, by file name: `protocol.schema.json`, `settings.schema.json` and one
-/// `<Type>.json` per named params or result type, sorted.
+/// `<Type>.json` per named params, result or CLI output type, sorted.
 pub fn protocol_schemas() -> Vec<(String, Value)> {
     let mut types = BTreeMap::new();
-    for m in METHODS {
-        for spec in std::iter::once(&m.params).chain(&m.result) {
-            if !(spec.inline)() {
-                types
-                    .entry(format!("{}.json", (spec.name)()))
-                    .or_insert_with(|| spec.root_schema().to_value());
-            }
+    let specs = METHODS
+        .iter()
+        .flat_map(|m| std::iter::once(&m.params).chain(&m.result))
+        .chain(CLI_OUTPUTS.iter().map(|c| &c.output));
+    for spec in specs {
+        if !(spec.inline)() {
+            types
+                .entry(format!("{}.json", (spec.name)()))
+                .or_insert_with(|| spec.root_schema().to_value());
         }
     }
     let mut files = vec![

@@ -67,8 +67,8 @@
 
 mod budget;
 mod client;
-pub mod framing;
-pub mod message;
+mod framing;
+mod message;
 mod parent;
 mod peer;
 mod router;
@@ -79,6 +79,7 @@ mod tests;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 pub use client::{Client, ClientRequestError};
+pub use framing::{DetectedFraming, Frame, FrameError, Framing, MessageCodec};
 pub use message::{RequestId, RpcError, TransportErrorKind, error_code};
 pub use parent::wait_for_process_exit;
 pub use peer::{

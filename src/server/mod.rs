@@ -12,7 +12,7 @@ mod adapters;
 pub(crate) mod from_proto;
 mod handlers;
 pub(crate) mod progress;
-pub mod to_proto;
+pub(crate) mod to_proto;
 
 use std::future::Future;
 use std::io;

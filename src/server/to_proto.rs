@@ -3,10 +3,10 @@
 //! errors as protocol errors (their kind mapped as an enum, never through its name). The way
 //! back is [`super::from_proto`].
 //!
-//! Public so that the command line's `--json` output prints these same result types
-//! (`compactd tree --json` is a `session/tree` result): one schema covers both.
+//! The command line (`crate::cli`) prints its `--json` output through these same
+//! functions (`compactd tree --json` is a `session/tree` result): one schema covers both.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -20,8 +20,9 @@ use crate::protocol::{
     AutoCompactionOutcome, AutoCompactionReason, BeforeCompactParams, BeforeTreeParams,
     BranchSummaryPreview, CompactResult, CompactingParams, CompactionPreparation, CompactionReason,
     ErrorInfo, ErrorKind, FileOps, NavigateTreeResult, NextAction, ProgressPhase, PruneResult,
-    SessionInfo, SessionTreeResult, SummarizeParams, SummarizerFailure, SummarizerReport,
-    SummaryDetails, SummaryPart, SummaryPurpose, TreeNode, TreePreparation, WireEntry, WireMessage,
+    SessionContextResult, SessionInfo, SessionTreeResult, SessionUsageResult, SummarizeParams,
+    SummarizerFailure, SummarizerReport, SummaryDetails, SummaryPart, SummaryPurpose, TreeNode,
+    TreePreparation, WireEntry, WireMessage,
 };
 use crate::rpc::RpcError;
 use crate::session::{AgentMessage, Entry, LoadStep, SessionError};
@@ -266,6 +267,48 @@ pub fn next_action(action: AppendAction, auto: Option<&AutoResult>) -> NextActio
             NextAction::AutoContinue
         }
         AppendAction::Compacted | AppendAction::Continue => NextAction::Continue,
+    }
+}
+
+/// The `session/context` result of `view`, with per-message counts when `per_message`.
+pub fn context_result(
+    view: &engine::usage::ContextView,
+    per_message: bool,
+) -> SessionContextResult {
+    SessionContextResult {
+        message_tokens: per_message.then(|| view.messages.iter().map(|m| m.tokens).collect()),
+        messages: view.messages.iter().map(|m| message(&m.message)).collect(),
+        tokens: view.total_tokens,
+        context_window: view.context_window,
+        threshold_tokens: view.threshold,
+        leaf_id: view.leaf_id.clone(),
+        thinking_level: view.thinking_level.clone(),
+        models: view
+            .model
+            .clone()
+            .map(|model| BTreeMap::from([("default".to_owned(), model)]))
+            .unwrap_or_default(),
+    }
+}
+
+/// What runs on a session besides its usage, for `session/usage`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Activity {
+    pub compacting: bool,
+    pub summarizing_branch: bool,
+    pub auto_compaction_enabled: bool,
+}
+
+/// The `session/usage` result of `view`.
+pub fn usage_result(view: &engine::usage::UsageView, activity: Activity) -> SessionUsageResult {
+    SessionUsageResult {
+        context_tokens: view.context_tokens,
+        context_window: view.context_window,
+        threshold_tokens: view.threshold,
+        percent: view.percent,
+        is_compacting: activity.compacting,
+        is_summarizing_branch: activity.summarizing_branch,
+        auto_compaction_enabled: activity.auto_compaction_enabled,
     }
 }
 

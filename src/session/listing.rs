@@ -90,6 +90,7 @@ const EXACT_COUNT_LIMIT: u64 = 8 << 20;
 
 /// The valid session files directly in `dir`, most recently modified first. Files that are
 /// not sessions (bad header, hidden, other extensions) are ignored; a missing dir is empty.
+#[cfg(test)]
 pub fn list_sessions(dir: &Path) -> io::Result<Vec<SessionInfo>> {
     Ok(list_page(&[dir.to_path_buf()], None, None)?.0)
 }

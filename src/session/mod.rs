@@ -1,22 +1,31 @@
 //! What is on disk and in memory: entries, messages, the storage backends (JSONL files, the
 //! default; PostgreSQL for fleets, `postgres/`), the tree, and context rebuilding.
 
-pub mod context;
-pub mod entry;
-pub mod facts;
-pub mod file;
-pub mod ids;
-pub mod listing;
-pub mod message;
-pub mod postgres;
-pub mod size_controls;
-pub mod tree;
+pub(crate) mod context;
+pub(crate) mod entry;
+pub(crate) mod facts;
+pub(crate) mod file;
+pub(crate) mod ids;
+pub(crate) mod listing;
+pub(crate) mod message;
+pub(crate) mod postgres;
+pub(crate) mod size_controls;
+pub(crate) mod tree;
 
 pub use context::{SessionContext, build_session_context, convert_to_llm};
-pub use entry::{CURRENT_SESSION_VERSION, Entry, EntryKind, SessionHeader};
+pub use entry::{
+    BranchSummaryEntry, CURRENT_SESSION_VERSION, CompactionEntry, CustomMessageEntry, Entry,
+    EntryError, EntryKind, SessionHeader,
+};
 pub use file::{
     CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SyncPolicy,
     import_file, postgres_path,
 };
-pub use message::{AgentMessage, Content, ContentBlock, Usage};
+pub use ids::{iso_from_ms, now_ms};
+pub use message::{
+    AgentMessage, AssistantMessage, Content, ContentBlock, ExecutionMessage, Extra, ImageBlock,
+    TextBlock, ThinkingBlock, ToolCall, ToolResultMessage, Usage, UserMessage,
+};
+pub use postgres::{PgOptions, PgStore};
+pub use size_controls::sha256_hex;
 pub use tree::{Tree, TreeNode};

@@ -55,12 +55,6 @@ impl ClientSummarizer {
         }
     }
 
-    /// Sets the input window assumed for the client's model.
-    pub fn with_context_window(mut self, context_window: u64) -> Self {
-        self.context_window = context_window;
-        self
-    }
-
     async fn run(&self, req: &SummaryRequest) -> Result<SummaryOutput, SummarizeError> {
         let ask = (self.callback)(ClientSummaryRequest {
             purpose: req.purpose,

@@ -17,20 +17,20 @@
 //! Every call is cancellable: when the token fires, the in-flight HTTP request is dropped (its
 //! connection closed) and [`SummarizeError::Cancelled`] comes back at once.
 
-pub mod anthropic;
-pub mod breaker;
-pub mod check;
-pub mod client;
-pub mod discover;
+pub(crate) mod anthropic;
+pub(crate) mod breaker;
+pub(crate) mod check;
+pub(crate) mod client;
+pub(crate) mod discover;
 mod error;
-pub mod extractive;
+pub(crate) mod extractive;
 mod http;
-pub mod openai;
+pub(crate) mod openai;
 mod overflow;
-pub mod prompts;
-pub mod queue;
-pub mod remote;
-pub mod retry;
+pub(crate) mod prompts;
+pub(crate) mod queue;
+pub(crate) mod remote;
+pub(crate) mod retry;
 
 use std::sync::Arc;
 
@@ -39,16 +39,23 @@ use tokio_util::sync::CancellationToken;
 
 use crate::session::{AgentMessage, Usage};
 
+pub use anthropic::{AnthropicConfig, AnthropicSummarizer};
 pub use breaker::Breaker;
 pub use check::Verdict;
 pub use error::{SummarizeError, overflow_figures};
+pub use extractive::ExtractiveSummarizer;
 pub use http::{HttpOptions, check_url};
+pub use openai::{OpenAiConfig, OpenAiSummarizer};
 pub use overflow::is_overflow_message;
-pub use prompts::Prompts;
+pub use prompts::{
+    BRANCH_MAX_TOKENS, HistoryPrompt, Prompts, branch_summary_text, history_max_tokens,
+    short_summary_max_tokens, turn_prefix_max_tokens,
+};
 pub use queue::RequestQueue;
+pub use remote::{RemoteConfig, RemoteSummarizer};
 pub use retry::{
-    AttemptContext, AttemptEvent, AttemptOutcome, RetryPolicy, Rung, summarize_with_candidates,
-    try_summarizer,
+    AttemptContext, AttemptEvent, AttemptOutcome, RetryPolicy, Rung, is_transient,
+    summarize_with_candidates, try_summarizer,
 };
 
 /// Which summary a request asks for; it selects the prompt and the extractive layout.

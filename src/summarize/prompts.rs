@@ -3,7 +3,6 @@
 //!
 //! Templates live in `prompts/*.md`, are embedded at build time, and each can be replaced by a
 //! file of the same name in a directory the caller names (e.g. `<config dir>/prompts/`).
-//! Rendering only substitutes `{{var}}`; it does not reflow text.
 //!
 //! Text embedded in a prompt (conversation, previous summary, additional context) has our own
 //! delimiter tags neutralised, so a transcript that contains `</conversation>` cannot end the
@@ -179,27 +178,6 @@ pub struct HistoryPrompt<'a> {
     pub prompt_override: Option<&'a str>,
     /// The user's focus for this compaction.
     pub custom_instructions: Option<&'a str>,
-}
-
-/// `{{name}}` substitution; unknown names stay as written and substituted values are not
-/// scanned again.
-pub fn render(template: &str, vars: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(open) = rest.find("{{") {
-        let Some(close) = rest[open + 2..].find("}}") else {
-            break;
-        };
-        let name = rest[open + 2..open + 2 + close].trim();
-        out.push_str(&rest[..open]);
-        match vars.iter().find(|(key, _)| *key == name) {
-            Some((_, value)) => out.push_str(value),
-            None => out.push_str(&rest[open..open + 4 + close]),
-        }
-        rest = &rest[open + 4 + close..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Output budget of the history summary: floor(0.8 · reserve).
@@ -472,17 +450,6 @@ mod tests {
              after 400 tokens."
         );
         assert!(length_instruction(super::super::Purpose::Short, 1).contains("about 1 words"));
-    }
-
-    #[test]
-    fn render_substitutes_known_names_only() {
-        assert_eq!(
-            render(
-                "<s>{{ summary }}</s> {{other}} {{",
-                &[("summary", "{{other}}")]
-            ),
-            "<s>{{other}}</s> {{other}} {{"
-        );
     }
 
     #[test]

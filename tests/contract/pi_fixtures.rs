@@ -1,7 +1,7 @@
 //! The reference's real session fixtures (`tests/fixtures/pi-sessions/`, MIT, see the note
 //! there): both are version 1 and must migrate in memory.
 
-use compactd::session::entry::EntryKind;
+use compactd::session::EntryKind;
 use compactd::session::{AgentMessage, Session};
 use devtools::fixtures::pi_session;
 

@@ -14,7 +14,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use compactd::session::entry::EntryKind;
+use compactd::session::EntryKind;
 use compactd::session::{Entry, Session};
 use serde_json::{Value, json};
 

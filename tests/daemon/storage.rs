@@ -105,7 +105,7 @@ async fn large_images_and_strings_go_to_the_blob_store_and_come_back_whole() {
 
     // The file: the blob reference and the truncated text.
     let lines = devtools::daemon::file_entries(&path);
-    let hex = compactd::session::size_controls::sha256_hex(&image);
+    let hex = compactd::session::sha256_hex(&image);
     let user = &lines[0]["message"]["content"];
     assert_eq!(user[1]["data"], format!("blob:sha256:{hex}"));
     assert_eq!(
@@ -126,10 +126,7 @@ async fn large_images_and_strings_go_to_the_blob_store_and_come_back_whole() {
         .as_str()
         .unwrap();
     let text_hex = text_ref.strip_prefix("blob:sha256:").unwrap();
-    assert_eq!(
-        text_hex,
-        compactd::session::size_controls::sha256_hex(output.as_bytes())
-    );
+    assert_eq!(text_hex, compactd::session::sha256_hex(output.as_bytes()));
     assert_eq!(
         std::fs::read_to_string(blobs.join(text_hex)).unwrap(),
         output

@@ -104,7 +104,7 @@ fn assistant(text: &str, extra: Value) -> EntryKind {
 }
 
 fn now() -> i64 {
-    compactd::session::ids::now_ms()
+    compactd::session::now_ms()
 }
 
 /// `words` distinct words of prose, so summaries and token counts are realistic.
@@ -648,13 +648,4 @@ async fn a_large_reported_usage_over_a_real_session_ends_under_the_threshold() {
     let auto = out.auto.unwrap();
     assert!(auto.error_message.is_none(), "{auto:?}");
     assert_eq!(compactions(&h.path), 1);
-}
-
-#[test]
-fn the_fixed_overhead_is_bounded_by_what_the_window_leaves() {
-    use compactd::engine::auto::fixed_overhead;
-    assert_eq!(fixed_overhead(190_000, 150_000, 200_000), 40_000);
-    assert_eq!(fixed_overhead(100_000, 150_000, 200_000), 0);
-    // A usage above the window cannot mean more overhead than the window leaves.
-    assert_eq!(fixed_overhead(260_000, 150_000, 200_000), 50_000);
 }

@@ -201,12 +201,57 @@ fn a_prompt_override_that_cannot_be_read_stops_the_command_and_writes_nothing() 
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
+/// A summarizer named on the command line that cannot run is an error naming why, and nothing
+/// is written; before, `--summarizer openai` with no model or key wrote an extractive summary.
+#[test]
+fn a_named_summarizer_that_cannot_run_stops_the_command_and_writes_nothing() {
+    let (dir, path) = demo_copy();
+    let p = path.to_str().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for (args, says) in [
+        (
+            vec!["--summarizer", "openai"],
+            "the summarizer openai cannot be used",
+        ),
+        (vec!["--summarizer", "remote"], "compaction.remoteEndpoint"),
+        (
+            vec!["--model", "openai/gpt-4.1"],
+            "openai/gpt-4.1 cannot be used",
+        ),
+    ] {
+        let mut all = vec!["compact", p];
+        all.extend(&args);
+        let out = compactd(&all, dir.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "{args:?} wrote to the file"
+        );
+    }
+    // The extractive summarizer, asked for by name, always runs.
+    let out = compactd(&["compact", p, "--summarizer", "extractive"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `--json` prints the protocol's result types (the schema of `schema/`), the same shapes the
 /// daemon answers: `tree --json` is a `session/tree` result (`type`, `children`, `roots`),
-/// `compact --json` a `session/compact` result, `prune --json` a `session/prune` result.
+/// `compact --json` a `session/compact` result, `prune --json` a `session/prune` result;
+/// `context --json` a `session/context` result with the usage beside it, `plan --json` a
+/// `CompactionPlan`. Each is read back as its type and must print as it was read: nothing
+/// beyond the schema's fields.
 #[test]
 fn json_output_is_the_protocols_result_types() {
-    use compactd::protocol::{CompactResult, PruneResult, SessionTreeResult};
+    use compactd::protocol::{
+        CLI_OUTPUTS, CompactResult, CompactionPlan, ContextReport, PlanMode, PruneResult,
+        SessionTreeResult,
+    };
     let (dir, path) = demo_copy();
     let p = path.to_str().unwrap();
     let json_of = |args: &[&str]| -> Value {
@@ -218,6 +263,38 @@ fn json_output_is_the_protocols_result_types() {
         );
         serde_json::from_slice(&out.stdout).expect("JSON on stdout")
     };
+
+    let context = json_of(&["context", p, "--json", "--tokenizer", "chars4"]);
+    let typed: ContextReport =
+        serde_json::from_value(context.clone()).expect("a session/context result and its usage");
+    assert!(!typed.context.messages.is_empty());
+    let per_message = typed
+        .context
+        .message_tokens
+        .as_ref()
+        .expect("per-message counts");
+    assert_eq!(per_message.len(), typed.context.messages.len());
+    assert_eq!(per_message.iter().sum::<u64>(), typed.context.tokens);
+    assert_eq!(typed.tokenizer, "chars4");
+    assert_eq!(typed.usage.context_window, typed.context.context_window);
+    assert_eq!(serde_json::to_value(&typed).unwrap(), context);
+
+    let plan = json_of(&["plan", p, "--json", "--keep-recent-tokens", "2000"]);
+    let typed: CompactionPlan = serde_json::from_value(plan.clone()).expect("a CompactionPlan");
+    assert_eq!(typed.mode, PlanMode::Fixed);
+    assert!(typed.messages_to_summarize > 0, "{plan}");
+    assert_eq!(serde_json::to_value(&typed).unwrap(), plan);
+
+    // The schema bundle names the type of every command that prints JSON.
+    let commands: Vec<&str> = CLI_OUTPUTS.iter().map(|c| c.command).collect();
+    for command in [
+        "context", "plan", "tree", "compact", "navigate", "prune", "blobs",
+    ] {
+        assert!(
+            commands.contains(&command),
+            "{command} missing from CLI_OUTPUTS"
+        );
+    }
 
     let tree = json_of(&["tree", p, "--json"]);
     let typed: SessionTreeResult =
@@ -300,9 +377,9 @@ fn blobs_reports_references_and_collects_only_on_request() {
     let home = tempfile::tempdir().unwrap();
     let store = home.path().join("store");
     std::fs::create_dir_all(&store).unwrap();
-    let kept = compactd::session::size_controls::sha256_hex(b"kept");
-    let orphan = compactd::session::size_controls::sha256_hex(b"orphan");
-    let gone = compactd::session::size_controls::sha256_hex(b"gone");
+    let kept = compactd::session::sha256_hex(b"kept");
+    let orphan = compactd::session::sha256_hex(b"orphan");
+    let gone = compactd::session::sha256_hex(b"gone");
     std::fs::write(store.join(&kept), b"kept").unwrap();
     std::fs::write(store.join(&orphan), b"orphan").unwrap();
     std::fs::write(store.join("notes.txt"), b"not a blob").unwrap();

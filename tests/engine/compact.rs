@@ -17,7 +17,7 @@ fn reopen(path: &std::path::Path) -> Session {
     Session::open(path).expect("reopens").0
 }
 
-fn compaction_of(entry: &Entry) -> &compactd::session::entry::CompactionEntry {
+fn compaction_of(entry: &Entry) -> &compactd::session::CompactionEntry {
     match entry.kind() {
         EntryKind::Compaction(c) => c,
         other => panic!("not a compaction: {other:?}"),

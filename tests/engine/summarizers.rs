@@ -6,17 +6,12 @@ use std::time::Duration;
 
 use compactd::session::AgentMessage;
 use compactd::settings::SecretString;
-use compactd::summarize::anthropic::{AnthropicConfig, AnthropicSummarizer};
-use compactd::summarize::extractive::ExtractiveSummarizer;
-use compactd::summarize::openai::{OpenAiConfig, OpenAiSummarizer};
-use compactd::summarize::prompts::{
-    self, BRANCH_MAX_TOKENS, HistoryPrompt, history_max_tokens, short_summary_max_tokens,
-    turn_prefix_max_tokens,
-};
-use compactd::summarize::remote::{RemoteConfig, RemoteSummarizer};
 use compactd::summarize::{
-    AttemptEvent, AttemptOutcome, HttpOptions, Prompts, Purpose, RetryPolicy, SummarizeError,
-    Summarizer, SummaryOutput, SummaryRequest, summarize_with_candidates,
+    self, AnthropicConfig, AnthropicSummarizer, AttemptEvent, AttemptOutcome, BRANCH_MAX_TOKENS,
+    ExtractiveSummarizer, HistoryPrompt, HttpOptions, OpenAiConfig, OpenAiSummarizer, Prompts,
+    Purpose, RemoteConfig, RemoteSummarizer, RetryPolicy, SummarizeError, Summarizer,
+    SummaryOutput, SummaryRequest, history_max_tokens, short_summary_max_tokens,
+    summarize_with_candidates, turn_prefix_max_tokens,
 };
 use devtools::fake_llm::{FakeLlm, Reply, StreamEnd, anthropic_sse, openai_sse};
 use serde_json::json;
@@ -1227,7 +1222,7 @@ async fn extractive_handles_megabytes_with_bounded_output() {
 fn prompt_builders_are_reexported_for_the_engine() {
     // The engine composes requests from these; keep the public paths stable.
     let p = Prompts::embedded();
-    let text = prompts::branch_summary_text(&p.branch_preamble, "## Goal\n- x", "");
+    let text = summarize::branch_summary_text(&p.branch_preamble, "## Goal\n- x", "");
     assert!(text.contains(":\n\n## Goal"), "{text}");
 }
 
@@ -1255,7 +1250,7 @@ async fn endless_streams_are_cut_at_the_size_caps_and_not_retried_as_transient()
             summarizer.id()
         );
         assert!(
-            !compactd::summarize::retry::is_transient(&err.to_string()),
+            !compactd::summarize::is_transient(&err.to_string()),
             "{err}"
         );
         let text: usize = deltas.iter().map(String::len).sum();
@@ -1292,8 +1287,8 @@ async fn the_largest_window_model_answers_when_every_configured_model_fails() {
     let mut stack = compactd::settings::SettingsStack::new();
     stack.set_initialize(&settings).expect("valid settings");
     let settings = stack.effective().expect("effective settings");
-    let set = compactd::engine::summarizers::summarizers_with_env(&settings, None, &|_| None)
-        .expect("summarizers");
+    let set =
+        compactd::engine::summarizers_with_env(&settings, None, &|_| None).expect("summarizers");
     assert_eq!(
         set.ids(),
         ["small/a", "small/b", "small/c", "wide/long", "extractive"]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactd::session::Session;
-use compactd::session::postgres::{PgOptions, PgStore};
+use compactd::session::{PgOptions, PgStore};
 use devtools::fixtures;
 use devtools::postgres::PASSWORD;
 

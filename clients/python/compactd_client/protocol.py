@@ -1073,6 +1073,74 @@ class AutoContinue(TypedDict):
     """The appended user message entry (marked `synthetic: true`)."""
 
 
+class ContextReport(TypedDict):
+    """`compactd context --json`: `session/context` with `perMessage: true`, the counter used,
+    and `session/usage` (the CLI runs no compaction, so its `is*` flags are `false`).
+    """
+    messages: list[WireMessage]
+    """The LLM-ready messages (roles `user`, `assistant`, `toolResult`), summaries included,
+    after `convertToLlm` (spec §2.3). A reply that overflowed and was recovered from is
+    left out.
+    """
+    tokens: int
+    """The tokenizer's count of `messages`."""
+    messageTokens: NotRequired[Optional[list[int]]]
+    """Per-message counts, parallel to `messages`, when `perMessage` was asked for."""
+    contextWindow: int
+    """The current model's context window."""
+    thresholdTokens: NotRequired[Optional[int]]
+    """Auto-compaction starts above this; `null` when auto-compaction is off."""
+    leafId: NotRequired[Optional[str]]
+    """The leaf this context was built from."""
+    thinkingLevel: str
+    """The thinking level on the branch (`off` when never set)."""
+    models: dict[str, str]
+    """The model per role on the branch (`provider/modelId`)."""
+    tokenizer: str
+    """The token counter used (`chars4`, `o200k`, `cl100k`)."""
+    usage: SessionUsageResult
+
+
+class CompactionPlan(TypedDict):
+    """`compactd plan --json`: where a compaction would cut now, without summarising."""
+    firstKeptEntryId: str
+    firstKeptEntryIndex: NotRequired[Optional[int]]
+    """Index of the first kept entry among the file's entries (0 = the line after the header)."""
+    firstKeptEntryKind: str
+    """Type and role of the first kept entry, e.g. `message/user`."""
+    isSplitTurn: bool
+    turnStartIndex: NotRequired[Optional[int]]
+    """Where the split turn starts, numbered as `firstKeptEntryIndex`."""
+    messagesToSummarize: int
+    turnPrefixMessages: int
+    recentMessages: int
+    tokensBefore: int
+    keepRecentTokens: int
+    previousSummary: bool
+    """Whether a previous compaction's summary would be updated."""
+    readFiles: list[str]
+    modifiedFiles: list[str]
+    tokenizer: str
+    """The token counter used."""
+    mode: PlanMode
+
+
+class BlobsReport(TypedDict):
+    """`compactd blobs --json`: the blob store against the sessions that refer to it."""
+    store: str
+    """The store's directory."""
+    sessions: int
+    """How many session files were read."""
+    referenced: dict[str, list[str]]
+    """Each referenced blob (SHA-256, hex) with the sessions that refer to it."""
+    missing: list[str]
+    """Referenced but not in the store."""
+    unreferenced: list[str]
+    """In the store but referenced by none of the sessions read."""
+    deleted: list[str]
+    """Deleted by `--gc`."""
+
+
 class ResponseError(TypedDict):
     """A JSON-RPC error object as compactd sends it (`error` in a response)."""
     code: int
@@ -1157,6 +1225,9 @@ WorkDoneProgress = Union["WorkDoneProgressBegin", "WorkDoneProgressReport", "Wor
 
 #: Which summary a delta belongs to.
 SummaryPart = Literal["history", "turnPrefix", "short"]
+
+#: Whose rules `compactd plan` cut with.
+PlanMode = Literal["fixed", "parity"]
 
 
 class SyncMethods:

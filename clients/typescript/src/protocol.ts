@@ -140,6 +140,10 @@ export type WorkDoneProgress =
  * Which summary a delta belongs to.
  */
 export type SummaryPart = 'history' | 'turnPrefix' | 'short';
+/**
+ * Whose rules `compactd plan` cut with.
+ */
+export type PlanMode = 'fixed' | 'parity';
 
 /**
  * Params of `initialize`.
@@ -1577,6 +1581,119 @@ export interface AutoContinue {
    * The appended user message entry (marked `synthetic: true`).
    */
   entryId: string;
+}
+/**
+ * `compactd context --json`: `session/context` with `perMessage: true`, the counter used,
+ * and `session/usage` (the CLI runs no compaction, so its `is*` flags are `false`).
+ */
+export interface ContextReport {
+  /**
+   * The LLM-ready messages (roles `user`, `assistant`, `toolResult`), summaries included,
+   * after `convertToLlm` (spec §2.3). A reply that overflowed and was recovered from is
+   * left out.
+   */
+  messages: WireMessage[];
+  /**
+   * The tokenizer's count of `messages`.
+   */
+  tokens: number;
+  /**
+   * Per-message counts, parallel to `messages`, when `perMessage` was asked for.
+   */
+  messageTokens?: number[] | null;
+  /**
+   * The current model's context window.
+   */
+  contextWindow: number;
+  /**
+   * Auto-compaction starts above this; `null` when auto-compaction is off.
+   */
+  thresholdTokens?: number | null;
+  /**
+   * The leaf this context was built from.
+   */
+  leafId?: string | null;
+  /**
+   * The thinking level on the branch (`off` when never set).
+   */
+  thinkingLevel: string;
+  /**
+   * The model per role on the branch (`provider/modelId`).
+   */
+  models: {
+    [k: string]: string;
+  };
+  /**
+   * The token counter used (`chars4`, `o200k`, `cl100k`).
+   */
+  tokenizer: string;
+  usage: SessionUsageResult;
+}
+/**
+ * `compactd plan --json`: where a compaction would cut now, without summarising.
+ */
+export interface CompactionPlan {
+  firstKeptEntryId: string;
+  /**
+   * Index of the first kept entry among the file's entries (0 = the line after the header).
+   */
+  firstKeptEntryIndex?: number | null;
+  /**
+   * Type and role of the first kept entry, e.g. `message/user`.
+   */
+  firstKeptEntryKind: string;
+  isSplitTurn: boolean;
+  /**
+   * Where the split turn starts, numbered as `firstKeptEntryIndex`.
+   */
+  turnStartIndex?: number | null;
+  messagesToSummarize: number;
+  turnPrefixMessages: number;
+  recentMessages: number;
+  tokensBefore: number;
+  keepRecentTokens: number;
+  /**
+   * Whether a previous compaction's summary would be updated.
+   */
+  previousSummary: boolean;
+  readFiles: string[];
+  modifiedFiles: string[];
+  /**
+   * The token counter used.
+   */
+  tokenizer: string;
+  mode: PlanMode;
+}
+/**
+ * `compactd blobs --json`: the blob store against the sessions that refer to it.
+ */
+export interface BlobsReport {
+  /**
+   * The store's directory.
+   */
+  store: string;
+  /**
+   * How many session files were read.
+   */
+  sessions: number;
+  /**
+   * Each referenced blob (SHA-256, hex) with the sessions that refer to it.
+   */
+  referenced: {
+    [k: string]: string[];
+  };
+  /**
+   * Referenced but not in the store.
+   */
+  missing: string[];
+  /**
+   * In the store but referenced by none of the sessions read.
+   */
+  unreferenced: string[];
+  /**
+   * Deleted by `--gc`.
+   */
+  deleted: string[];
 }
 /**
  * A JSON-RPC error object as compactd sends it (`error` in a response).

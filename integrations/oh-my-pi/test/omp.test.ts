@@ -94,8 +94,8 @@ function norm(message: any): string {
 /** The agent's rebuilt messages must be compactd's context of the same file. */
 async function expectSameContext(agent: Agent, file: string): Promise<void> {
   const { messages } = await agent.ok<{ messages: any[] }>({ type: "get_messages" });
-  const ours = JSON.parse(compactd("context", file, "--json")) as { messages: { message: any }[] };
-  expect(ours.messages.map(m => norm(m.message))).toEqual(messages.map(norm));
+  const ours = JSON.parse(compactd("context", file, "--json")) as { messages: any[] };
+  expect(ours.messages.map(norm)).toEqual(messages.map(norm));
 }
 
 /** A piece of a message that any summary input holding the message contains. */

@@ -2,15 +2,15 @@
 //! domain call to a wire result, converted by `server/from_proto.rs` and
 //! `server/to_proto.rs`; the behaviour lives in the engine.
 
-pub mod lifecycle;
-pub mod session_append;
-pub mod session_compact;
-pub mod session_label;
-pub mod session_navigate;
-pub mod session_open;
-pub mod session_prune;
-pub mod session_read;
-pub mod settings;
+pub(crate) mod lifecycle;
+pub(crate) mod session_append;
+pub(crate) mod session_compact;
+pub(crate) mod session_label;
+pub(crate) mod session_navigate;
+pub(crate) mod session_open;
+pub(crate) mod session_prune;
+pub(crate) mod session_read;
+pub(crate) mod settings;
 
 use crate::protocol::ErrorKind;
 use crate::rpc::RpcError;

@@ -1,9 +1,8 @@
 //! The reads: `session/context`, `session/tree` and `session/usage`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::engine::usage::ContextView;
 use crate::protocol::{
     SessionContextParams, SessionContextResult, SessionRef, SessionTreeParams, SessionTreeResult,
     SessionUsageResult,
@@ -31,29 +30,8 @@ pub async fn context(
         .await
         .map_err(to_proto::error)?;
     let per_message = params.per_message.unwrap_or(false);
-    Ok(crate::engine::off_runtime(move || context_result(view, per_message)).await)
-}
-
-/// The wire form of a context (a copy of every message: off the runtime for a large one).
-/// Each message is dropped once converted, so the two copies do not coexist whole.
-fn context_result(view: ContextView, per_message: bool) -> SessionContextResult {
-    SessionContextResult {
-        message_tokens: per_message.then(|| view.messages.iter().map(|m| m.tokens).collect()),
-        messages: view
-            .messages
-            .into_iter()
-            .map(|m| to_proto::message(&m.message))
-            .collect(),
-        tokens: view.total_tokens,
-        context_window: view.context_window,
-        threshold_tokens: view.threshold,
-        leaf_id: view.leaf_id,
-        thinking_level: view.thinking_level,
-        models: view
-            .model
-            .map(|model| BTreeMap::from([("default".to_owned(), model)]))
-            .unwrap_or_default(),
-    }
+    // A copy of every message: off the runtime for a large context.
+    Ok(crate::engine::off_runtime(move || to_proto::context_result(&view, per_message)).await)
 }
 
 pub async fn tree(
@@ -94,13 +72,12 @@ pub async fn usage(
         .map_err(to_proto::error)?;
     let state = engine.state(&params.session_id).map_err(to_proto::error)?;
     let settings = engine.session_settings(&state).map_err(to_proto::error)?;
-    Ok(SessionUsageResult {
-        context_tokens: view.context_tokens,
-        context_window: view.context_window,
-        threshold_tokens: view.threshold,
-        percent: view.percent,
-        is_compacting: state.ops.is_compacting(),
-        is_summarizing_branch: state.ops.is_summarizing_branch(),
-        auto_compaction_enabled: settings.compaction.enabled,
-    })
+    Ok(to_proto::usage_result(
+        &view,
+        to_proto::Activity {
+            compacting: state.ops.is_compacting(),
+            summarizing_branch: state.ops.is_summarizing_branch(),
+            auto_compaction_enabled: settings.compaction.enabled,
+        },
+    ))
 }

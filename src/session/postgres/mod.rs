@@ -42,7 +42,7 @@ use std::time::Duration;
 
 pub use crate::settings::redact_url;
 pub(crate) use ops::Finish;
-pub use ops::{Changes, Head, ImportReport, Locked, SessionRow, StoredLine, WriteMeta};
+pub use ops::{Changes, Head, ImportReport, StoredLine, WriteMeta};
 pub use watch::ChangeSignal;
 pub(crate) use watch::Interest;
 
