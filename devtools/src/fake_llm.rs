@@ -26,7 +26,8 @@
 //! For fault injection a reply can also wait before its status line (`Reply::delayed`), end
 //! with a TCP reset (`StreamEnd::Reset`), or stream one chunk forever (`Reply::endless`); and
 //! `set_generator` computes the reply of every unscripted request from its arrival number, so
-//! a test can draw random faults from a seeded generator. A reply held by a [`Gate`]
+//! a test can draw random faults from a seeded generator; `set_responder` computes it from the
+//! request (a server that refuses prompts over its window). A reply held by a [`Gate`]
 //! (`Reply::held_by`) waits until the test opens it: a slow first token without a sleep.
 //!
 //! Limit discovery (what compactd asks a server on this machine before summarising: `GET
@@ -342,6 +343,10 @@ pub fn anthropic_sse(deltas: &[&str], stop_reason: &str) -> Reply {
 /// Computes the reply of an unscripted request from its arrival number (0-based).
 pub type Generator = Box<dyn Fn(usize) -> Reply + Send + Sync>;
 
+/// Computes the reply of an unscripted request from the request itself (`None`: the
+/// generator or the default answers).
+pub type Responder = Box<dyn Fn(&RecordedRequest) -> Option<Reply> + Send + Sync>;
+
 /// Whether a request is a limit-discovery request (see the module docs).
 fn is_discovery(request: &RecordedRequest) -> bool {
     request.method == "GET" || request.path.ends_with("/api/show")
@@ -352,6 +357,7 @@ struct State {
     discovery_requests: Mutex<Vec<RecordedRequest>>,
     replies: Mutex<VecDeque<Reply>>,
     generator: Mutex<Option<Generator>>,
+    responder: Mutex<Option<Responder>>,
     served: std::sync::atomic::AtomicUsize,
     default_reply: Mutex<Option<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
@@ -360,12 +366,13 @@ struct State {
 }
 
 impl State {
-    fn next_reply(&self) -> Reply {
+    fn next_reply(&self, request: &RecordedRequest) -> Reply {
         let n = self
             .served
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let queued = self.replies.lock().unwrap().pop_front();
         queued
+            .or_else(|| self.responder.lock().unwrap().as_ref()?(request))
             .or_else(|| self.generator.lock().unwrap().as_ref().map(|g| g(n)))
             .or_else(|| self.default_reply.lock().unwrap().clone())
             .unwrap_or_else(|| Reply::text(500, "fake_llm: no scripted reply"))
@@ -406,6 +413,7 @@ impl FakeLlm {
             discovery_requests: Mutex::new(Vec::new()),
             replies: Mutex::new(VecDeque::new()),
             generator: Mutex::new(None),
+            responder: Mutex::new(None),
             served: std::sync::atomic::AtomicUsize::new(0),
             default_reply: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
@@ -463,6 +471,15 @@ impl FakeLlm {
     /// Computes the reply of every request the queue does not answer (before the default).
     pub fn set_generator(&self, generator: impl Fn(usize) -> Reply + Send + Sync + 'static) {
         *self.state.generator.lock().unwrap() = Some(Box::new(generator));
+    }
+
+    /// Computes the reply of every request the queue does not answer from the request (before
+    /// the generator and the default): a server whose answer depends on the prompt.
+    pub fn set_responder(
+        &self,
+        responder: impl Fn(&RecordedRequest) -> Option<Reply> + Send + Sync + 'static,
+    ) {
+        *self.state.responder.lock().unwrap() = Some(Box::new(responder));
     }
 
     /// Every request received so far.
@@ -529,8 +546,9 @@ async fn serve_connection(stream: TcpStream, state: Arc<State>) {
             state.discovery_requests.lock().unwrap().push(request);
             reply
         } else {
+            let reply = state.next_reply(&request);
             state.record(request);
-            state.next_reply()
+            reply
         };
         let served = tokio::select! {
             served = write_reply(&mut writer, &reply) => served,

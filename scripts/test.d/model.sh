@@ -4,12 +4,15 @@
 # npm node-llama-cpp 3.21.1 (exact; later versions fail on this machine), one slot, on the CPU.
 # compactd's `openai` summarizer is run against it through the real binary (tests/model/run.mjs):
 #   fits     the server says its window (/v1/models): a compaction (history and turn prefix,
-#            queued to the one slot) and a branch summary;
-#   refused  the server's window (384) is smaller than configured and unsaid: the refused
-#            prompt is asked again, re-planned with the server's token count, before any fallback;
+#            one queued to the one slot, the client told so in $/progress) and a branch summary;
+#   refused  the server's window (1200) is smaller than configured and unsaid: the history
+#            prompt (a long test output in it) is refused, planned again to the window and with
+#            the token count the refusal said, smaller, and the server accepts it; the model's
+#            short summary of this session passes the checks and is kept;
 #   breaker  the server answers 503: the breaker stops asking after two same failures.
-# Whatever the model writes, the outcome must be kept-with-checks or rejected-with-reason and
-# the extractive fallback. Installs are cached under target/model/. Every step must pass.
+# Whatever the model writes, every part must be kept-with-checks or rejected-with-reason (in the
+# result) and the extractive fallback. Installs are cached under target/model/. Every step must
+# pass.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -71,8 +74,8 @@ start_server --context 2048 --report-window
 timeout 900 node "$cache/node/run.mjs" fits "$url" || die "scenario fits failed"
 stop_server
 
-step "refused and breaker: a 384-token window the server does not say"
-start_server --context 384
+step "refused and breaker: a 1200-token window the server does not say"
+start_server --context 1200
 timeout 900 node "$cache/node/run.mjs" refused "$url" || die "scenario refused failed"
 timeout 300 node "$cache/node/run.mjs" breaker "$url" || die "scenario breaker failed"
 stop_server

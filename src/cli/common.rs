@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::engine::fit::SummaryReport;
+use crate::engine::events::SummaryReport;
 use crate::session::{LoadReport, Session};
 use crate::settings::{Settings, SettingsStack};
 use crate::tokens::TokenCounter;

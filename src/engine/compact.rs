@@ -23,7 +23,8 @@ use crate::summarize::prompts::{
 };
 use crate::summarize::{Purpose, SummarizeError, SummaryOutput};
 
-use super::fit::{PromptBuilder, SummaryJob, SummaryReport, summarize_fitted};
+use super::events::SummaryReport;
+use super::fit::{PromptBuilder, SummaryJob, summarize_fitted};
 use super::retention;
 use super::{
     BeforeCompactRequest, CompactEnv, CompactReason, CompactingReply, CompactingRequest,

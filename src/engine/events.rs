@@ -3,7 +3,6 @@
 
 use crate::session::Entry;
 
-use super::fit::SummaryReport;
 use super::{CompactOutcome, EngineError, EngineErrorKind};
 use crate::summarize::Purpose;
 
@@ -258,4 +257,25 @@ pub struct NoopSink;
 #[cfg(test)]
 impl EventSink for NoopSink {
     fn emit(&self, _event: EngineEvent) {}
+}
+
+/// Which summarizer wrote a summary, and why the rungs before it did not.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SummaryReport {
+    /// The summarizer's id (`local/qwen3-8b`, `extractive`, ...).
+    pub summarizer: String,
+    /// What the answer checks found (`checks passed`, `cut at the output limit; 2 complete
+    /// sections kept, checks passed`); `None` for the extractive rung, which is not checked.
+    pub checks: Option<String>,
+    /// Requests the summary took on that rung (more than one when the input was folded).
+    pub chunks: usize,
+    /// The earlier rungs, in order, with the reason each gave up.
+    pub failures: Vec<RungFailure>,
+}
+
+/// A rung that did not write the summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RungFailure {
+    pub summarizer: String,
+    pub reason: String,
 }

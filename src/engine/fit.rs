@@ -9,9 +9,10 @@
 //! does not fit, the conversation is split at message boundaries into chunks summarised one
 //! after the other, each with the previous chunk's summary as `<previous-summary>` (an
 //! iterative fold). A request that is bound to overflow is never sent. If the server still
-//! refuses the prompt as too long (its tokenizer is not ours), the input is planned again
-//! smaller, by the ratio the server's figures give (or half), and tried once more before the
-//! next rung. A rung that fails (after its retries, or with its breaker open) hands the whole
+//! refuses the prompt as too long (its tokenizer is not ours, its window smaller than
+//! configured), the input is planned again smaller, to the window and by the ratio the server's
+//! figures give (or half), and tried once more before the next rung; that window and ratio hold
+//! for the rest of the operation, so its other requests are not refused again. A rung that fails (after its retries, or with its breaker open) hands the whole
 //! summary to the next rung; the [`SummaryReport`] says which rung wrote it and why the ones
 //! before did not.
 
@@ -27,7 +28,7 @@ use crate::summarize::{
 };
 use crate::tokens::TokenCounter;
 
-use super::events::{SummaryState, SummaryStatus};
+use super::events::{RungFailure, SummaryReport, SummaryState, SummaryStatus};
 use super::{OperationObserver, SummarizerSet};
 
 /// Characters kept of each tool result once the input has to shrink.
@@ -60,27 +61,6 @@ pub struct SummaryJob<'a> {
     /// Only the most recent part is needed when it does not fit (the short summary): keep the
     /// last chunk instead of folding over all of them.
     pub tail_only: bool,
-}
-
-/// Which summarizer wrote a summary, and why the rungs before it did not.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SummaryReport {
-    /// The summarizer's id (`local/qwen3-8b`, `extractive`, ...).
-    pub summarizer: String,
-    /// What the answer checks found (`checks passed`, `cut at the output limit; 2 complete
-    /// sections kept, checks passed`); `None` for the extractive rung, which is not checked.
-    pub checks: Option<String>,
-    /// Requests the summary took on that rung (more than one when the input was folded).
-    pub chunks: usize,
-    /// The earlier rungs, in order, with the reason each gave up.
-    pub failures: Vec<RungFailure>,
-}
-
-/// A rung that did not write the summary.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RungFailure {
-    pub summarizer: String,
-    pub reason: String,
 }
 
 /// A summary and its report.
@@ -220,7 +200,13 @@ impl RungRun<'_, '_> {
         } else {
             self.job.max_tokens
         };
-        let mut budget = input_budget(summarizer.context_window(), max_output);
+        // A window a refusal said earlier in this operation holds for every later request.
+        let window = breaker
+            .window(&id)
+            .map_or(summarizer.context_window(), |w| {
+                w.min(summarizer.context_window())
+            });
+        let mut budget = input_budget(window, max_output);
         let mut shrunk = false;
         loop {
             // Planned in the server's tokens: ours scaled by the ratio its refusals showed.
@@ -236,6 +222,7 @@ impl RungRun<'_, '_> {
                     shrunk = true;
                     budget = self.smaller_budget(&id, &e, budget, max_output, &chunks);
                     tracing::warn!(summarizer = %id, error = %e, budget,
+                        served_window = ?breaker.window(&id), token_ratio = breaker.token_ratio(&id),
                         "the server refused the prompt as too long; planning it smaller");
                 }
                 Err(e) => return Err(e),
@@ -246,8 +233,9 @@ impl RungRun<'_, '_> {
 
     /// The budget (in the server's tokens) after a refusal, always below the size of the
     /// refused prompt: when the server said its prompt count and window, the ratio of its count
-    /// to ours is learned for the rest of the operation and the budget is what its window
-    /// leaves, with headroom; otherwise half.
+    /// to ours and its window are learned for the rest of the operation and the budget is what
+    /// its window leaves after the answer, with headroom (the prompt's instructions are part of
+    /// the budget: [`plan_chunks`] gives the conversation what they leave); otherwise half.
     fn smaller_budget(
         &self,
         id: &str,
@@ -256,12 +244,17 @@ impl RungRun<'_, '_> {
         max_output: u32,
         chunks: &[Vec<AgentMessage>],
     ) -> u64 {
-        // Our count of the largest request sent, to compare with the server's.
+        // Our count of the largest request sent, as it was sent (the length line included),
+        // to compare with the server's.
+        let instructions = self.counter.count_text(self.job.system_prompt)
+            + self
+                .counter
+                .count_text(&length_instruction(self.job.purpose, max_output));
         let ours = chunks
             .iter()
             .map(|chunk| {
                 let conversation = serialize_conversation(chunk);
-                self.counter.count_text(self.job.system_prompt)
+                instructions
                     + self.counter.count_text(&(self.job.build_prompt)(
                         &conversation,
                         self.job.previous_summary.as_deref(),
@@ -277,6 +270,7 @@ impl RungRun<'_, '_> {
         if ours > 0 {
             breaker.learn_token_ratio(id, served_prompt as f64 / ours as f64);
         }
+        breaker.learn_window(id, served_window);
         let room = input_budget(served_window, max_output)
             .min(budget)
             .min(served_prompt);
@@ -412,8 +406,8 @@ pub fn plan_chunks(
     }
     if room_first == 0 || room_rest == 0 {
         return Err(SummarizeError::Overflow(format!(
-            "the summarizer's window leaves no room for the conversation (input budget {budget} \
-             tokens, prompt overhead {overhead_first} tokens)"
+            "the summarizer's window leaves no room for the conversation: the prompt's \
+             instructions alone take {overhead_first} of its {budget} input tokens"
         )));
     }
     if job.tail_only {

@@ -20,7 +20,8 @@ use crate::summarize::prompts::{BRANCH_MAX_TOKENS, HistoryPrompt, branch_summary
 use crate::summarize::{Purpose, SummarizeError};
 
 use super::compact::failed;
-use super::fit::{SummaryJob, SummaryReport, report_json, summarize_fitted};
+use super::events::SummaryReport;
+use super::fit::{SummaryJob, report_json, summarize_fitted};
 use super::retention;
 use super::{BeforeTreeRequest, CompactEnv, EngineError, OperationObserver, Phase, SharedSession};
 

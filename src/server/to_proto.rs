@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use crate::engine::fit::SummaryReport;
+use crate::engine::events::SummaryReport;
 use crate::engine::{
     self, AppendAction, AutoResult, BeforeCompactRequest, BeforeTreeRequest, CompactOutcome,
     CompactReason, CompactingRequest, EngineError, EngineErrorKind, OperationError, Phase, Purpose,

@@ -8,9 +8,13 @@
 //!   straight to the next rung, and the reason is kept for the report.
 //! * **Retry budget**: `retry.maxRetries` retries per summarizer for the whole operation, not
 //!   per request, so a server that is down costs one back-off, not one per chunk and part.
-//! * **Token ratio**: when a server says how many tokens a refused prompt had, the ratio to
-//!   compactd's own count is kept, so later requests to it are planned with its tokenizer's
-//!   size, not ours.
+//! * **Token ratio and window**: when a server says how many tokens a refused prompt had and
+//!   how large its window is, the ratio to compactd's own count and the window are kept, so
+//!   later requests to it (the other parts, the next chunks) are planned with its tokenizer's
+//!   size and its real window, not ours and the configured one.
+//!
+//! A prompt refused as too long is not a failure of the server (the input is planned again
+//! smaller, once per summary): it does not count towards the breaker.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -33,6 +37,7 @@ struct Record {
     failures: HashMap<String, u32>,
     open: Option<String>,
     token_ratio: Option<f64>,
+    window: Option<u64>,
 }
 
 impl Default for Breaker {
@@ -61,9 +66,13 @@ impl Breaker {
     }
 
     /// Counts a failure of `summarizer`; returns the reason when this failure opened the
-    /// breaker. Cancellation is not a failure of the summarizer.
+    /// breaker. Cancellation and a prompt refused as too long are not failures of the
+    /// summarizer.
     pub fn record_failure(&self, summarizer: &str, error: &SummarizeError) -> Option<String> {
-        if matches!(error, SummarizeError::Cancelled) {
+        if matches!(
+            error,
+            SummarizeError::Cancelled | SummarizeError::Overflow(_)
+        ) {
             return None;
         }
         let mut state = self.lock();
@@ -120,6 +129,22 @@ impl Breaker {
             .get(summarizer)
             .and_then(|r| r.token_ratio)
             .unwrap_or(1.0)
+    }
+
+    /// Remembers that `summarizer`'s server has a window of `window` tokens (the smallest one
+    /// it said is kept).
+    pub fn learn_window(&self, summarizer: &str, window: u64) {
+        if window == 0 {
+            return;
+        }
+        let mut state = self.lock();
+        let record = state.entry(summarizer.to_owned()).or_default();
+        record.window = Some(record.window.map_or(window, |w| w.min(window)));
+    }
+
+    /// The window `summarizer`'s server said it has, if a refusal said it.
+    pub fn window(&self, summarizer: &str) -> Option<u64> {
+        self.lock().get(summarizer).and_then(|r| r.window)
     }
 }
 
@@ -180,5 +205,20 @@ mod tests {
         b.learn_token_ratio("m", 0.5);
         b.learn_token_ratio("m", f64::NAN);
         assert_eq!(b.token_ratio("m"), 1.4);
+    }
+
+    #[test]
+    fn the_served_window_is_the_smallest_said_and_refusals_never_open_the_breaker() {
+        let b = Breaker::new(1);
+        assert_eq!(b.window("m"), None);
+        b.learn_window("m", 1_024);
+        b.learn_window("m", 4_096);
+        b.learn_window("m", 0);
+        assert_eq!(b.window("m"), Some(1_024));
+        let refused = SummarizeError::Overflow("exceeds the available context size".into());
+        for _ in 0..3 {
+            assert_eq!(b.record_failure("m", &refused), None);
+        }
+        assert!(b.open_reason("m").is_none());
     }
 }

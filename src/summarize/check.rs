@@ -25,6 +25,8 @@ const MIN_COPIED_LINE_CHARS: usize = 24;
 const INSTRUCTION_ECHO_SHARE: f64 = 0.4;
 /// An answer whose long lines come from the conversation at this share is a copy.
 const CONVERSATION_COPY_SHARE: f64 = 0.6;
+/// A line at least this long that comes three times in a short answer is a loop.
+const MIN_LOOPED_LINE_CHARS: usize = 12;
 /// Words looked at together when measuring repetition.
 const PHRASE_WORDS: usize = 5;
 /// Below this share of distinct phrases, the answer is looping.
@@ -190,10 +192,11 @@ fn echo(prompt: &str, answer: &str) -> Option<String> {
         ));
     }
     let (conversation, instructions) = split_prompt(prompt);
+    // Headings are the format the prompt asks for: a summary repeats them.
     let long: Vec<&str> = answer
         .lines()
         .map(str::trim)
-        .filter(|l| l.chars().count() >= MIN_COPIED_LINE_CHARS)
+        .filter(|l| l.chars().count() >= MIN_COPIED_LINE_CHARS && !l.starts_with('#'))
         .collect();
     if long.is_empty() {
         return None;
@@ -202,8 +205,10 @@ fn echo(prompt: &str, answer: &str) -> Option<String> {
         let copied = long.iter().filter(|l| source.contains(**l)).count();
         (copied, copied as f64 / long.len() as f64)
     };
+    // No line of a summary comes from the instructions (they describe, they do not report):
+    // in a short answer one such line is already an echo.
     let (copied, from_instructions) = share(&instructions);
-    if copied >= 2 && from_instructions >= INSTRUCTION_ECHO_SHARE {
+    if copied >= 1 && from_instructions >= INSTRUCTION_ECHO_SHARE {
         return Some(format!(
             "it repeats the instructions ({copied} of its {} long lines are copied from the prompt)",
             long.len()
@@ -278,20 +283,23 @@ fn repetition(answer: &str) -> Option<String> {
         .map(str::trim)
         .filter(|l| l.len() >= 3)
         .collect();
-    if lines.len() >= 6 {
-        let mut counts: HashMap<&str, usize> = HashMap::new();
-        for line in &lines {
-            *counts.entry(line).or_default() += 1;
-        }
-        if let Some((line, n)) = counts.into_iter().max_by_key(|(_, n)| *n)
-            && n >= 4
-            && n * 10 >= lines.len() * 3
-        {
-            return Some(format!(
-                "it repeats the line {:?} {n} times",
-                super::error::excerpt(line, 60)
-            ));
-        }
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for line in &lines {
+        *counts.entry(line).or_default() += 1;
+    }
+    // Many short lines over and over, or a sentence three times in a short answer (a small
+    // model's loop, cut at the limit before the phrase measure below can see it).
+    let looping = |line: &str, n: usize| {
+        (lines.len() >= 6 && n >= 4 && n * 10 >= lines.len() * 3)
+            || (n >= 3 && line.chars().count() >= MIN_LOOPED_LINE_CHARS && n * 5 >= lines.len())
+    };
+    let mut counted: Vec<(&str, usize)> = counts.into_iter().collect();
+    counted.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    if let Some((line, n)) = counted.into_iter().find(|(line, n)| looping(line, *n)) {
+        return Some(format!(
+            "it repeats the line {:?} {n} times",
+            super::error::excerpt(line, 60)
+        ));
     }
     let words: Vec<&str> = answer.split_whitespace().collect();
     if words.len() >= 12 * PHRASE_WORDS {
@@ -435,6 +443,39 @@ mod tests {
         assert!(reason(&phrase).contains("repeats itself"));
         let run = format!("## Goal\n{}", "!".repeat(300));
         assert!(reason(&run).contains("character"));
+    }
+
+    #[test]
+    fn a_short_loop_is_rejected_before_the_phrase_measure_sees_it() {
+        // Gemma 3 270M (base), cut at 48 tokens: five lines, 35 words.
+        let looped = "* The user has read the source code.\n".repeat(5);
+        assert!(reason(&looped).contains("repeats the line"), "{looped}");
+        let sections = "## Progress\n- What the assistant did in this first part\n\n".repeat(3);
+        assert!(reason(&sections).contains("repeats the line"), "{sections}");
+        // A real summary may say a short thing twice.
+        let twice = format!("{GOOD}\n\n## Critical Context\n- Tests pass.\n- Tests pass.");
+        assert!(check_answer(&history(CONVERSATION), &twice, false).is_ok());
+    }
+
+    #[test]
+    fn one_copied_instruction_in_a_short_answer_is_an_echo_and_headings_are_not() {
+        // Gemma 3 270M (base): a made-up heading, a placeholder, then the length line copied.
+        let mut req = history(CONVERSATION);
+        req.prompt
+            .push_str(&crate::summarize::prompts::length_instruction(
+                Purpose::History,
+                48,
+            ));
+        let answer = "## Description\n- What the user wants to do.\n\nLength: keep the whole \
+            summary under about 36 words; the answer is cut off after 48 tokens.";
+        let err = check_answer(&req, answer, false).unwrap_err();
+        assert!(
+            err.to_string().contains("repeats the instructions"),
+            "{err}"
+        );
+        // The headings the prompt asks for are the format, not an echo.
+        let short = "## Constraints & Preferences\n- Never change the public API of the parser";
+        assert!(check_answer(&req, short, false).is_ok());
     }
 
     #[test]

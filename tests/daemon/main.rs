@@ -16,5 +16,6 @@ mod large;
 mod lifecycle;
 mod progress;
 mod sessions;
+mod small_window;
 mod storage;
 mod two_writers;

@@ -462,7 +462,7 @@ fn read_commands_print_and_never_modify_the_file() {
     ]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["tokenizer"], "chars4");
-    assert!(v["totalTokens"].as_u64().unwrap() > 0);
+    assert!(v["tokens"].as_u64().unwrap() > 0);
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 

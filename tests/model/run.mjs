@@ -2,14 +2,18 @@
 // against tests/model/server.mjs serving Gemma 3 270M. One scenario per invocation:
 //
 //   node run.mjs fits    URL  the server says its window: one compaction (history and turn
-//                             prefix, queued to the one slot) and one branch summary
+//                             prefix, one queued while the other waits for its first token,
+//                             both statuses reported as $/progress) and one branch summary
 //   node run.mjs refused URL  the server's window is smaller than configured and not said: the
-//                             refused prompt is asked again (re-planned) before any fallback
+//                             history prompt is refused, asked again smaller (planned to the
+//                             window the refusal said), and the server accepts it; nothing
+//                             else is refused
 //   node run.mjs breaker URL  the server answers 503: the breaker stops asking after two
 //
-// Whatever the base model writes, the outcome must be one of two, and visible: the model's
-// summary kept (`summarizer` is the model) or rejected with the reason logged and the offline
-// extractive summary used (`summarizer` is `extractive`). Exits non-zero on any failed check.
+// Whatever the base model writes, the outcome must be one of two, and visible in the result:
+// the model's summary kept (`summarizer` is the model, its checks in `details.summarizers`) or
+// rejected with the reason (`details.summarizers[].failures`) and the offline extractive
+// summary used. Exits non-zero on any failed check.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -25,8 +29,10 @@ const OP_TIMEOUT_MS = 600_000;
 const settingsFor = {
   // Configured bigger than served: the window is read from /v1/models.
   fits: { contextWindow: 32768, maxOutputTokens: 48, discover: true },
-  // Configured bigger than served and the server does not say: the server refuses.
-  refused: { contextWindow: 8192, maxOutputTokens: 48, discover: false },
+  // Configured bigger than served and the server does not say: the server refuses. The cut
+  // falls at the last request (no split turn): the first turn, with its long test output, is
+  // the history.
+  refused: { contextWindow: 8192, maxOutputTokens: 48, discover: false, keepRecentTokens: 30 },
   breaker: { contextWindow: 8192, maxOutputTokens: 48, discover: false },
 }[scenario];
 assert.ok(settingsFor, `unknown scenario ${scenario}`);
@@ -40,7 +46,7 @@ const settings = {
   summarizer: { kind: 'openai', model: MODEL },
   retry: { enabled: true, maxRetries: 3, baseDelayMs: 200 },
   tokenizer: 'chars4',
-  compaction: { enabled: false, keepRecentTokens: 120 },
+  compaction: { enabled: false, keepRecentTokens: settingsFor.keepRecentTokens ?? 120 },
 };
 
 // --- a minimal LSP-framed JSON-RPC client -----------------------------------------------
@@ -107,7 +113,28 @@ function message(role, text) {
     : { type: 'message', message: { role, content: [{ type: 'text', text }], provider: 'test', model: 'm',
       stopReason: 'stop', timestamp: Date.now(), usage: { input: 100, output: 10, cacheRead: 0, cacheWrite: 0, totalTokens: 110 } } };
 }
-const entries = [
+function toolCall(id, command) {
+  return { type: 'message', message: { role: 'assistant', content: [{ type: 'toolCall', id, name: 'bash', arguments: { command } }],
+    provider: 'test', model: 'm', stopReason: 'toolUse', timestamp: Date.now(), usage: { input: 100, output: 10, cacheRead: 0, cacheWrite: 0, totalTokens: 110 } } };
+}
+function toolResult(id, text) {
+  return { type: 'message', message: { role: 'toolResult', toolCallId: id, toolName: 'bash', content: [{ type: 'text', text }], isError: false, timestamp: Date.now() } };
+}
+// `refused`: a test run's long output (cut to 2,000 characters in the transcript) makes the
+// history prompt larger than the served window; planned again, the output is clipped harder
+// (head and tail) and the prompt fits. The cut falls at the last request: no split turn.
+const refusedEntries = [
+  message('user', 'Please make the date parser in src/date.rs accept RFC 3339 timestamps with a "Z" suffix. Never change the public API.'),
+  message('assistant', 'I added a branch for "Z" in parse_date and a unit test parse_z_suffix. Running the tests.'),
+  toolCall('call_1', 'cargo test date::'),
+  toolResult('call_1', Array.from({ length: 130 }, (_, i) => `test date::tests::case_${i} ... ok`).join('\n')
+    + '\n\ntest result: ok. 130 passed; 0 failed; 0 ignored; finished in 0.42s'),
+  message('assistant', 'All 130 date tests pass, parse_z_suffix included.'),
+  message('user', 'Now document the accepted formats in README.md.'),
+  message('assistant', 'I added a "Date formats" section to README.md listing RFC 3339 with "Z" or a numeric offset.'),
+  message('user', 'Good, thanks.'),
+];
+const entries = scenario === 'refused' ? refusedEntries : [
   message('user', 'Please make the date parser in src/date.rs accept RFC 3339 timestamps with a "Z" suffix. Never change the public API.'),
   message('assistant', 'I read src/date.rs. parse_date only accepted "+00:00" offsets, so I added a branch for "Z" and a unit test parse_z_suffix. cargo test passes.'),
   message('user', 'Good. Now also reject dates before 1970 with a clear error message.'),
@@ -118,16 +145,29 @@ const entries = [
   message('assistant', 'Everything is done: the parser accepts "Z", rejects pre-1970 dates, and README.md documents it.'),
 ];
 
-function outcome(summarizer, summary, what) {
+// Every part the model was asked for, kept with its checks or rejected with the reason, as the
+// result says it (`details.summarizers`: part, summarizer, checks, failures).
+const tally = { kept: 0, rejected: 0 };
+function outcome(summarizer, summary, details, what, shortSummary) {
   assert.ok(typeof summary === 'string' && summary.trim().length > 0, `${what}: a summary`);
-  if (summarizer === MODEL) {
-    show(`${what} kept (the model's, checks passed)`, summary.slice(0, 300));
-  } else {
-    assert.equal(summarizer, 'extractive', `${what}: the model's or the offline fallback's`);
-    const reasons = log().split('\n').filter((l) => /summarizer (attempt failed|gave up)|rejected|breaker/i.test(l));
-    assert.ok(reasons.length > 0, `${what}: fell back to extractive with no reason logged:\n${log()}`);
-    show(`${what} rejected, extractive used; reason`, reasons[reasons.length - 1].slice(0, 400));
+  const reports = details?.summarizers;
+  assert.ok(Array.isArray(reports) && reports.length > 0, `${what}: the result says who wrote each part: ${JSON.stringify(details)}`);
+  for (const report of reports) {
+    if (report.summarizer === MODEL) {
+      assert.match(report.checks ?? '', /checks passed/, `${what}: a kept model summary passed its checks: ${JSON.stringify(report)}`);
+      tally.kept += 1;
+      const text = report.part === 'short' ? shortSummary : summary;
+      show(`${what}: ${report.part} kept (the model's: ${report.checks})`, String(text).slice(0, 300));
+    } else {
+      assert.equal(report.summarizer, 'extractive', `${what}: the model's or the offline fallback's: ${JSON.stringify(report)}`);
+      const failure = report.failures.find((f) => f.summarizer === MODEL);
+      assert.ok(failure && failure.reason.length > 0, `${what}: ${report.part} fell back with no reason in the result: ${JSON.stringify(report)}`);
+      tally.rejected += 1;
+      show(`${what}: ${report.part} rejected, extractive used; reason in the result`, failure.reason.slice(0, 400));
+    }
   }
+  const first = reports[0];
+  assert.equal(summarizer, first.summarizer, `${what}: \`summarizer\` names who wrote the ${first.part}`);
 }
 
 async function main() {
@@ -148,18 +188,24 @@ async function main() {
   show('compaction', { summarizer: result.summarizer, seconds: (Date.now() - started) / 1000, requests: asked,
     served: after.log.slice(before.log.length) });
   assert.ok(result.entryId, 'a compaction entry was written');
-  outcome(result.summarizer, result.summary, 'compaction');
+  outcome(result.summarizer, result.summary, result.details, 'compaction', result.shortSummary);
   const messages = progress.map((p) => p.message ?? '').filter(Boolean);
-  show('progress messages', { count: messages.length, distinct: [...new Set(messages.map((m) => m.replace(/\d+/g, 'N')))] });
+  const distinct = [...new Set(messages.map((m) => m.replace(/\d+/g, 'N')))];
+  show('progress messages', { count: messages.length, distinct });
+  const answered = after.log.slice(before.log.length).filter((e) => e.completionTokens !== undefined);
+  const streamed = answered.reduce((n, e) => n + e.completionTokens, 0);
+  // Throttled: never more reports than streamed tokens plus the statuses and phases.
+  assert.ok(messages.length <= streamed + 20, `${messages.length} progress messages for ${streamed} streamed tokens`);
 
   if (scenario === 'fits') {
     // The window came from /v1/models: nothing refused, every prompt fits the served window.
     assert.equal(after.refused, 0, JSON.stringify(after.log));
     assert.ok(asked >= 2, `history and turn prefix were both asked: ${asked}`);
-    // Queued to the declared parallelism (1 for a server on this machine).
+    // Queued to the declared parallelism (1 for a server on this machine), and the client told.
     assert.equal(after.maxOpen, 1, 'never more than one request open at the one-slot server');
-    // Not asserted: the daemon does not yet turn the engine's summary status ("queued for",
-    // "waiting for the model", "chunk i of n") into $/progress; see docs/models.md.
+    assert.ok(messages.some((m) => /: queued for local\/gemma while its server is busy/.test(m)), JSON.stringify(distinct));
+    assert.ok(messages.some((m) => /^history: waiting for the model local\/gemma/.test(m)), JSON.stringify(distinct));
+    assert.ok(messages.some((m) => /^turn prefix: waiting for the model local\/gemma/.test(m)), JSON.stringify(distinct));
 
     // One branch summary: back to the first answer, summarising the rest.
     const target = ids[1];
@@ -169,17 +215,23 @@ async function main() {
     const branch = nav.summary ?? {};
     const text = branch.summary ?? nav.summaryEntry?.summary;
     const by = branch.summarizer ?? nav.summaryEntry?.summarizer;
-    show('branch summary', { summarizer: by, requests: (await stats()).requests - after.requests });
-    outcome(by, text, 'branch summary');
+    const afterBranch = await stats();
+    show('branch summary', { summarizer: by, requests: afterBranch.requests - after.requests,
+      served: afterBranch.log.slice(after.log.length) });
+    outcome(by, text, branch.details, 'branch summary');
   }
   if (scenario === 'refused') {
     const served = after.log.slice(before.log.length);
-    const refused = served.filter((e) => e.outcome === 'refused');
-    assert.ok(refused.length >= 1, `the served window is smaller than configured: ${JSON.stringify(served)}`);
-    // A refusal is not the end: compactd asks again, planned with the server's own token count
-    // (n_prompt_tokens), before it falls back. Observed with a 384-token window: the retry was
-    // not smaller (the prompt template alone is 417 Gemma tokens), see docs/models.md.
-    assert.ok(served.length > served.indexOf(refused[0]) + 1, `asked again after the refusal: ${JSON.stringify(served)}`);
+    const history = served.filter((e) => e.purpose === 'history');
+    // The prompt planned for the configured window is refused; asked again, planned to the
+    // window the refusal said (n_ctx) with the server's count (n_prompt_tokens), it is smaller
+    // and the server accepts it (answers it, whatever the answer is worth).
+    assert.equal(history[0]?.outcome, 'refused', `the served window is smaller than configured: ${JSON.stringify(served)}`);
+    assert.ok(history.length >= 2, `asked again after the refusal: ${JSON.stringify(served)}`);
+    assert.ok(history[1].promptTokens < history[0].promptTokens, `the retry is smaller: ${JSON.stringify(served)}`);
+    assert.notEqual(history[1].outcome, 'refused', `the smaller retry is accepted: ${JSON.stringify(served)}`);
+    // The window holds for the rest of the compaction: nothing else is refused.
+    assert.equal(served.filter((e) => e.outcome === 'refused').length, 1, JSON.stringify(served));
   }
   if (scenario === 'breaker') {
     assert.equal(result.summarizer, 'extractive');
@@ -188,6 +240,13 @@ async function main() {
     assert.match(log(), /breaker|not asked again|failed the same way/i);
   }
 
+  if (scenario === 'refused') {
+    // The model's answers are decided at temperature 0: the same prompt gets the same answer.
+    // Its short summary of this session is two complete sentences of a cut answer, which pass
+    // the checks and are kept (docs/models.md): the kept path, run for real.
+    assert.ok(tally.kept >= 1, `a model-written part kept with its checks passed: ${JSON.stringify(after.log.slice(before.log.length))}`);
+  }
+  show('model summaries', tally);
   await ok('shutdown');
   write({ method: 'exit' });
   assert.equal(await exited, 0);

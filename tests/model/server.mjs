@@ -11,7 +11,8 @@
 //                             server does (400, "exceeds the available context size", with
 //                             n_prompt_tokens and n_ctx).
 // * GET  /stats               what the suite asserts on: requests, refusals, the most requests
-//                             open at once, each request's prompt tokens and stop reason.
+//                             open at once, each request's purpose, prompt tokens, stop reason
+//                             and answer.
 // * POST /mode {"mode": "busy"|"serve"}: "busy" answers every chat request 503 (a server that
 //                             is loading), for the breaker check.
 //
@@ -49,6 +50,14 @@ function promptOf(messages) {
     .join('\n\n') + '\n\n';
 }
 
+// Which summary a prompt asks for, from its instructions (for the suite's checks and logs).
+function purposeOf(prompt) {
+  if (prompt.includes('Describe the changes made')) return 'short';
+  if (prompt.includes('first part of a single turn')) return 'turnPrefix';
+  if (prompt.includes('branch of the conversation that the user is leaving')) return 'branch';
+  return 'history';
+}
+
 function send(res, status, body) {
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(JSON.stringify(body));
@@ -62,7 +71,9 @@ async function chat(req, res, body) {
   }
   const prompt = promptOf(body.messages ?? []);
   const tokens = model.tokenize(prompt);
-  const entry = { promptTokens: tokens.length, maxTokens: body.max_tokens ?? body.max_completion_tokens ?? null };
+  // The prompt's last line (the length it asks for) tells the suite which request this was.
+  const entry = { promptTokens: tokens.length, maxTokens: body.max_tokens ?? body.max_completion_tokens ?? null,
+    purpose: purposeOf(prompt) };
   stats.log.push(entry);
   if (tokens.length + 8 > contextSize) {
     stats.refused += 1;
@@ -97,6 +108,7 @@ async function chat(req, res, body) {
   const finish = result.metadata.stopReason === 'maxTokens' ? 'length' : 'stop';
   entry.outcome = finish;
   entry.completionTokens = model.tokenize(result.response).length;
+  entry.answer = result.response;
   stats.completed += 1;
   const usage = { prompt_tokens: tokens.length, completion_tokens: entry.completionTokens,
     total_tokens: tokens.length + entry.completionTokens };
