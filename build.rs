@@ -2,9 +2,19 @@
 //! prints): from git when building in a checkout of this repository (`cargo build`,
 //! `cargo install --path .`, `cargo install --git`), else from the `.cargo_vcs_info.json` that
 //! `cargo package` writes into a packaged crate, else the version alone.
+//!
+//! It also writes the exact tokenizers' vocabularies (o200k_base, cl100k_base) into `OUT_DIR`
+//! in the layout of `src/tokens/table.rs`, taken from tiktoken-rs, so the binary reads them in
+//! place instead of building hash maps at start-up.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "src/tokens/table.rs"]
+mod table;
+
+/// Bumped when the layout of `table.rs` changes, so a stale table in `OUT_DIR` is not reused.
+const TABLE_VERSION: u32 = 1;
 
 fn main() {
     let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
@@ -15,7 +25,9 @@ fn main() {
         None => format!("{version} (commit unknown)"),
     };
     println!("cargo:rustc-env=COMPACTD_VERSION={full}");
+    write_vocabularies();
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/tokens/table.rs");
     println!("cargo:rerun-if-changed=.cargo_vcs_info.json");
 }
 
@@ -73,4 +85,33 @@ fn packaged_commit(manifest_dir: &str) -> Option<String> {
         .take_while(|c| c.is_ascii_hexdigit())
         .collect();
     (sha.len() >= 12).then(|| sha[..12].to_owned())
+}
+
+/// `OUT_DIR/<name>-v<TABLE_VERSION>.bpe` for each vocabulary, written once: the table depends
+/// only on the tiktoken-rs version (which changes `OUT_DIR`) and the layout version.
+fn write_vocabularies() {
+    type Load = fn() -> anyhow::Result<tiktoken_rs::CoreBPE>;
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let vocabularies: [(&str, Load, usize); 2] = [
+        ("o200k", tiktoken_rs::o200k_base, 199_998),
+        ("cl100k", tiktoken_rs::cl100k_base, 100_256),
+    ];
+    for (name, load, expected) in vocabularies {
+        let path = out.join(format!("{name}-v{TABLE_VERSION}.bpe"));
+        if path.exists() {
+            continue;
+        }
+        let core = load().expect("tiktoken-rs loads its own vocabulary");
+        let specials = core.special_tokens();
+        // Ordinary tokens have ranks 0..n; special tokens come after them and are never
+        // produced by an ordinary encoding, so they are left out.
+        let tokens: Vec<Vec<u8>> = (0..)
+            .map_while(|rank| core.decode_bytes(&[rank]).ok())
+            .take_while(|bytes| !specials.iter().any(|s| s.as_bytes() == bytes.as_slice()))
+            .collect();
+        assert_eq!(tokens.len(), expected, "{name}: unexpected vocabulary size");
+        let tmp = path.with_extension("partial");
+        std::fs::write(&tmp, table::encode(&tokens)).expect("OUT_DIR is writable");
+        std::fs::rename(&tmp, &path).expect("OUT_DIR is writable");
+    }
 }

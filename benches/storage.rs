@@ -10,8 +10,10 @@
 //! cargo bench --bench storage -- --writers 4 --sessions 50 --rounds 10
 //! ```
 //!
-//! * `open`: `Session::open` of the file / `Session::open_in` of the stored session.
+//! * `open`: `Session::open` of the file / `Session::open_in` of the stored session (which
+//!   reads only what the context at the leaf needs); the next row is how many lines each read.
 //! * `context`: the first `context()` after opening (open not timed).
+//! * `tree`: the first `tree()` after opening: the stored session reads the rest first.
 //! * `append+context`: one user entry appended, then `context()` (median of 20).
 //! * `compaction`: plan (`prepare_compaction`, chars/4), append the compaction entry, context;
 //!   no summariser (its cost does not depend on the backend).
@@ -19,6 +21,9 @@
 //!   has, append one entry to each of `--sessions` small sessions in turn, `--rounds` times;
 //!   appends per second over all writers. Files: each writer opens every file itself and the
 //!   sidecar lock serialises them.
+//! * A second table opens generated sessions of the `--history` sizes (the same kind of
+//!   conversation, longer and longer): the file's open grows with the file, the stored one's
+//!   with what the context at the leaf needs.
 //!
 //! Times are wall-clock medians of `--reps` runs, warm cache, on whatever else the machine
 //! is running: compare the two columns of one run, not runs on different machines.
@@ -63,6 +68,9 @@ struct Args {
     /// Appends per writer and session.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
+    /// Sizes of the open-versus-history table (comma-separated; empty: none).
+    #[arg(long, default_value = "XS,S")]
+    history: String,
     /// `cargo bench` passes `--bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -116,6 +124,8 @@ fn main() -> Result<()> {
         Ok(start.elapsed())
     })?;
     row("open", file_open, pg_open);
+    let (lines, read) = lines_read_by_open(&store, &id)?;
+    println!("| open: lines read | {lines} (all) | {read} |");
 
     // context
     let file_context = median(args.reps, || {
@@ -131,6 +141,26 @@ fn main() -> Result<()> {
         Ok(start.elapsed())
     })?;
     row("context", file_context, pg_context);
+
+    // tree (the stored session reads the rest first)
+    let file_tree = median(args.reps, || {
+        let (session, _) = Session::open(&path)?;
+        let start = Instant::now();
+        session.tree().flat_nodes();
+        Ok(start.elapsed())
+    })?;
+    let pg_tree = median(args.reps, || {
+        let (mut session, _) = Session::open_in(&store, &id)?;
+        let start = Instant::now();
+        session.load_whole()?;
+        session.tree().flat_nodes();
+        Ok(start.elapsed())
+    })?;
+    row(
+        "tree (PostgreSQL: reads the rest first)",
+        file_tree,
+        pg_tree,
+    );
 
     // append+context
     let (mut on_file, _) = Session::open(file_copy(1)?)?;
@@ -165,6 +195,58 @@ fn main() -> Result<()> {
         "| fleet: {} writers × {} sessions, appends/s | {file_rate:.0} | {pg_rate:.0} |",
         args.writers, args.sessions
     );
+
+    open_versus_history(&args, &store, scratch.path())
+}
+
+/// Lines stored for `id`, and lines a fresh open of it reads.
+fn lines_read_by_open(store: &Arc<PgStore>, id: &str) -> Result<(u64, u64)> {
+    let before = store.lines_read();
+    let (mut session, _) = Session::open_in(store, id)?;
+    let read = store.lines_read() - before;
+    session.load_whole()?;
+    Ok((store.lines_read() - before, read))
+}
+
+/// Open times of sessions of growing history, file beside database.
+fn open_versus_history(args: &Args, store: &Arc<PgStore>, scratch: &Path) -> Result<()> {
+    let sizes: Vec<SizePreset> = args
+        .history
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| SizePreset::parse(s.trim()).ok_or_else(|| anyhow!("unknown size {s}")))
+        .collect::<Result<_>>()?;
+    if sizes.is_empty() {
+        return Ok(());
+    }
+    println!();
+    println!("| history | lines | open: file | open: PostgreSQL | lines PostgreSQL read |");
+    println!("|---|---:|---:|---:|---:|");
+    for preset in sizes {
+        let source = cached_session(preset, args.seed, write_session)?;
+        let (report, _) = import_file(store, &source, true, |_, _| {})?;
+        let copy = scratch.join(format!("history-{}.jsonl", preset.name()));
+        std::fs::copy(&source, &copy)?;
+        let file_open = median(args.reps, || {
+            let start = Instant::now();
+            Session::open(&copy)?;
+            Ok(start.elapsed())
+        })?;
+        let pg_open = median(args.reps, || {
+            let start = Instant::now();
+            Session::open_in(store, &report.id)?;
+            Ok(start.elapsed())
+        })?;
+        let (lines, read) = lines_read_by_open(store, &report.id)?;
+        println!(
+            "| {} ({:.1} MB) | {lines} | {} | {} | {read} |",
+            preset.name(),
+            std::fs::metadata(&source)?.len() as f64 / 1e6,
+            ms(file_open),
+            ms(pg_open)
+        );
+        std::fs::remove_file(&copy)?;
+    }
     Ok(())
 }
 

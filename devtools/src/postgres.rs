@@ -194,6 +194,8 @@ impl PgServer {
                 &format!("unix_socket_directories={}", self.dir.path().display()),
             ])
             .args(["-c", "fsync=off", "-c", "max_connections=200"])
+            // Rows fetched per statement, for the tests that count what a daemon reads.
+            .args(["-c", "shared_preload_libraries=pg_stat_statements"])
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log));
         let child = spawn_from_keeper(command).expect("postgres starts");

@@ -102,7 +102,7 @@ fn is_metadata(entry: &Entry, mode: CutMode) -> bool {
         ),
         CutMode::Fixed => {
             !matches!(entry.kind(), EntryKind::Compaction(_))
-                && entry.to_agent_message(false).is_none()
+                && entry.agent_message(false).is_none()
         }
     }
 }
@@ -113,7 +113,7 @@ fn walk_tokens(entry: &Entry, counter: &dyn TokenCounter, mode: CutMode) -> Opti
         // The reference only counts `message` entries.
         CutMode::Parity => entry.message().map(|m| counter.count_message(m)),
         CutMode::Fixed => entry
-            .to_agent_message(false)
+            .agent_message(false)
             .map(|m| counter.count_message(&m)),
     }
 }

@@ -167,7 +167,7 @@ fn adjusted_keep(
     };
     let estimated: u64 = window
         .iter()
-        .filter_map(|e| e.to_agent_message(false))
+        .filter_map(|e| e.agent_message(false))
         .map(|m| counter.count_message(&m))
         .sum();
     if estimated == 0 {

@@ -92,7 +92,7 @@ pub(crate) async fn append(
         // A label must name an entry clients can see, as `session/setLabel` requires.
         for entry in &entries {
             if let EntryKind::Label { target_id, .. } = &entry.kind
-                && session.get(target_id).is_none_or(|e| e.is_leaf_move())
+                && session.find(target_id)?.is_none_or(|e| e.is_leaf_move())
             {
                 return Err(EngineError::EntryNotFound(target_id.clone()));
             }

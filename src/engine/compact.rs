@@ -182,6 +182,18 @@ async fn prepare(
     env: &CompactEnv,
     opts: &CompactOptions,
 ) -> Result<Prepared, EngineError> {
+    {
+        // The hook gets the whole branch; a preview at another leaf walks that leaf's path;
+        // a chosen first kept entry is looked for on the branch. A partly loaded stored
+        // session loads the rest when it holds too little for that.
+        let mut s = session.write().await;
+        if env.hooks.wants_branch_entries() {
+            s.load_whole()?;
+        }
+        for id in opts.leaf_id.iter().chain(&opts.first_kept_entry_id) {
+            s.ensure_path(id)?;
+        }
+    }
     let s = session.read().await;
     let leaf = s.leaf_id().map(str::to_owned);
     check_expected_leaf(&opts.expected_leaf_id, leaf.as_deref())?;

@@ -98,6 +98,11 @@ pub struct BeforeTreeReply {
 
 /// The hooks the engine calls; the daemon implements them with server-to-client requests.
 pub trait EngineHooks: Send + Sync {
+    /// Whether [`EngineHooks::before_compact`] is answered by someone, who then gets the
+    /// whole branch (a partly loaded stored session is loaded whole for it).
+    fn wants_branch_entries(&self) -> bool {
+        false
+    }
     fn before_compact<'a>(
         &'a self,
         req: BeforeCompactRequest<'a>,

@@ -46,17 +46,17 @@ pub use hooks::{
 pub use crate::session::{Session, SessionError};
 pub use crate::summarize::{Prompts, Purpose, RetryPolicy, Summarizer};
 pub use crate::tokens::TokenCounter;
-pub use auto::{AppendAction, AutoPlan, PendingAuto};
+pub use auto::{AppendAction, AutoDecision, AutoPlan, PendingAuto, decide};
 pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
 pub use prune::prune_live_cached;
 pub use registry::Engine;
 pub use sessions::{ListPage, LoadProgress, SessionInfo, SessionSummary};
-pub use state::blob_store;
 pub use state::sync_policy;
+pub use state::{AutoMemory, blob_store};
 pub use summarizers::{
     SummarizerChoice, SummarizerSet, summarizers_from_settings, summarizers_with_env,
 };
-pub use usage::session_window;
+pub use usage::{session_window, usage_view};
 
 /// A session shared between the registry and running operations. Reads take the read lock;
 /// appends take the write lock only for the append itself.

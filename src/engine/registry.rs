@@ -338,7 +338,7 @@ impl Engine {
     /// The whole session tree.
     pub async fn tree(&self, session_id: &str) -> Result<TreeView, EngineError> {
         let state = self.state(session_id)?;
-        state.refresh().await?;
+        state.load_whole().await?;
         let session = state.session.read().await;
         Ok(usage::tree_view(&session))
     }
@@ -450,6 +450,11 @@ impl Engine {
             .start(OpKind::Branch, &cancel)
             .ok_or(EngineError::CompactionInProgress)?;
         let env = self.fresh_env(&state).await?;
+        // The paths from both ends to where they meet (the rest of a partly loaded session
+        // when they leave the loaded part).
+        let mut ends = vec![target];
+        ends.extend(opts.from_leaf_id.as_deref());
+        state.ensure_paths(&ends).await?;
         let preview = opts.preview;
         let outcome = super::navigate_tree(
             &state.session,

@@ -184,7 +184,8 @@ impl SessionTable {
         path: Option<PathBuf>,
         title: Option<String>,
     ) -> Result<SessionInfo, EngineError> {
-        source.refresh().await?;
+        // A fork copies entries from anywhere in the session.
+        source.load_whole().await?;
         let mut store = None;
         let (path, id) = match path {
             Some(p) => {
@@ -562,11 +563,7 @@ fn load_warnings(report: &LoadReport) -> Vec<String> {
 }
 
 fn visible_count(session: &Session) -> usize {
-    session
-        .entries()
-        .iter()
-        .filter(|e| !e.is_leaf_move())
-        .count()
+    session.visible_entry_count()
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {

@@ -300,6 +300,26 @@ impl SessionState {
         self.refresh_locked(&mut session)
     }
 
+    /// Ingests other writers' appends, then loads the rest of a partly loaded stored session
+    /// (for what needs every entry: the tree, a fork).
+    pub async fn load_whole(&self) -> Result<(), EngineError> {
+        let mut session = self.session.write().await;
+        self.refresh_locked(&mut session)?;
+        session.load_whole()?;
+        Ok(())
+    }
+
+    /// Ingests other writers' appends, then makes sure the paths to `ids` can be walked as
+    /// on the whole session (loading the rest of a partly loaded stored session if not).
+    pub async fn ensure_paths(&self, ids: &[&str]) -> Result<(), EngineError> {
+        let mut session = self.session.write().await;
+        self.refresh_locked(&mut session)?;
+        for id in ids {
+            session.ensure_path(id)?;
+        }
+        Ok(())
+    }
+
     /// Ingests other writers' appends under a held write lock, before every write. Cached
     /// token counts stay valid: an entry's content only changes in place when it is pruned,
     /// and the cache key includes that. The sync policy is re-read here so a

@@ -50,6 +50,10 @@ impl ClientHooks {
 }
 
 impl EngineHooks for ClientHooks {
+    fn wants_branch_entries(&self) -> bool {
+        self.declared.before_compact
+    }
+
     fn before_compact<'a>(
         &'a self,
         req: BeforeCompactRequest<'a>,

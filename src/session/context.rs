@@ -251,6 +251,83 @@ impl BranchState {
     }
 }
 
+/// The positions in `path` of the entries that anything computed from a root→leaf path still
+/// reads once the path goes on past `path` with a compaction that keeps nothing of it: what
+/// [`BranchState`] reads (the newest thinking level, the newest model change of each role,
+/// the newest assistant message naming its model, the newest mode, every rule injection that
+/// adds a rule) and what a compaction plan reads (the newest usable assistant usage, for its
+/// `tokensBefore`). In path order.
+///
+/// So `state_entries(X) ++ Y` stands for `X ++ Y` wherever `Y` holds the newest compaction
+/// and its kept region: a stored session is opened with only these entries before the kept
+/// region (`session::file::backend`). The set is its own fixed point: applied to
+/// `state_entries(X) ++ Y` it picks what it picks from `X ++ Y`.
+pub(crate) fn state_entries(path: &[&Entry]) -> Vec<usize> {
+    let mut picked = Vec::new();
+    let (mut thinking, mut mode, mut named_model, mut usage) = (false, false, false, false);
+    let mut roles: Vec<String> = Vec::new();
+    for (k, e) in path.iter().enumerate().rev() {
+        let take = match e.type_name() {
+            "thinking_level_change" => {
+                matches!(e.kind(), EntryKind::ThinkingLevelChange { .. })
+                    && !std::mem::replace(&mut thinking, true)
+            }
+            "mode_change" => {
+                matches!(e.kind(), EntryKind::ModeChange { .. })
+                    && !std::mem::replace(&mut mode, true)
+            }
+            "model_change" => match e.kind() {
+                EntryKind::ModelChange {
+                    model: Some(_),
+                    role,
+                } => {
+                    let role = role.clone().unwrap_or_else(|| "default".into());
+                    let new = !roles.contains(&role);
+                    if new {
+                        roles.push(role);
+                    }
+                    new
+                }
+                _ => false,
+            },
+            "message" if !(named_model && usage) => match e.kind() {
+                EntryKind::Message(AgentMessage::Assistant(a)) => {
+                    let names = a.provider.is_some() && a.model.is_some() && !named_model;
+                    let counts = a.usage.is_some() && !a.is_aborted() && !a.is_error() && !usage;
+                    named_model |= names;
+                    usage |= counts;
+                    names || counts
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        if take {
+            picked.push(k);
+        }
+    }
+    // Rule injections oldest first: one that adds no new rule changes nothing.
+    let mut rules: Vec<&String> = Vec::new();
+    for (k, e) in path.iter().enumerate() {
+        if e.type_name() != "ttsr_injection" {
+            continue;
+        }
+        if let EntryKind::TtsrInjection { injected_rules } = e.kind() {
+            let before = rules.len();
+            for rule in injected_rules {
+                if !rules.contains(&rule) {
+                    rules.push(rule);
+                }
+            }
+            if rules.len() > before {
+                picked.push(k);
+            }
+        }
+    }
+    picked.sort_unstable();
+    picked
+}
+
 /// Where the kept region of the compaction at `path[k]` starts on the path, if it does.
 fn kept_from(path: &[&Entry], k: usize) -> Option<usize> {
     let EntryKind::Compaction(c) = path[k].kind() else {
@@ -1170,5 +1247,97 @@ mod tests {
         );
         assert!(!COMPACTION_SUMMARY_CONTEXT.trim().is_empty());
         assert!(BRANCH_SUMMARY_CONTEXT.contains("{{summary}}"));
+    }
+
+    /// An entry of kind `k` (0..9) with pseudo-random details from `v`, as a child of
+    /// `parent`.
+    fn state_test_entry(i: usize, k: u8, v: u8, parent: Option<&str>) -> Entry {
+        let id = format!("e{i}");
+        let base = json!({"id": id, "parentId": parent, "timestamp": TS});
+        let mut e = base.as_object().unwrap().clone();
+        let role = ["default", "smol", "slow"][usize::from(v % 3)];
+        let stop = ["stop", "aborted", "error", "toolUse"][usize::from(v % 4)];
+        let body = match k {
+            0 => json!({"type": "thinking_level_change", "thinkingLevel": format!("t{v}")}),
+            1 => json!({"type": "model_change", "model": format!("p/m{v}"),
+                        "role": role}),
+            2 => json!({"type": "model_change", "model": null}),
+            3 => json!({"type": "mode_change", "mode": format!("mode{v}"), "data": {"v": v}}),
+            4 => json!({"type": "ttsr_injection",
+                        "injectedRules": [format!("r{}", v % 5), format!("r{}", v % 3)]}),
+            5 => json!({"type": "message", "message": {"role": "assistant",
+                        "content": [{"type": "text", "text": format!("a{v}")}],
+                        "provider": if v.is_multiple_of(2) { json!("prov") } else { json!(null) },
+                        "model": format!("m{v}"),
+                        "usage": if v.is_multiple_of(3) { json!(null) } else {
+                            json!({"input": v, "output": 1, "cacheRead": 0, "cacheWrite": 0,
+                                   "totalTokens": u32::from(v) + 1}) },
+                        "stopReason": stop,
+                        "timestamp": 1}}),
+            6 => json!({"type": "custom", "customType": "note", "data": v}),
+            7 => json!({"type": "compaction", "summary": format!("old {v}"),
+                        "firstKeptEntryId": format!("e{}", i.saturating_sub(usize::from(v % 4))),
+                        "tokensBefore": 5}),
+            _ => json!({"type": "message", "message": {"role": "user",
+                        "content": format!("u{v}"), "timestamp": 1}}),
+        };
+        e.extend(body.as_object().unwrap().clone());
+        entry(Value::Object(e))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// `state_entries(X) ++ Y` stands for `X ++ Y` when `Y` holds the newest compaction
+        /// and its kept region: same context (messages, thinking level, models, mode, rules)
+        /// and the same compaction plan.
+        #[test]
+        fn state_entries_stand_for_the_path_before_the_kept_region(
+            before in proptest::collection::vec((0u8..9, 0u8..255), 0..40),
+            after in proptest::collection::vec((0u8..9, 0u8..255), 1..12),
+        ) {
+            let mut path: Vec<Entry> = Vec::new();
+            for (k, v) in &before {
+                let parent = path.last().map(|e| e.id.clone());
+                path.push(state_test_entry(path.len(), *k, *v, parent.as_deref()));
+            }
+            // Y: the kept region (a user message first), a compaction keeping from it, more.
+            let kept = path.len();
+            let parent = path.last().map(|e| e.id.clone());
+            path.push(state_test_entry(kept, 8, 1, parent.as_deref()));
+            for (i, (k, v)) in after.iter().enumerate() {
+                let parent = path.last().map(|e| e.id.clone());
+                let k = if *k == 7 { 6 } else { *k };
+                path.push(state_test_entry(path.len(), k, *v, parent.as_deref()));
+                if i == after.len() / 2 {
+                    let parent = path.last().map(|e| e.id.clone());
+                    path.push(compaction(&format!("e{}", path.len()), parent.as_deref().unwrap(),
+                        "newest", &format!("e{kept}")));
+                }
+            }
+            let whole: Vec<&Entry> = path.iter().collect();
+            let picked = state_entries(&whole[..kept]);
+            let sparse: Vec<&Entry> = picked.iter().map(|&k| whole[k]).chain(whole[kept..].iter().copied()).collect();
+            let options = ContextOptions::default();
+            proptest::prop_assert_eq!(
+                context_of_path(&sparse, &options),
+                context_of_path(&whole, &options)
+            );
+            let plan = |p: &[&Entry]| {
+                crate::compaction::prepare_compaction(
+                    p,
+                    &crate::compaction::CompactionParams::default(),
+                    &crate::tokens::Chars4,
+                )
+                .map(|mut plan| {
+                    plan.first_kept_entry_index = 0;
+                    plan.turn_start_index = None;
+                    plan
+                })
+            };
+            proptest::prop_assert_eq!(plan(&sparse), plan(&whole));
+            // And picking again from what was picked changes nothing.
+            let sparse_prefix: Vec<&Entry> = picked.iter().map(|&k| whole[k]).collect();
+            proptest::prop_assert_eq!(state_entries(&sparse_prefix).len(), picked.len());
+        }
     }
 }

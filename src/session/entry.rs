@@ -6,6 +6,7 @@
 //! The code is in three parts: the types and their accessors (here), the lazily parsed raw
 //! line of a loaded entry (`raw`), and the conversion to and from JSON (`wire`).
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
@@ -385,9 +386,18 @@ impl Entry {
     /// `include_compaction` is set (branch summarization reads them; context rebuilding and
     /// compaction windows do not). Metadata yields nothing.
     pub fn to_agent_message(&self, include_compaction: bool) -> Option<AgentMessage> {
+        self.agent_message(include_compaction).map(Cow::into_owned)
+    }
+
+    /// [`Entry::to_agent_message`], borrowing a `message` entry's message instead of copying
+    /// it (a tool output can be megabytes): for looking at it, e.g. counting its tokens.
+    pub fn agent_message(&self, include_compaction: bool) -> Option<Cow<'_, AgentMessage>> {
         use super::message::{BranchSummaryMessage, CompactionSummaryMessage, CustomMessage};
+        if let EntryKind::Message(m) = self.kind() {
+            return Some(Cow::Borrowed(m));
+        }
         let timestamp = ms_from_iso(&self.timestamp).map(Value::from);
-        match self.kind() {
+        let owned = match self.kind() {
             EntryKind::Message(m) => Some(m.clone()),
             EntryKind::CustomMessage(c) => Some(AgentMessage::Custom(CustomMessage {
                 custom_type: c.custom_type.clone(),
@@ -415,12 +425,16 @@ impl Entry {
                 }))
             }
             _ => None,
-        }
+        };
+        owned.map(Cow::Owned)
     }
 }
 
+pub(crate) mod head;
 mod raw;
 mod wire;
+
+pub(crate) use raw::{LineSource, read_exact_at};
 
 #[cfg(test)]
 mod tests {

@@ -11,11 +11,15 @@
 //! with the next append. Opening never writes; a migrated file is rewritten as version 3 by the
 //! first write.
 //!
-//! A version 3 file is read once into one buffer; each line keeps a span of it and only its
-//! `type`, `id`, `parentId` and `timestamp` are parsed at open. The typed body is parsed on
-//! first use ([`Entry::kind`]), so opening costs about a header parse per line and memory
-//! about the file size. Versions 1 and 2, and lines whose header fields have an unusual shape,
-//! are parsed whole at open, as before.
+//! In a version 3 file only each line's `type`, `id`, `parentId` and `timestamp` are read at
+//! open, by a scanner that looks at the line's first bytes (`entry/head.rs`); the typed body
+//! is parsed on first use ([`Entry::kind`]). A small file is read into one buffer and each
+//! line keeps a span of it; a large one (`stream.rs`) is read through a reused buffer and
+//! each line keeps its offsets in the open file, read again when its body is needed, so
+//! opening costs about what `wc -l` costs and memory about the entries' headers. A body that
+//! does not parse is found when it is used: the entry is then kept as an unknown one, its line
+//! written back as it was. Versions 1 and 2, and lines whose header fields have an unusual
+//! shape or that are cut short, are parsed whole at open, as before.
 //!
 //! # The leaf
 //! The reference derives the leaf from the last line of the file, so a navigation that appends
@@ -50,9 +54,11 @@
 //! This file holds the types and the in-memory session (entries, leaf, paths, appends and
 //! navigation); `load` turns bytes into entries, `migrate` lifts versions 1 and 2 to 3, `disk`
 //! does every file-system call (create, open, the lock, appends, rewrites), `fork` makes new
-//! files from a session, and `parallel` reads large files on two threads.
+//! files from a session, `stream` reads large files without copying them, `backend`
+//! dispatches to PostgreSQL for a stored session and `partial` lets one be opened with only
+//! what the context at its leaf needs.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -207,13 +213,16 @@ pub struct Session {
     lazy: bool,
     /// See [`Session::revision`].
     revision: u64,
-    /// Entries of a large file parsed ahead on two threads, by line start offset, taken in
-    /// order while the file is read; empty outside [`Session::parse`].
-    preparsed: VecDeque<(usize, Entry)>,
     /// The last root→entry path walked, reused and extended by later walks.
     path_cache: std::sync::Mutex<PathCache>,
     /// Where the lines live (see `backend.rs`).
     backend: Backend,
+    /// Set when only part of a stored session is loaded (see `partial.rs`).
+    partial: Option<partial::Partial>,
+    /// Two entries share an id (the first one wins): opening must read everything.
+    duplicate_ids: bool,
+    /// What the last digest computed can spare the next one (see `partial.rs`).
+    digest_memo: std::sync::Mutex<Option<partial::DigestMemo>>,
     /// The blob store of the size controls (`None`: no home directory; nothing is moved out).
     blobs: Option<super::size_controls::BlobStore>,
 }
@@ -303,8 +312,13 @@ impl Session {
     }
 
     /// Every entry in file order, including `compactd_leaf` markers (which clients never see
-    /// in trees or paths) and later entries with a duplicate id.
+    /// in trees or paths) and later entries with a duplicate id. On a partly loaded stored
+    /// session, only the loaded ones: call [`Session::load_whole`] first.
     pub fn entries(&self) -> &[Entry] {
+        debug_assert!(
+            self.partial.is_none(),
+            "entries() of a partly loaded session"
+        );
         &self.entries
     }
 
@@ -350,7 +364,7 @@ impl Session {
         if cache.end == Some(end) {
             return Arc::clone(&cache.indices);
         }
-        let lookup = |p: &str| self.index.get(p).copied();
+        let lookup = |p: &str| self.parent_index(p);
         let (indices, state) = match cache.end.and_then(|old| self.extension(old, end, lookup)) {
             Some(below) => {
                 let mut path = Vec::with_capacity(cache.indices.len() + below.len());
@@ -358,7 +372,7 @@ impl Session {
                 path.extend(below.into_iter().rev());
                 (path, cache.state.take())
             }
-            None => (tree::walk_path_indices(&self.entries, end, lookup), None),
+            None => (self.walk_indices(end), None),
         };
         *cache = PathCache {
             end: Some(end),
@@ -399,8 +413,10 @@ impl Session {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = PathCache::default();
     }
 
-    /// The tree of all entries (markers hidden).
+    /// The tree of all entries (markers hidden). A partly loaded stored session must be
+    /// loaded whole first ([`Session::load_whole`]).
     pub fn tree(&self) -> Tree<'_> {
+        debug_assert!(self.partial.is_none(), "tree() of a partly loaded session");
         Tree::new(&self.entries)
     }
 
@@ -519,6 +535,7 @@ impl Session {
     /// the move with a `compactd_leaf` marker unless the file already implies that leaf.
     pub fn move_leaf(&mut self, target: Option<&str>) -> Result<()> {
         if let Some(t) = target {
+            self.ensure_path(t)?;
             self.visible(t)?;
         }
         let target = target.map(str::to_owned);
@@ -559,6 +576,7 @@ impl Session {
         from_extension: Option<bool>,
     ) -> Result<&Entry> {
         if let Some(f) = from {
+            self.ensure_path(f)?;
             self.visible(f)?;
         }
         let kind = EntryKind::BranchSummary(BranchSummaryEntry {
@@ -577,6 +595,7 @@ impl Session {
     /// Sets (`Some`, non-empty) or clears (`None` or empty) the label of `target` by appending
     /// a `label` entry. Throws `Entry <id> not found` for unknown targets.
     pub fn set_label(&mut self, target: &str, label: Option<&str>) -> Result<&Entry> {
+        self.find(target)?;
         self.visible(target)?;
         self.append(EntryKind::Label {
             target_id: target.to_owned(),
@@ -594,6 +613,7 @@ impl Session {
 
     /// Rewrites the whole file atomically as version 3 (after ingesting other writers' lines).
     pub fn rewrite(&mut self) -> Result<()> {
+        self.load_whole()?;
         self.needs_rewrite = true;
         self.locked_write(|_| Ok(Vec::new()))
     }
@@ -629,8 +649,14 @@ impl Session {
     fn rebuild_index(&mut self) {
         self.clear_path_cache();
         self.index.clear();
+        self.duplicate_ids = false;
         for (i, e) in self.entries.iter().enumerate() {
-            self.index.entry(e.id.clone()).or_insert(i);
+            match self.index.entry(e.id.clone()) {
+                std::collections::hash_map::Entry::Occupied(_) => self.duplicate_ids = true,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(i);
+                }
+            }
         }
     }
 }
@@ -650,7 +676,8 @@ mod disk;
 mod fork;
 mod load;
 mod migrate;
-mod parallel;
+mod partial;
+mod stream;
 
 #[cfg(test)]
 mod tests;

@@ -103,7 +103,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// the store (synced) when this returns.
 pub fn control_entry(entry: &Entry, store: &BlobStore) -> std::io::Result<Option<Entry>> {
     // A line whose body does not parse is always written back byte for byte.
-    if !needs_control(entry) || entry.is_unmodified_line() {
+    if entry.is_unmodified_line() || !needs_control(entry) {
         return Ok(None);
     }
     let mut value = entry.to_value();

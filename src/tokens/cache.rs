@@ -42,7 +42,7 @@ impl TokenCache {
         {
             return n;
         }
-        let Some(message) = entry.to_agent_message(true) else {
+        let Some(message) = entry.agent_message(true) else {
             return 0;
         };
         // Counted outside the lock: tokenising a large entry must not block other readers.

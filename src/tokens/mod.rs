@@ -5,8 +5,10 @@
 //! Budgets (keep-recent tokens, pruning windows, branch budgets) are all measured with one
 //! counter, chosen by the `tokenizer` setting.
 
+mod bpe;
 mod cache;
 mod chars4;
+mod table;
 mod tiktoken;
 
 use std::sync::Arc;

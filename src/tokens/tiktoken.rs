@@ -1,17 +1,17 @@
 //! Exact token counts with tiktoken's BPE (o200k_base, cl100k_base), and a cost for every
 //! message role (DESIGN §3 deviation 5).
 //!
-//! tiktoken-rs tokenises with a backtracking regex that overflows its stack on about a million
-//! consecutive spaces, and its BPE merge is quadratic in the length of one regex piece. Text is
-//! therefore counted in chunks of at most [`MAX_CHUNK_BYTES`], cut before a whitespace
-//! character where possible (so ` word` stays whole), identical chunks are counted once per
-//! call, and each chunk runs under `catch_unwind` with bytes/4 as the fallback.
+//! The counting itself is `bpe.rs`, over tables embedded at build time, so a process counts
+//! exactly from its first call (tiktoken-rs, used before, built its tables in about 170 ms
+//! per process). Text is counted in chunks of at most [`MAX_CHUNK_BYTES`], cut before a
+//! whitespace character where possible (so ` word` stays whole), and identical chunks are
+//! counted once per call: tiktoken-rs needed the chunks (its backtracking regex overflowed its
+//! stack on about a million consecutive spaces), and they are kept so counts stay what they
+//! were.
 
 use std::collections::HashMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::OnceLock;
 
-use tiktoken_rs::CoreBPE;
+use super::bpe::{self, Vocab};
 
 use crate::session::message::{AgentMessage, Content, ContentBlock};
 
@@ -45,15 +45,12 @@ impl Bpe {
         }
     }
 
-    /// The loaded vocabulary; `None` if it failed to load (then counts fall back to bytes/4).
-    fn core(self) -> Option<&'static CoreBPE> {
-        static O200K: OnceLock<Option<CoreBPE>> = OnceLock::new();
-        static CL100K: OnceLock<Option<CoreBPE>> = OnceLock::new();
+    /// The vocabulary.
+    fn vocab(self) -> &'static Vocab {
         match self {
-            Bpe::O200k => O200K.get_or_init(|| tiktoken_rs::o200k_base().ok()),
-            Bpe::Cl100k => CL100K.get_or_init(|| tiktoken_rs::cl100k_base().ok()),
+            Bpe::O200k => bpe::o200k(),
+            Bpe::Cl100k => bpe::cl100k(),
         }
-        .as_ref()
     }
 }
 
@@ -68,15 +65,12 @@ impl Tiktoken {
         Tiktoken { bpe }
     }
 
-    /// Loads the vocabulary now (about 100 ms), so the first count on a hot path does not.
-    /// Returns whether it loaded.
+    /// Builds the splitting automaton now (a few milliseconds), so the first count on a hot
+    /// path does not. Returns whether the vocabulary is ready (always).
     pub fn warm(&self) -> bool {
-        self.bpe.core().is_some()
+        self.bpe.vocab().splitter();
+        true
     }
-}
-
-fn bytes_div4(text: &str) -> u64 {
-    (text.len() as u64).div_ceil(4)
 }
 
 /// Splits `text` into chunks of at most `max` bytes, each cut just before a whitespace
@@ -107,11 +101,8 @@ fn chunks(text: &str, max: usize) -> impl Iterator<Item = &str> {
     })
 }
 
-fn count_chunk(core: &CoreBPE, chunk: &str) -> u64 {
-    catch_unwind(AssertUnwindSafe(|| {
-        core.encode_ordinary(chunk).len() as u64
-    }))
-    .unwrap_or_else(|_| bytes_div4(chunk))
+fn count_chunk(vocab: &Vocab, chunk: &str) -> u64 {
+    vocab.count(chunk) as u64
 }
 
 impl Tiktoken {
@@ -146,9 +137,7 @@ impl TokenCounter for Tiktoken {
     }
 
     fn count_text(&self, text: &str) -> u64 {
-        let Some(core) = self.bpe.core() else {
-            return bytes_div4(text);
-        };
+        let core = self.bpe.vocab();
         if text.len() <= MAX_CHUNK_BYTES {
             return count_chunk(core, text);
         }
@@ -230,9 +219,8 @@ mod tests {
     #[test]
     fn chunked_count_is_close_to_the_whole_count() {
         let counter = Tiktoken::new(Bpe::O200k);
-        let core = Bpe::O200k.core().expect("o200k loads");
         let text = "The quick brown fox jumps over the lazy dog. ".repeat(300);
-        let whole = core.encode_ordinary(&text).len() as u64;
+        let whole = Bpe::O200k.vocab().count(&text) as u64;
         let chunked = counter.count_text(&text);
         assert!(
             chunked.abs_diff(whole) <= whole / 100 + 2,

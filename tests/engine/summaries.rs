@@ -308,6 +308,14 @@ fn before_compaction_summary_updates_the_previous_one() {
         "Refactor `coding-agent` to eliminate code duplication",
         Some("Current request: we want to put it in pendingMessageContainer"),
     );
+    // It ends on "ok": shown with what it acknowledges, not alone.
+    assert!(
+        text.contains(
+            "- Latest user message, verbatim:\n```\nok\n```\n- It replies to the assistant's \
+             message, which ended:\n```\nIf you had typed `!ls`, it would have been a direct bash"
+        ),
+        "{text}"
+    );
     // The previous summary's preferences carry over as constraints.
     assert_constraints_are_instructions(text, false);
     let constraints = items(text, "## Constraints & Preferences");

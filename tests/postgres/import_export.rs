@@ -148,8 +148,16 @@ fn import_then_export_gives_back_the_same_bytes() {
                 file.display()
             );
         }
-        // Whatever the file was, the stored session has the file's entries and context.
-        let (stored, _) = Session::open_in(&store, &id).unwrap();
+        // Whatever the file was, the stored session has the file's entries and context, as
+        // opened (maybe only what the context needs) and once loaded whole.
+        let (mut stored, _) = Session::open_in(&store, &id).unwrap();
+        assert_eq!(
+            serde_json::to_value(stored.context().messages).unwrap(),
+            serde_json::to_value(from_file.context().messages).unwrap(),
+            "{}",
+            file.display()
+        );
+        stored.load_whole().unwrap();
         // Ids of a version 1 file are made at migration (they may differ between two
         // migrations of the same file); compare the shape: types, parents and leaf by position.
         let shape = |s: &Session| {

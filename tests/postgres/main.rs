@@ -12,5 +12,6 @@ mod crash;
 mod fleet;
 mod import_export;
 mod listing;
+mod partial;
 mod restart;
 mod support;

@@ -1,66 +1,146 @@
-//! The raw line of an entry loaded from a current file: kept as a span of the file buffer,
-//! its header fields parsed at once, its body parsed on first use, and written back byte for
+//! The raw line of an entry loaded from a current file: kept as a span of where it was read
+//! (the file buffer, or the open session file itself for a large file, read again by offset),
+//! its header fields read at once, its body parsed on first use, and written back byte for
 //! byte while nothing changed it.
 
 use std::borrow::Cow;
+use std::hash::{Hash, Hasher};
+use std::io;
 use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::head::{self, Head};
 use super::{Body, Entry, EntryKind, Fields};
 use crate::session::message::Extra;
 
-/// A line of a shared file buffer, known to be UTF-8 JSON with a string `type`.
+/// Where loaded lines live.
+pub(crate) enum LineSource {
+    /// Bytes read into memory: a small file, lines other writers appended, a rewritten line.
+    Memory(Vec<u8>),
+    /// The session file itself, kept open: a large file is never copied into memory; each
+    /// line is read again by offset when its body is parsed or written back. The descriptor
+    /// stays on the file that was read even after another writer renames a rewrite over it.
+    File(std::fs::File),
+}
+
+impl LineSource {
+    /// Lines held in memory.
+    pub(crate) fn memory(bytes: Vec<u8>) -> Arc<LineSource> {
+        Arc::new(LineSource::Memory(bytes))
+    }
+
+    /// The in-memory bytes (empty for a file source).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            LineSource::Memory(bytes) => bytes,
+            LineSource::File(_) => &[],
+        }
+    }
+}
+
+impl std::fmt::Debug for LineSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LineSource::Memory(b) => write!(f, "Memory({} bytes)", b.len()),
+            LineSource::File(_) => f.write_str("File"),
+        }
+    }
+}
+
+/// A line of a [`LineSource`] whose header fields were read at load.
 #[derive(Clone)]
 pub(crate) struct RawSpan {
-    buf: Arc<Vec<u8>>,
+    src: Arc<LineSource>,
     start: usize,
     end: usize,
     pub(super) type_name: Box<str>,
+    /// [`head_hash`] of the `id`, `parentId` and `timestamp` the line holds.
+    head: u64,
 }
 
 impl PartialEq for RawSpan {
     fn eq(&self, other: &Self) -> bool {
-        self.text() == other.text()
+        match (self.bytes(), other.bytes()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        }
     }
 }
 
 impl std::fmt::Debug for RawSpan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("RawSpan").field(&self.text()).finish()
+        match self.bytes() {
+            Ok(b) => f
+                .debug_tuple("RawSpan")
+                .field(&String::from_utf8_lossy(&b))
+                .finish(),
+            Err(e) => write!(f, "RawSpan({}..{}: {e})", self.start, self.end),
+        }
     }
+}
+
+/// A fingerprint of an entry's header fields, to tell whether a loaded line still holds them.
+fn head_hash(id: &str, parent_id: Option<&str>, timestamp: &str) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    (id, parent_id, timestamp).hash(&mut h);
+    h.finish()
 }
 
 impl RawSpan {
     /// Whether `entry`'s header fields are still the ones this line holds, so the line can be
     /// written back verbatim.
     pub(super) fn head_matches(&self, entry: &Entry) -> bool {
-        let Ok(head) = serde_json::from_str::<Head<'_>>(self.text()) else {
-            return false;
-        };
-        head.id.as_deref().unwrap_or_default() == entry.id
-            && head.parent_id.as_deref() == entry.parent_id.as_deref()
-            && head.timestamp.as_deref().unwrap_or_default() == entry.timestamp
+        self.head == head_hash(&entry.id, entry.parent_id.as_deref(), &entry.timestamp)
     }
 
-    pub(super) fn text(&self) -> &str {
-        // The loader checked that this span is UTF-8 before it made the span; a failure here
-        // would be a loader bug, so fall back to an empty object rather than panic.
-        std::str::from_utf8(&self.buf[self.start..self.end]).unwrap_or("{}")
+    /// The line's bytes: borrowed from memory, or read again from the session file. A file
+    /// that shrank or changed under the line (another program wrote it in place) is an error,
+    /// never other bytes.
+    pub(crate) fn bytes(&self) -> io::Result<Cow<'_, [u8]>> {
+        match &*self.src {
+            LineSource::Memory(bytes) => Ok(Cow::Borrowed(&bytes[self.start..self.end])),
+            LineSource::File(file) => {
+                let line = read_line_at(file, self.start, self.end)?;
+                let same = head::scan_line(&line).is_some_and(|h| {
+                    *h.type_name == *self.type_name
+                        && self.head
+                            == head_hash(
+                                h.id.as_deref().unwrap_or_default(),
+                                h.parent_id.as_deref(),
+                                h.timestamp.as_deref().unwrap_or_default(),
+                            )
+                });
+                if !same {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "the line at byte {} of the session file changed on disk since it was read",
+                            self.start
+                        ),
+                    ));
+                }
+                Ok(Cow::Owned(line))
+            }
+        }
     }
 
-    /// The full parse the eager loader used to do. A line the head parse accepted but
-    /// `serde_json::Value` refuses (a number beyond `f64`, a lone surrogate escape) becomes an
-    /// unknown entry that keeps its line, so a rewrite writes it back unchanged.
+    /// The full parse the eager loader used to do. A line the head scan accepted but
+    /// `serde_json::Value` refuses (a number beyond `f64`, a lone surrogate escape, a syntax
+    /// error or invalid UTF-8 in the body, which the scan does not read), or whose body
+    /// repeats a header field with another value, becomes an unknown entry that keeps its
+    /// line, so a rewrite writes it back unchanged. The failure is logged when it is found.
     pub(super) fn parse(&self) -> Fields {
-        let parsed = serde_json::from_str::<Value>(self.text())
-            .map_err(|e| e.to_string())
-            .and_then(|v| Entry::from_value(v).map_err(|e| e.to_string()));
-        match parsed {
+        match self.parse_entry() {
             Ok(entry) => entry.into_fields(),
             Err(reason) => {
-                tracing::warn!(%reason, type_name = %self.type_name, "entry body does not parse");
+                tracing::warn!(
+                    %reason,
+                    type_name = %self.type_name,
+                    offset = self.start,
+                    "entry body does not parse; kept as written"
+                );
                 Fields {
                     kind: EntryKind::Unknown {
                         type_name: self.type_name.to_string(),
@@ -70,6 +150,67 @@ impl RawSpan {
                 }
             }
         }
+    }
+
+    fn parse_entry(&self) -> Result<Entry, String> {
+        let bytes = self.bytes().map_err(|e| e.to_string())?;
+        let value = serde_json::from_slice::<Value>(&bytes).map_err(|e| e.to_string())?;
+        let entry = Entry::from_value(value).map_err(|e| e.to_string())?;
+        let head = head_hash(&entry.id, entry.parent_id.as_deref(), &entry.timestamp);
+        if head != self.head || entry.kind().type_name() != &*self.type_name {
+            return Err("the line repeats a header field (type, id, parentId, timestamp) with another value".into());
+        }
+        Ok(entry)
+    }
+}
+
+/// `file[start..end]`, which must still be a whole line: followed by `\n`.
+fn read_line_at(file: &std::fs::File, start: usize, end: usize) -> io::Result<Vec<u8>> {
+    let mut line = vec![0u8; end - start + 1];
+    read_exact_at(file, &mut line, start as u64).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the session file shrank under the line at byte {start} since it was read"),
+            )
+        } else {
+            e
+        }
+    })?;
+    if line.pop() != Some(b'\n') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the line at byte {start} of the session file changed on disk since it was read"
+            ),
+        ));
+    }
+    Ok(line)
+}
+
+/// `pread` of `buf.len()` bytes at `offset`.
+pub(crate) fn read_exact_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileExt;
+        file.read_exact_at(buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::FileExt;
+        let mut done = 0;
+        while done < buf.len() {
+            match file.seek_read(&mut buf[done..], offset + done as u64)? {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                n => done += n,
+            }
+        }
+        Ok(())
+    }
+    #[cfg(not(any(unix, windows)))]
+    {
+        let _ = (file, buf, offset);
+        Err(io::ErrorKind::Unsupported.into())
     }
 }
 
@@ -135,45 +276,58 @@ fn reheaded(line: &str, id: &str, parent_id: Option<&str>, timestamp: &str) -> O
     Some(format!("{{{}}}", parts.join(",")))
 }
 
-/// The fields of a line that every decision needs, borrowed from the line; bodies are skipped.
-#[derive(Deserialize)]
-struct Head<'a> {
-    #[serde(borrow, rename = "type")]
-    type_name: Cow<'a, str>,
-    #[serde(borrow, default)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow, default, rename = "parentId")]
-    parent_id: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    timestamp: Option<Cow<'a, str>>,
-}
-
 impl Entry {
-    /// The line `buf[start..end]` as an entry whose body is parsed on first use. `Err` when
-    /// the line is not UTF-8 JSON with the header fields in their usual shape (a string
-    /// `type`, string-or-absent ids): the caller then parses it eagerly with
-    /// [`Entry::from_value`], which decides exactly as before.
+    /// The line `src[start..end]` (in memory) as an entry whose body is parsed on first use.
+    /// The header fields are found by the scanner of `head.rs`; a line it gives up on is read
+    /// with serde, which also checks the whole line. `Err` when the line is not UTF-8 JSON with
+    /// the header fields in their usual shape (a string `type`, string-or-absent ids): the
+    /// caller then parses it eagerly with [`Entry::from_value`], which decides exactly as
+    /// before.
     pub(crate) fn from_shared_line(
-        buf: &Arc<Vec<u8>>,
+        src: &Arc<LineSource>,
         start: usize,
         end: usize,
     ) -> Result<Entry, ()> {
-        let text = std::str::from_utf8(&buf[start..end]).map_err(|_| ())?;
+        let line = &src.bytes()[start..end];
+        match head::scan_line(line) {
+            Some(head) => Ok(Entry::lazy(src, start, end, head)),
+            None => Entry::from_shared_line_checked(src, start, end),
+        }
+    }
+
+    /// [`Entry::from_shared_line`] with the whole line checked by serde first: for files of
+    /// older versions, whose lines are parsed at once anyway.
+    pub(crate) fn from_shared_line_checked(
+        src: &Arc<LineSource>,
+        start: usize,
+        end: usize,
+    ) -> Result<Entry, ()> {
+        let text = std::str::from_utf8(&src.bytes()[start..end]).map_err(|_| ())?;
         let head: Head<'_> = serde_json::from_str(text).map_err(|_| ())?;
-        Ok(Entry {
-            id: head.id.map(Cow::into_owned).unwrap_or_default(),
-            parent_id: head.parent_id.map(Cow::into_owned),
-            timestamp: head.timestamp.map(Cow::into_owned).unwrap_or_default(),
+        Ok(Entry::lazy(src, start, end, head))
+    }
+
+    /// The line `src[start..end]` with header `head` as an entry parsed on first use.
+    pub(crate) fn lazy(src: &Arc<LineSource>, start: usize, end: usize, head: Head<'_>) -> Entry {
+        let id = head.id.map(Cow::into_owned).unwrap_or_default();
+        let parent_id = head.parent_id.map(Cow::into_owned);
+        let timestamp = head.timestamp.map(Cow::into_owned).unwrap_or_default();
+        let hash = head_hash(&id, parent_id.as_deref(), &timestamp);
+        Entry {
+            id,
+            parent_id,
+            timestamp,
             body: Body::Raw {
                 line: RawSpan {
-                    buf: Arc::clone(buf),
+                    src: Arc::clone(src),
                     start,
                     end,
                     type_name: head.type_name.into(),
+                    head: hash,
                 },
                 parsed: OnceLock::new(),
             },
-        })
+        }
     }
 
     /// For an entry whose body could not be parsed: rewrites its kept line so its `id`,
@@ -189,16 +343,22 @@ impl Entry {
         let Some(line) = &fields.unparsed else {
             return;
         };
-        let Some(text) = reheaded(line.text(), &id, parent_id.as_deref(), &timestamp) else {
+        let Ok(bytes) = line.bytes() else {
             return;
         };
-        let bytes = Arc::new(text.into_bytes());
-        let end = bytes.len();
+        let Some(text) = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|line| reheaded(line, &id, parent_id.as_deref(), &timestamp))
+        else {
+            return;
+        };
+        let end = text.len();
         fields.unparsed = Some(RawSpan {
-            buf: bytes,
+            src: LineSource::memory(text.into_bytes()),
             start: 0,
             end,
             type_name: line.type_name.clone(),
+            head: head_hash(&id, parent_id.as_deref(), &timestamp),
         });
     }
 }

@@ -2,6 +2,8 @@
 //! else kept in `extra` (or the whole entry kept as unknown when a known type has the wrong
 //! shape).
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -27,7 +29,7 @@ impl Entry {
         Value::Object(out)
     }
 
-    /// Whether [`Entry::to_line`] writes the line as it was read (nothing modified it).
+    /// Whether [`Entry::line_bytes`] writes the line as it was read (nothing modified it).
     /// Also true for a line whose body could not be parsed: it is always written back as read.
     pub fn is_unmodified_line(&self) -> bool {
         matches!(&self.body, Body::Raw { line, .. } if line.head_matches(self))
@@ -36,20 +38,32 @@ impl Entry {
 
     /// One JSONL line, without the newline. A loaded line nothing has modified is written
     /// back byte for byte (key order, number spelling and escapes as read); so is a line whose
-    /// body could not be parsed, whatever happened to it since.
-    pub fn to_line(&self) -> String {
+    /// body could not be parsed, whatever happened to it since. `Err` only when such a line
+    /// was left in the session file and cannot be read from it again as it was (the file was
+    /// cut or changed in place by another program): nothing must then be written in its
+    /// place.
+    pub fn line_bytes(&self) -> std::io::Result<Cow<'_, [u8]>> {
         if let Body::Raw { line, .. } = &self.body
             && line.head_matches(self)
         {
-            return line.text().to_owned();
+            return line.bytes();
         }
         if let Some(line) = &self.fields().unparsed {
             if !line.head_matches(self) {
                 tracing::warn!(id = %self.id, "writing an unparsed line with its original header");
             }
-            return line.text().to_owned();
+            return line.bytes();
         }
-        self.to_value().to_string()
+        Ok(Cow::Owned(self.to_value().to_string().into_bytes()))
+    }
+
+    /// [`Entry::line_bytes`] as text (invalid UTF-8 replaced), or the entry serialized when
+    /// its line cannot be read again; for looking at a line, not for writing it.
+    pub fn to_line(&self) -> String {
+        match self.line_bytes() {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => self.to_value().to_string(),
+        }
     }
 
     /// Parses an entry object. An entry whose known type has fields of the wrong shape is kept

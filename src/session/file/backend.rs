@@ -4,7 +4,7 @@
 //!
 //! | operation | file (`disk.rs`) | PostgreSQL (`session::postgres`) |
 //! |---|---|---|
-//! | create, open | a new file with its header; read the file | a session row; its rows as one file |
+//! | create, open | a new file with its header; read the file | a session row; the rows the context at the leaf needs (`partial.rs`), or all |
 //! | read others' changes | new bytes, or the whole file after a rename | new rows, or all after a rewrite; skipped when the listener saw nothing |
 //! | append a batch, under the writers' lock | one `write` under the sidecar `flock` | rows in one transaction holding the session row `FOR UPDATE` |
 //! | rewrite (migration, prune) | temp file, fsync, rename | replace the rows in one transaction |
@@ -20,10 +20,11 @@ use super::load::TailMode;
 use super::{
     CreateOptions, LoadReport, Result, Session, SessionError, file_leaf_of, next_revision,
 };
-use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
 use crate::session::ids;
 use crate::session::postgres::{
-    ChangeSignal, Changes, Finish, Head, Interest, PgStore, StoreError, StoredLine, WriteMeta,
+    ChangeSignal, Changes, Finish, Head, Interest, Loaded, PgStore, SeqLine, StoreError,
+    StoredLine, WriteMeta,
 };
 
 /// Where a session's lines live.
@@ -105,10 +106,9 @@ impl Session {
         let mut session = Session::parse(
             postgres_path(&id),
             postgres_path(&id),
-            Arc::new(file),
+            LineSource::memory(file),
             None,
             &mut LoadReport::default(),
-            &|_| {},
         )?;
         session.backend = Backend::Postgres(Box::new(Remote {
             store: Arc::clone(store),
@@ -119,21 +119,54 @@ impl Session {
         Ok(session)
     }
 
-    /// Opens session `id` from `store` (one snapshot of its rows), without writing.
+    /// Opens session `id` from `store` (one snapshot of its rows), without writing: only what
+    /// the context at its leaf needs when the session row says what that is (see
+    /// `partial.rs`), otherwise every line.
     pub fn open_in(store: &Arc<PgStore>, id: &str) -> Result<(Session, LoadReport)> {
         let mut interest = store.interest(id);
         let epoch = interest.epoch_now();
-        let (file, head) = store.load(id).map_err(store_error(id))?;
-        interest.mark_seen(head.version as u64, epoch);
+        let (loaded, mut head) = store.load_context(id).map_err(store_error(id))?;
         let mut report = LoadReport::default();
-        let mut session = Session::parse(
-            postgres_path(id),
-            postgres_path(id),
-            Arc::new(file),
-            None,
-            &mut report,
-            &|_| {},
-        )?;
+        let partly = match &loaded {
+            Loaded::Partial {
+                header,
+                prefix,
+                tail,
+                from_seq,
+                entry_count,
+            } => Session::parse_partial(
+                postgres_path(id),
+                header,
+                prefix,
+                tail,
+                *from_seq,
+                *entry_count,
+            )?,
+            Loaded::Whole(_) => None,
+        };
+        let mut session = match (partly, loaded) {
+            (Some(session), _) => session,
+            (None, Loaded::Whole(file)) => Session::parse(
+                postgres_path(id),
+                postgres_path(id),
+                LineSource::memory(file),
+                None,
+                &mut report,
+            )?,
+            (None, Loaded::Partial { .. }) => {
+                // Not covered after all (a session this build did not write): all of it.
+                let (file, whole_head) = store.load(id).map_err(store_error(id))?;
+                head = whole_head;
+                Session::parse(
+                    postgres_path(id),
+                    postgres_path(id),
+                    LineSource::memory(file),
+                    None,
+                    &mut report,
+                )?
+            }
+        };
+        interest.mark_seen(head.version as u64, epoch);
         session.backend = Backend::Postgres(Box::new(Remote {
             store: Arc::clone(store),
             head,
@@ -212,19 +245,43 @@ impl Session {
     /// (or a listener outage) says something may have changed.
     pub(super) fn remote_refresh(&mut self) -> Result<usize> {
         let remote = self.remote();
-        if !remote.interest.may_have_changed() {
-            return Ok(0);
-        }
-        let epoch = remote.interest.epoch_now();
-        let id = self.header.id.clone();
-        let changes = remote
-            .store
-            .changes(&id, remote.head)
-            .map_err(store_error(&id))?;
-        let arrived = self.ingest(changes)?;
-        let version = self.remote().head.version as u64;
-        self.remote_mut().interest.mark_seen(version, epoch);
+        let arrived = if remote.interest.may_have_changed() {
+            let epoch = remote.interest.epoch_now();
+            let id = self.header.id.clone();
+            let changes = remote
+                .store
+                .changes(&id, remote.head)
+                .map_err(store_error(&id))?;
+            let arrived = self.ingest(changes)?;
+            let version = self.remote().head.version as u64;
+            self.remote_mut().interest.mark_seen(version, epoch);
+            arrived
+        } else {
+            0
+        };
+        // Another daemon may have moved the leaf off the loaded part (now, or before a read
+        // of the rest failed): every read after a refresh walks a covered path.
+        self.ensure_leaf_covered()?;
         Ok(arrived)
+    }
+
+    /// The stored lines before `seq`, unless the session was rewritten since this process
+    /// read it (`None`).
+    pub(super) fn remote_lines_before(&self, seq: i64) -> Result<Option<Vec<SeqLine>>> {
+        let id = self.header.id.clone();
+        let remote = self.remote();
+        remote
+            .store
+            .lines_before(&id, seq, remote.head.generation)
+            .map_err(store_error(&id))
+    }
+
+    /// Reads the whole stored session again, as after another daemon's rewrite.
+    pub(super) fn remote_reload(&mut self) -> Result<()> {
+        let id = self.header.id.clone();
+        let (file, head) = self.remote().store.load(&id).map_err(store_error(&id))?;
+        self.ingest(Changes::Rewritten { file, head })?;
+        Ok(())
     }
 
     /// Takes in what other writers did; returns how many entries that made arrive.
@@ -236,7 +293,7 @@ impl Session {
                 let mut report = LoadReport::default();
                 let mut parsed = Vec::new();
                 self.read_lines(
-                    &Arc::new(lines),
+                    &LineSource::memory(lines),
                     0,
                     TailMode::Locked,
                     &mut report,
@@ -262,10 +319,9 @@ impl Session {
                 let fresh = Session::parse(
                     self.path.clone(),
                     self.file.clone(),
-                    Arc::new(file),
+                    LineSource::memory(file),
                     None,
                     &mut report,
-                    &|_| {},
                 )?;
                 let moved_here = self.leaf != self.file_leaf;
                 let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
@@ -305,7 +361,11 @@ impl Session {
             .map_err(store_error(&id))?;
         let changes = std::mem::replace(&mut locked.changes, Changes::Nothing);
         self.ingest(changes)?;
-        let new = build(self)?;
+        if self.is_partial() && (self.needs_rewrite || !self.leaf_covered()) {
+            self.load_whole_locked(&locked)?;
+        }
+        let mut new = build(self)?;
+        self.avoid_unloaded_ids(&locked, &mut new)?;
         let new = self.controlled(new)?;
         if !self.needs_rewrite && new.is_empty() {
             return Ok(());
@@ -355,6 +415,8 @@ impl Session {
             .map_err(store_error(&id))?;
         let changes = std::mem::replace(&mut locked.changes, Changes::Nothing);
         self.ingest(changes)?;
+        // A rewrite stores every line.
+        self.load_whole_locked(&locked)?;
         let before = (self.entries.clone(), self.leaf.clone());
         f(&mut self.entries);
         self.revision = next_revision();
@@ -417,8 +479,7 @@ impl Session {
 
     /// The session-level fields once `new` is appended.
     fn meta_after(&self, new: &[Entry]) -> WriteMeta {
-        let all = || self.entries.iter().chain(new);
-        let last = all().last();
+        let last = self.entries.last().into_iter().chain(new).last();
         let leaf_id = last.and_then(|e| {
             if e.is_leaf_move() {
                 e.parent_id.clone()
@@ -428,7 +489,9 @@ impl Session {
         });
         WriteMeta {
             leaf_id,
-            entry_count: all().filter(|e| !e.is_leaf_move()).count() as i64,
+            entry_count: (self.visible_entry_count()
+                + new.iter().filter(|e| !e.is_leaf_move()).count()) as i64,
+            digest: self.digest_after(new),
         }
     }
 }
@@ -439,7 +502,13 @@ fn stored_line(e: &Entry) -> StoredLine {
         entry_id: Some(e.id.clone()),
         parent_id: e.parent_id.clone(),
         type_name: Some(e.type_name().to_owned()),
-        bytes: e.to_line().into_bytes(),
+        // The lines of a stored session and of a file being imported are in memory (only a
+        // large version 3 file keeps its lines in the file, and it is imported as written),
+        // so this is the line itself.
+        bytes: e.line_bytes().map_or_else(
+            |_| e.to_value().to_string().into_bytes(),
+            |b| b.into_owned(),
+        ),
     }
 }
 

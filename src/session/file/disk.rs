@@ -2,7 +2,7 @@
 //! with what other writers did, appends, and atomic rewrites (the protocol in the module
 //! header of `session/file.rs`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -11,10 +11,10 @@ use std::sync::Arc;
 use super::load::{TailMode, TailRepair};
 use super::{
     CreateOptions, LoadReport, LoadStep, Result, Session, SessionError, SyncPolicy, file_leaf_of,
-    next_revision, parallel,
+    next_revision, stream,
 };
 use crate::files;
-use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
 use crate::session::ids;
 
 /// Identity of the file on disk, to notice another process's rename-based rewrite.
@@ -127,9 +127,11 @@ impl Session {
             sync: options.sync,
             lazy: true,
             revision: next_revision(),
-            preparsed: VecDeque::new(),
             path_cache: Default::default(),
             backend: Default::default(),
+            partial: None,
+            duplicate_ids: false,
+            digest_memo: Default::default(),
             blobs: super::super::size_controls::default_store(),
         })
     }
@@ -147,10 +149,7 @@ impl Session {
     ) -> Result<(Session, LoadReport)> {
         let path = path.as_ref().to_path_buf();
         let file = resolve(&path)?;
-        let (data, id) = read_whole(&path, &file, progress)?;
-        let mut report = LoadReport::default();
-        let session = Session::parse(path, file, Arc::new(data), id, &mut report, progress)?;
-        Ok((session, report))
+        load(path, file, progress)
     }
 
     /// Reads what other processes appended (or reloads after their rewrite) without writing.
@@ -217,7 +216,7 @@ impl Session {
             bytes.push(b'\n');
         }
         for e in &new {
-            bytes.extend_from_slice(e.to_line().as_bytes());
+            bytes.extend_from_slice(&e.line_bytes().map_err(io_err(&self.path))?);
             bytes.push(b'\n');
         }
         let mut file = files::open_regular(&self.file, OpenOptions::new().write(true))
@@ -280,8 +279,13 @@ impl Session {
         let replaced = file_id(&meta) != self.disk.id;
         if replaced || meta.len() < self.disk.consumed {
             self.reload()?;
+            // The reloaded file may end in a torn line (cut in place mid-line): under the lock
+            // it must go before anything is appended, or the append would glue onto it.
+            let len = fs::metadata(&self.file).map_or(0, |m| m.len());
             let repair = if self.disk.missing_newline {
                 TailRepair::AddNewline
+            } else if mode == TailMode::Locked && len > self.disk.consumed {
+                TailRepair::Truncate(self.disk.consumed)
             } else {
                 TailRepair::None
             };
@@ -297,7 +301,7 @@ impl Session {
         }
         let mut report = LoadReport::default();
         let mut parsed = Vec::new();
-        let data = Arc::new(data);
+        let data = LineSource::memory(data);
         let repair = self.read_lines(&data, 0, mode, &mut report, &mut parsed);
         if !parsed.is_empty() {
             for (e, line) in parsed {
@@ -319,16 +323,7 @@ impl Session {
 
     /// Re-reads the whole file after another process replaced it.
     pub(super) fn reload(&mut self) -> Result<()> {
-        let (data, id) = read_whole(&self.path, &self.file, &|_| {})?;
-        let mut report = LoadReport::default();
-        let fresh = Session::parse(
-            self.path.clone(),
-            self.file.clone(),
-            Arc::new(data),
-            id,
-            &mut report,
-            &|_| {},
-        )?;
+        let (fresh, _) = load(self.path.clone(), self.file.clone(), &|_| {})?;
         let moved_here = self.leaf != self.file_leaf;
         let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
         let sync = self.sync;
@@ -383,7 +378,9 @@ impl Session {
                 out.push(b'\n');
                 lines += 1;
             }
-            out.extend_from_slice(e.to_line().as_bytes());
+            // A line that cannot be read back as it was (the file was cut or changed in place
+            // by another program) stops the rewrite: the file is left as it is.
+            out.extend_from_slice(&e.line_bytes().map_err(io_err(&self.path))?);
             out.push(b'\n');
             lines += 1;
         }
@@ -417,29 +414,50 @@ pub(super) fn resolve(path: &Path) -> Result<PathBuf> {
     })
 }
 
-/// Reads the whole file `file` (the resolved `path`) once, with its identity.
-pub(super) fn read_whole(
-    path: &Path,
-    file: &Path,
+/// Loads the session file `file` (the resolved `path`): a large current file is streamed
+/// (`stream.rs`), anything else read whole. A file that shrinks while it is streamed (another
+/// program cut it) is read again whole.
+pub(super) fn load(
+    path: PathBuf,
+    file: PathBuf,
     progress: &dyn Fn(LoadStep),
-) -> Result<(Vec<u8>, Option<FileId>)> {
-    let mut file =
-        files::open_regular(file, OpenOptions::new().read(true)).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => SessionError::NotFound {
-                path: path.to_path_buf(),
-            },
-            _ => io_err(path)(e),
-        })?;
-    let meta = file.metadata().map_err(io_err(path))?;
+) -> Result<(Session, LoadReport)> {
+    let not_found = |e: io::Error| match e.kind() {
+        io::ErrorKind::NotFound => SessionError::NotFound { path: path.clone() },
+        _ => io_err(&path)(e),
+    };
+    let mut handle =
+        files::open_regular(&file, OpenOptions::new().read(true)).map_err(not_found)?;
+    let mut meta = handle.metadata().map_err(io_err(&path))?;
     progress(LoadStep::Reading { bytes: meta.len() });
-    let len = usize::try_from(meta.len()).unwrap_or(0);
-    if len >= parallel::PARALLEL_MIN_BYTES {
-        let data = parallel::read_in_two(&mut file, len).map_err(io_err(path))?;
-        return Ok((data, file_id(&meta)));
+    if meta.len() >= stream::STREAM_MIN_BYTES {
+        let id = file_id(&meta);
+        let src = Arc::new(LineSource::File(handle));
+        let mut report = LoadReport::default();
+        match Session::parse_streamed(
+            path.clone(),
+            file.clone(),
+            Arc::clone(&src),
+            meta.len(),
+            id,
+            &mut report,
+            progress,
+        ) {
+            Ok(Some(session)) => return session.map(|s| (s, report)),
+            Ok(None) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {}
+            Err(e) => return Err(io_err(&path)(e)),
+        }
+        handle = files::open_regular(&file, OpenOptions::new().read(true)).map_err(not_found)?;
+        meta = handle.metadata().map_err(io_err(&path))?;
     }
-    let mut data = Vec::with_capacity(len);
-    file.read_to_end(&mut data).map_err(io_err(path))?;
-    Ok((data, file_id(&meta)))
+    let id = file_id(&meta);
+    let mut data = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    handle.read_to_end(&mut data).map_err(io_err(&path))?;
+    let mut report = LoadReport::default();
+    let data = LineSource::memory(data);
+    let session = Session::parse_reporting(path, file, data, id, &mut report, progress)?;
+    Ok((session, report))
 }
 
 /// `.<name><suffix>` next to `path`.

@@ -30,6 +30,10 @@ impl Session {
         path: Destination<'_>,
         options: CreateOptions,
     ) -> Result<Session> {
+        debug_assert!(
+            !self.is_partial(),
+            "load a stored session whole before forking it"
+        );
         self.visible(leaf)?;
         let labels = tree::labels_of(&self.entries);
         let mut kept: Vec<Entry> = Vec::new();
@@ -64,6 +68,10 @@ impl Session {
 
     /// [`Session::fork_to`] into a file or a database.
     pub fn fork_into(&self, path: Destination<'_>, options: CreateOptions) -> Result<Session> {
+        debug_assert!(
+            !self.is_partial(),
+            "load a stored session whole before forking it"
+        );
         let mut forked = self.new_with(path, options, self.entries.clone())?;
         if forked.leaf != self.leaf {
             // Navigated here without an append since: keep the position.

@@ -1,7 +1,7 @@
 //! From bytes to entries: the header, each line (kept raw and parsed lazily in a current
 //! file), malformed lines and a torn tail reported and kept, duplicate ids noted.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -11,9 +11,15 @@ use super::disk::{DiskState, FileId};
 use super::migrate::migrate;
 use super::{
     DuplicateId, LoadReport, LoadStep, RawLine, Result, Session, SessionError, SkippedLine,
-    SyncPolicy, file_leaf_of, next_revision, parallel,
+    SyncPolicy, file_leaf_of, next_revision, stream,
 };
-use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
+use crate::session::entry::{
+    CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader, read_exact_at,
+};
+
+/// How much of a streamed file is read to find its header line; a longer header (a huge
+/// title) makes the file be read whole instead.
+const HEADER_READ_BYTES: usize = 64 << 10;
 
 /// How to treat a trailing line with no `\n`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -35,31 +41,120 @@ pub(super) enum TailRepair {
 }
 
 impl Session {
+    /// A session from the whole file's bytes, `data`.
     pub(super) fn parse(
         path: PathBuf,
         file: PathBuf,
-        data: Arc<Vec<u8>>,
+        data: Arc<LineSource>,
+        id: Option<FileId>,
+        report: &mut LoadReport,
+    ) -> Result<Session> {
+        Session::parse_reporting(path, file, data, id, report, &|_| {})
+    }
+
+    /// [`Session::parse`], telling `progress` each [`LoadStep`] as it starts.
+    pub(super) fn parse_reporting(
+        path: PathBuf,
+        file: PathBuf,
+        data: Arc<LineSource>,
         id: Option<FileId>,
         report: &mut LoadReport,
         progress: &dyn Fn(LoadStep),
+    ) -> Result<Session> {
+        let bytes = data.bytes();
+        let header_end = memchr::memchr(b'\n', bytes);
+        let mut session = Session::with_header(path, file, bytes, id)?;
+        let mut parsed = Vec::new();
+        let from = session.disk.consumed as usize;
+        progress(LoadStep::Parsing {
+            bytes: bytes.len() as u64,
+        });
+        session.read_lines(&data, from, TailMode::Open, report, &mut parsed);
+        debug_assert!(header_end.is_some() || parsed.is_empty());
+        session.finish_load(parsed, report, progress);
+        Ok(session)
+    }
+
+    /// A session read from `src`, the open file of `len` bytes, without copying it (see
+    /// `stream.rs`). `None` when the file is better read whole: its header line is long or
+    /// unterminated, or it is not a current file (older versions are parsed at once anyway).
+    pub(super) fn parse_streamed(
+        path: PathBuf,
+        file: PathBuf,
+        src: Arc<LineSource>,
+        len: u64,
+        id: Option<FileId>,
+        report: &mut LoadReport,
+        progress: &dyn Fn(LoadStep),
+    ) -> std::io::Result<Option<Result<Session>>> {
+        let LineSource::File(f) = &*src else {
+            return Ok(None);
+        };
+        let mut first = vec![0u8; (len as usize).min(HEADER_READ_BYTES)];
+        read_exact_at(f, &mut first, 0)?;
+        let Some(header_end) = memchr::memchr(b'\n', &first) else {
+            return Ok(None);
+        };
+        let mut session = match Session::with_header(path, file, &first[..=header_end], id) {
+            Ok(s) if s.lazy => s,
+            Ok(_) => return Ok(None),
+            Err(e) => return Ok(Some(Err(e))),
+        };
+        progress(LoadStep::Parsing { bytes: len });
+        let (items, end) = stream::scan_file(&src, session.disk.consumed, len)?;
+        let mut tail = vec![0u8; (len - end) as usize];
+        read_exact_at(f, &mut tail, end)?;
+        let mut parsed = Vec::with_capacity(items.len());
+        for item in items {
+            session.disk.lines += 1;
+            match item {
+                stream::Item::Lazy(entry) => parsed.push((entry, session.disk.lines)),
+                stream::Item::Bytes(bytes) => {
+                    let n = bytes.len();
+                    let line = LineSource::memory(bytes);
+                    session.take_line(&line, 0, n, report, &mut parsed);
+                }
+            }
+        }
+        session.disk.consumed = end;
+        session.read_lines(
+            &LineSource::memory(tail),
+            0,
+            TailMode::Open,
+            report,
+            &mut parsed,
+        );
+        session.finish_load(parsed, report, progress);
+        Ok(Some(Ok(session)))
+    }
+
+    /// A session with the header of `bytes` (the file's first line, or all of it) and no
+    /// entries yet.
+    fn with_header(
+        path: PathBuf,
+        file: PathBuf,
+        bytes: &[u8],
+        id: Option<FileId>,
     ) -> Result<Session> {
         let invalid = |reason: String| SessionError::InvalidHeader {
             path: path.clone(),
             line: 1,
             reason,
         };
-        if data.is_empty() {
+        if bytes.is_empty() {
             return Err(invalid("the file is empty".into()));
         }
-        let header_end = memchr::memchr(b'\n', &data);
-        let header_bytes = &data[..header_end.unwrap_or(data.len())];
+        let header_end = memchr::memchr(b'\n', bytes);
+        let header_bytes = &bytes[..header_end.unwrap_or(bytes.len())];
         let header_text = std::str::from_utf8(header_bytes)
             .map_err(|e| invalid(format!("invalid UTF-8: {e}")))?;
         let header_value: Value =
             serde_json::from_str(header_text).map_err(|e| invalid(format!("not JSON: {e}")))?;
         let header = SessionHeader::from_value(header_value)
             .ok_or_else(|| invalid("not a `type:\"session\"` object with a string `id`".into()))?;
-        let mut session = Session {
+        // Only current-version entries are kept raw: migration rewrites ids and fields.
+        let lazy = header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
+        Ok(Session {
             path,
             file,
             header,
@@ -70,64 +165,63 @@ impl Session {
             raw_lines: Vec::new(),
             needs_rewrite: false,
             disk: DiskState {
-                consumed: header_end.map_or(data.len(), |e| e + 1) as u64,
+                consumed: header_end.map_or(bytes.len(), |e| e + 1) as u64,
                 missing_newline: header_end.is_none(),
                 lines: 1,
                 id,
             },
             sync: SyncPolicy::default(),
-            lazy: false,
+            lazy,
             revision: next_revision(),
-            preparsed: VecDeque::new(),
             path_cache: Default::default(),
             backend: Default::default(),
+            partial: None,
+            duplicate_ids: false,
+            digest_memo: Default::default(),
             blobs: super::super::size_controls::default_store(),
-        };
-        // Only current-version entries are kept raw: migration rewrites ids and fields.
-        session.lazy = session.header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
-        let mut parsed = Vec::new();
-        let from = session.disk.consumed as usize;
-        progress(LoadStep::Parsing {
-            bytes: data.len() as u64,
-        });
-        if session.lazy && data.len() >= parallel::PARALLEL_MIN_BYTES {
-            session.preparsed = parallel::preparse(&data, from);
-        }
-        session.read_lines(&data, from, TailMode::Open, report, &mut parsed);
-        session.preparsed = VecDeque::new();
-        if !session.lazy {
+        })
+    }
+
+    /// Migrates and indexes the loaded entries; the leaf is what the file implies.
+    fn finish_load(
+        &mut self,
+        mut parsed: Vec<(Entry, usize)>,
+        report: &mut LoadReport,
+        progress: &dyn Fn(LoadStep),
+    ) {
+        let version = self.header.version.unwrap_or(1);
+        if version < CURRENT_SESSION_VERSION {
             progress(LoadStep::Migrating {
-                from_version: session.header.version.unwrap_or(1),
+                from_version: version,
             });
         }
-        if let Some(from) = migrate(&mut session.header, &mut parsed) {
+        if let Some(from) = migrate(&mut self.header, &mut parsed) {
             report.migrated_from = Some(from);
-            session.needs_rewrite = true;
+            self.needs_rewrite = true;
         }
         progress(LoadStep::Linking {
             entries: parsed.len() as u64,
         });
-        session.entries.reserve_exact(parsed.len());
-        session.index.reserve(parsed.len());
+        self.entries.reserve_exact(parsed.len());
+        self.index.reserve(parsed.len());
         for (entry, line) in parsed {
-            session.push_entry(entry, line, report);
+            self.push_entry(entry, line, report);
         }
-        session.file_leaf = file_leaf_of(&session.entries);
-        session.leaf = session.file_leaf.clone();
-        Ok(session)
+        self.file_leaf = file_leaf_of(&self.entries);
+        self.leaf = self.file_leaf.clone();
     }
 
     /// Splits `buf[from..]` (the bytes after `disk.consumed`) into lines and parses them;
     /// advances `disk`. Returns what the next write must do about an unterminated tail.
     pub(super) fn read_lines(
         &mut self,
-        buf: &Arc<Vec<u8>>,
+        buf: &Arc<LineSource>,
         from: usize,
         mode: TailMode,
         report: &mut LoadReport,
         out: &mut Vec<(Entry, usize)>,
     ) -> TailRepair {
-        let data = &buf[from..];
+        let data = &buf.bytes()[from..];
         let mut start = 0;
         let mut continues_line = self.disk.missing_newline && !data.is_empty();
         for end in memchr::memchr_iter(b'\n', data) {
@@ -154,7 +248,7 @@ impl Session {
             return TailRepair::None;
         }
         let line = self.disk.lines + usize::from(!continues_line);
-        match self.parse_span(buf, from + start, buf.len()) {
+        match self.parse_span(buf, from + start, buf.bytes().len()) {
             Ok(entry) => {
                 self.disk.lines = line;
                 self.disk.consumed += tail.len() as u64;
@@ -175,13 +269,13 @@ impl Session {
 
     pub(super) fn take_line(
         &mut self,
-        buf: &Arc<Vec<u8>>,
+        buf: &Arc<LineSource>,
         start: usize,
         end: usize,
         report: &mut LoadReport,
         out: &mut Vec<(Entry, usize)>,
     ) {
-        let bytes = &buf[start..end];
+        let bytes = &buf.bytes()[start..end];
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return;
         }
@@ -199,32 +293,23 @@ impl Session {
         }
     }
 
-    /// `buf[start..end]` as an entry: kept raw with only its header parsed when the file is
+    /// `buf[start..end]` as an entry: kept raw with only its header read when the file is
     /// current and the header is ordinary, otherwise parsed whole as before.
     pub(super) fn parse_span(
         &mut self,
-        buf: &Arc<Vec<u8>>,
+        buf: &Arc<LineSource>,
         start: usize,
         end: usize,
     ) -> Result<Entry, String> {
-        while self.preparsed.front().is_some_and(|(at, _)| *at < start) {
-            self.preparsed.pop_front();
-        }
-        if self.lazy
-            && self.preparsed.front().is_some_and(|(at, _)| *at == start)
-            && let Some((_, entry)) = self.preparsed.pop_front()
-        {
-            return Ok(entry);
-        }
         if self.lazy
             && let Ok(entry) = Entry::from_shared_line(buf, start, end)
         {
             return Ok(entry);
         }
-        parse_line(&buf[start..end]).or_else(|reason| {
+        parse_line(&buf.bytes()[start..end]).or_else(|reason| {
             // A whole object whose body `serde_json::Value` refuses (`1e400`, a lone surrogate)
             // is an entry, as when it is loaded lazily: unknown, its line kept as written.
-            let entry = Entry::from_shared_line(buf, start, end).map_err(|()| reason)?;
+            let entry = Entry::from_shared_line_checked(buf, start, end).map_err(|()| reason)?;
             let _ = entry.kind();
             Ok(entry)
         })
@@ -233,6 +318,7 @@ impl Session {
     pub(super) fn push_entry(&mut self, entry: Entry, line: usize, report: &mut LoadReport) {
         self.revision = next_revision();
         if self.index.contains_key(&entry.id) {
+            self.duplicate_ids = true;
             report.duplicate_ids.push(DuplicateId {
                 id: entry.id.clone(),
                 line,

@@ -9,7 +9,9 @@
 //! # Tables (see `schema.rs`)
 //! * `compactd_sessions`: one row a session: the header line and its fields for listing,
 //!   `version` (bumped by every change), `generation` (bumped by every rewrite), `next_seq`
-//!   (the position of the next line), the leaf, counts, `updated_at` (indexed for listing).
+//!   (the position of the next line), the leaf, counts, `updated_at` (indexed for listing),
+//!   and the digest of the leaf (`context_*`: what opening the session there must read; see
+//!   `session::file::partial`).
 //! * `compactd_lines`: `(session_id, seq)` → the line's bytes, with its entry id, parent id
 //!   and type (null for a malformed line kept verbatim).
 //!
@@ -22,9 +24,11 @@
 //! writer killed before the commit leaves nothing behind.
 //!
 //! # Readers
-//! Every daemon `LISTEN`s; a notification says a session reached a version. A read that has
-//! seen that version costs no query; otherwise it fetches the new lines. While the listener is
-//! down every read queries (see [`watch`]).
+//! Opening reads the lines the context at the leaf needs (the digest's), or every line when
+//! the row has no digest for its leaf; the rest is read on demand. Every daemon `LISTEN`s; a
+//! notification says a session reached a version. A read that has seen that version costs no
+//! query; otherwise it fetches the new lines. While the listener is down every read queries
+//! (see [`watch`]).
 //!
 //! # Calls from synchronous code
 //! The session API is synchronous (a file write is too), so the pool, its connections and
@@ -42,7 +46,8 @@ use std::time::Duration;
 
 pub use crate::settings::redact_url;
 pub(crate) use ops::Finish;
-pub use ops::{Changes, Head, ImportReport, StoredLine, WriteMeta};
+pub(crate) use ops::Locked;
+pub use ops::{Changes, ContextDigest, Head, ImportReport, Loaded, SeqLine, StoredLine, WriteMeta};
 pub use watch::ChangeSignal;
 pub(crate) use watch::Interest;
 
@@ -87,6 +92,8 @@ pub struct PgStore {
     watch: Arc<Watch>,
     target: String,
     timeout: Duration,
+    /// See [`PgStore::lines_read`].
+    lines_read: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -162,6 +169,7 @@ impl PgStore {
             watch: Arc::clone(&watch),
             target: target.clone(),
             timeout: options.timeout,
+            lines_read: Default::default(),
         });
         store.call(|pool| async move {
             let mut client = pool.get().await.map_err(ops::pool_error)?;

@@ -2,6 +2,8 @@
 //! listing, import and export.
 
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::{StreamExt, TryStreamExt};
 use tokio_postgres::types::ToSql;
@@ -130,6 +132,41 @@ pub struct WriteMeta {
     pub leaf_id: Option<String>,
     /// Entries (markers excluded) after the write.
     pub entry_count: i64,
+    /// What opening the session at `leaf_id` must read; `None`: the whole session.
+    pub digest: Option<ContextDigest>,
+}
+
+/// What the context at one leaf needs from a stored session, so that opening it reads only
+/// that: the lines from `from` on, and the entries `prefix` before it. Valid for `leaf` only,
+/// and for good (an entry's path never changes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextDigest {
+    pub leaf: String,
+    /// The first kept entry of the newest compaction on the leaf's path.
+    pub from: String,
+    /// The path's entries before `from` that the context still reads (see
+    /// `session::context::state_entries`), in path order.
+    pub prefix: Vec<String>,
+}
+
+/// A stored line with its position (`seq`) in the session.
+pub type SeqLine = (i64, Vec<u8>);
+
+/// A session as opened: whole, or only what the context at its leaf needs.
+#[derive(Debug)]
+pub enum Loaded {
+    /// The whole session as a file (header line, then every line).
+    Whole(Vec<u8>),
+    /// The header line, the lines `(seq, bytes)` of the digest's prefix entries (in path
+    /// order) and every line from `from_seq` on (in order).
+    Partial {
+        header: Vec<u8>,
+        prefix: Vec<SeqLine>,
+        tail: Vec<SeqLine>,
+        from_seq: i64,
+        /// Entries (markers excluded) stored in all.
+        entry_count: i64,
+    },
 }
 
 /// `updated_at` as the protocol writes times.
@@ -210,6 +247,7 @@ async fn bump(
                     generation = generation + $6::bigint,
                     next_seq = $2, leaf_id = $3, entry_count = $4,
                     bytes = CASE WHEN $6::bigint = 1 THEN $5 ELSE bytes + $5 END,
+                    context_leaf = $7, context_from = $8, context_prefix = $9,
                     updated_at = now()
                 WHERE id = $1
                 RETURNING version, generation, next_seq
@@ -220,6 +258,7 @@ async fn bump(
         ))
         .await?;
     let generation_step: i64 = i64::from(rewrite);
+    let digest = meta.digest.as_ref();
     let row = client
         .query_opt(
             &statement,
@@ -230,6 +269,9 @@ async fn bump(
                 &meta.entry_count,
                 &added_bytes,
                 &generation_step,
+                &digest.map(|d| d.leaf.as_str()),
+                &digest.map(|d| d.from.as_str()),
+                &digest.map(|d| d.prefix.as_slice()),
             ],
         )
         .await?
@@ -250,29 +292,37 @@ pub(crate) enum Finish {
     },
 }
 
-type FinishReply = std::sync::mpsc::SyncSender<Result<Head, DbError>>;
+type Reply<T> = std::sync::mpsc::SyncSender<Result<T, DbError>>;
+
+/// What the task holding a session row locked does next.
+enum Command {
+    /// Write and commit (the last command).
+    Finish(Finish, Reply<Head>),
+    /// The lines before `seq`, in order, read in the locked transaction.
+    LinesBefore(i64, Reply<Vec<SeqLine>>),
+    /// Which of these ids an entry line of the session has.
+    Existing(Vec<String>, Reply<Vec<String>>),
+}
 
 /// A session row held `FOR UPDATE` by a task on the store's runtime until [`Locked::finish`]
-/// commits a write or the value is dropped (rollback).
+/// commits a write or the value is dropped (rollback). Meanwhile the caller may read more of
+/// the session in the same transaction.
 pub struct Locked<'a> {
     store: &'a PgStore,
     /// The row as locked.
     pub head: Head,
     /// What other writers did since the caller's last read.
     pub changes: Changes,
-    finish: Option<tokio::sync::oneshot::Sender<(Finish, FinishReply)>>,
+    commands: tokio::sync::mpsc::UnboundedSender<Command>,
 }
 
 impl Locked<'_> {
-    /// Writes and commits; the new head.
-    pub(crate) fn finish(mut self, op: Finish) -> Result<Head, StoreError> {
+    fn ask<T: Send + 'static>(
+        &self,
+        command: impl FnOnce(Reply<T>) -> Command,
+    ) -> Result<T, StoreError> {
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
-        let sent = self
-            .finish
-            .take()
-            .map(|tx| tx.send((op, reply)).is_ok())
-            .unwrap_or(false);
-        if !sent {
+        if self.commands.send(command(reply)).is_err() {
             return Err(self.store.error(DbError::msg(
                 "the write's transaction ended before it was committed",
             )));
@@ -283,6 +333,22 @@ impl Locked<'_> {
                 .unwrap_or_else(|_| Err(DbError::msg("the database task stopped")))
         })
         .map_err(|e| self.store.error(e))
+    }
+
+    /// Writes and commits; the new head.
+    pub(crate) fn finish(self, op: Finish) -> Result<Head, StoreError> {
+        self.ask(|reply| Command::Finish(op, reply))
+    }
+
+    /// The session's lines before `seq` (all of them: a partly loaded session made whole
+    /// under the lock).
+    pub(crate) fn lines_before(&self, seq: i64) -> Result<Vec<SeqLine>, StoreError> {
+        self.ask(|reply| Command::LinesBefore(seq, reply))
+    }
+
+    /// Which of `ids` the session already has (among lines this process did not load).
+    pub(crate) fn existing(&self, ids: Vec<String>) -> Result<Vec<String>, StoreError> {
+        self.ask(|reply| Command::Existing(ids, reply))
     }
 }
 
@@ -324,15 +390,70 @@ impl PgStore {
     /// The whole session as a file (header line, then every line), with its head; one snapshot.
     pub fn load(&self, id: &str) -> Result<(Vec<u8>, Head), StoreError> {
         let id = id.to_owned();
+        let read = Arc::clone(&self.lines_read);
         self.call(move |pool| async move {
             let mut client = pool.get().await.map_err(pool_error)?;
-            load_in(&mut client, &id).await
+            load_in(&mut client, &id, &read).await
         })
+    }
+
+    /// What opening session `id` at its stored leaf needs (see [`Loaded`]), with its head;
+    /// one snapshot.
+    pub fn load_context(&self, id: &str) -> Result<(Loaded, Head), StoreError> {
+        let id = id.to_owned();
+        let read = Arc::clone(&self.lines_read);
+        self.call(move |pool| async move {
+            let mut client = pool.get().await.map_err(pool_error)?;
+            load_context_in(&mut client, &id, &read).await
+        })
+    }
+
+    /// The lines of session `id` before `seq`, if the session is still at `generation` (no
+    /// rewrite since): the rest of a partly loaded session. `None` after a rewrite.
+    pub fn lines_before(
+        &self,
+        id: &str,
+        seq: i64,
+        generation: i64,
+    ) -> Result<Option<Vec<SeqLine>>, StoreError> {
+        let id = id.to_owned();
+        let read = Arc::clone(&self.lines_read);
+        self.call(move |pool| async move {
+            let mut client = pool.get().await.map_err(pool_error)?;
+            let txn = client
+                .build_transaction()
+                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await?;
+            let now: i64 = txn
+                .query_opt(
+                    "SELECT generation FROM compactd_sessions WHERE id = $1",
+                    &[&id],
+                )
+                .await?
+                .ok_or_else(|| DbError::not_found(&id))?
+                .get(0);
+            let lines = if now == generation {
+                Some(lines_before_in(&txn, &id, seq, &read).await?)
+            } else {
+                None
+            };
+            txn.commit().await?;
+            Ok(lines)
+        })
+    }
+
+    /// Entry lines fetched from the database by this store so far (every read counts: opens,
+    /// other writers' lines, the rest of a partly loaded session).
+    pub fn lines_read(&self) -> u64 {
+        self.lines_read.load(Ordering::Relaxed)
     }
 
     /// What changed since `seen` (one statement, one snapshot; a second for a rewrite).
     pub fn changes(&self, id: &str, seen: Head) -> Result<Changes, StoreError> {
         let id = id.to_owned();
+        let read = Arc::clone(&self.lines_read);
         self.call(move |pool| async move {
             let mut client = pool.get().await.map_err(pool_error)?;
             let statement = client
@@ -354,12 +475,13 @@ impl PgStore {
                 return Ok(Changes::Nothing);
             }
             if head.generation != seen.generation {
-                let (file, head) = load_in(&mut client, &id).await?;
+                let (file, head) = load_in(&mut client, &id, &read).await?;
                 return Ok(Changes::Rewritten { file, head });
             }
             let mut lines = Vec::new();
             for row in &rows {
                 if let Some(line) = row.get::<_, Option<&[u8]>>("line") {
+                    read.fetch_add(1, Ordering::Relaxed);
                     lines.extend_from_slice(line);
                     lines.push(b'\n');
                 }
@@ -372,9 +494,10 @@ impl PgStore {
     pub fn lock(&self, id: &str, seen: Head) -> Result<Locked<'_>, StoreError> {
         let id = id.to_owned();
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
-        let (finish_tx, finish_rx) = tokio::sync::oneshot::channel::<(Finish, FinishReply)>();
+        let (commands, mut inbox) = tokio::sync::mpsc::unbounded_channel::<Command>();
         let pool = self.pool.clone();
         let timeout = self.timeout;
+        let read = Arc::clone(&self.lines_read);
         self.runtime.handle().spawn(async move {
             let ready = ready_tx.clone();
             let work = async move {
@@ -404,9 +527,10 @@ impl PgStore {
                 let changes = if head == seen {
                     Changes::Nothing
                 } else if head.generation != seen.generation {
-                    let file = file_in(&tx, &id).await?;
+                    let file = file_in(&tx, &id, &read).await?;
                     Changes::Rewritten { file, head }
                 } else {
+                    read.fetch_add(rows.len() as u64, Ordering::Relaxed);
                     let mut lines = Vec::new();
                     for row in &rows {
                         lines.extend_from_slice(row.get::<_, &[u8]>(0));
@@ -417,49 +541,28 @@ impl PgStore {
                 if ready.send(Ok((head, changes))).is_err() {
                     return Ok(());
                 }
-                // The caller builds its lines now; dropping `Locked` rolls back.
-                let Ok((op, reply)) = finish_rx.await else {
-                    return Ok(());
-                };
-                let result = async {
-                    let head = match op {
-                        Finish::Append { lines, meta } => {
-                            let added: i64 = lines.iter().map(|l| l.bytes.len() as i64 + 1).sum();
-                            insert_lines(&tx, &id, head.next_seq, &lines, |_, _| {}).await?;
-                            bump(
-                                &tx,
-                                &id,
-                                head.next_seq + lines.len() as i64,
-                                &meta,
-                                added,
-                                false,
-                            )
-                            .await?
+                // The caller reads more or builds its lines now; dropping `Locked` (the
+                // sender) rolls back.
+                while let Some(command) = inbox.recv().await {
+                    match command {
+                        Command::LinesBefore(seq, reply) => {
+                            let _ = reply.send(lines_before_in(&tx, &id, seq, &read).await);
                         }
-                        Finish::Rewrite {
-                            header,
-                            lines,
-                            meta,
-                        } => {
-                            let total: i64 = header.len() as i64
-                                + 1
-                                + lines.iter().map(|l| l.bytes.len() as i64 + 1).sum::<i64>();
-                            tx.execute("DELETE FROM compactd_lines WHERE session_id = $1", &[&id])
-                                .await?;
-                            tx.execute(
-                                "UPDATE compactd_sessions SET header = $2 WHERE id = $1",
-                                &[&id, &header],
-                            )
-                            .await?;
-                            insert_lines(&tx, &id, 0, &lines, |_, _| {}).await?;
-                            bump(&tx, &id, lines.len() as i64, &meta, total, true).await?
+                        Command::Existing(ids, reply) => {
+                            let _ = reply.send(existing_in(&tx, &id, &ids).await);
                         }
-                    };
-                    tx.commit().await?;
-                    Ok(head)
+                        Command::Finish(op, reply) => {
+                            let result = async {
+                                let head = write_in(&tx, &id, head, op).await?;
+                                tx.commit().await?;
+                                Ok(head)
+                            }
+                            .await;
+                            let _ = reply.send(result);
+                            return Ok(());
+                        }
+                    }
                 }
-                .await;
-                let _ = reply.send(result);
                 Ok(())
             };
             let outcome: Result<(), DbError> = match tokio::time::timeout(timeout * 4, work).await {
@@ -483,7 +586,7 @@ impl PgStore {
             store: self,
             head,
             changes,
-            finish: Some(finish_tx),
+            commands,
         })
     }
 
@@ -696,9 +799,86 @@ impl PgStore {
     }
 }
 
+/// Carries out a locked write in `tx` (not committed); the new head.
+async fn write_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: &str,
+    head: Head,
+    op: Finish,
+) -> Result<Head, DbError> {
+    match op {
+        Finish::Append { lines, meta } => {
+            let added: i64 = lines.iter().map(|l| l.bytes.len() as i64 + 1).sum();
+            insert_lines(tx, id, head.next_seq, &lines, |_, _| {}).await?;
+            bump(
+                tx,
+                id,
+                head.next_seq + lines.len() as i64,
+                &meta,
+                added,
+                false,
+            )
+            .await
+        }
+        Finish::Rewrite {
+            header,
+            lines,
+            meta,
+        } => {
+            let total: i64 = header.len() as i64
+                + 1
+                + lines.iter().map(|l| l.bytes.len() as i64 + 1).sum::<i64>();
+            tx.execute("DELETE FROM compactd_lines WHERE session_id = $1", &[&id])
+                .await?;
+            tx.execute(
+                "UPDATE compactd_sessions SET header = $2 WHERE id = $1",
+                &[&id, &header],
+            )
+            .await?;
+            insert_lines(tx, id, 0, &lines, |_, _| {}).await?;
+            bump(tx, id, lines.len() as i64, &meta, total, true).await
+        }
+    }
+}
+
+/// The lines of `id` before `seq`, with their seq, in order.
+async fn lines_before_in(
+    client: &impl deadpool_postgres::GenericClient,
+    id: &str,
+    seq: i64,
+    read: &AtomicU64,
+) -> Result<Vec<SeqLine>, DbError> {
+    let statement = client
+        .prepare_cached(
+            "SELECT seq, line FROM compactd_lines
+             WHERE session_id = $1 AND seq < $2 ORDER BY seq",
+        )
+        .await?;
+    let rows = client.query(&statement, &[&id, &seq]).await?;
+    read.fetch_add(rows.len() as u64, Ordering::Relaxed);
+    Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// Which of `ids` name an entry line of `id`.
+async fn existing_in(
+    client: &impl deadpool_postgres::GenericClient,
+    id: &str,
+    ids: &[String],
+) -> Result<Vec<String>, DbError> {
+    let statement = client
+        .prepare_cached(
+            "SELECT DISTINCT entry_id FROM compactd_lines
+             WHERE session_id = $1 AND entry_id = ANY($2)",
+        )
+        .await?;
+    let rows = client.query(&statement, &[&id, &ids]).await?;
+    Ok(rows.into_iter().map(|r| r.get(0)).collect())
+}
+
 async fn load_in(
     client: &mut deadpool_postgres::Client,
     id: &str,
+    read: &AtomicU64,
 ) -> Result<(Vec<u8>, Head), DbError> {
     let txn = client
         .build_transaction()
@@ -714,15 +894,98 @@ async fn load_in(
         .await?
         .ok_or_else(|| DbError::not_found(id))?;
     let head = Head::of(&row);
-    let file = file_in(&txn, id).await?;
+    let file = file_in(&txn, id, read).await?;
     txn.commit().await?;
     Ok((file, head))
+}
+
+/// What opening `id` at its leaf reads, in one snapshot: with a digest for the stored leaf,
+/// the digest's entries and the lines from its `from` on; otherwise every line.
+async fn load_context_in(
+    client: &mut deadpool_postgres::Client,
+    id: &str,
+    read: &AtomicU64,
+) -> Result<(Loaded, Head), DbError> {
+    let txn = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let statement = txn
+        .prepare_cached(
+            "SELECT s.version, s.generation, s.next_seq, s.header, s.entry_count,
+                    s.context_prefix,
+                    -- The digest holds for the leaf the row names (the one opening uses).
+                    CASE WHEN s.context_leaf = s.leaf_id THEN
+                        (SELECT min(l.seq) FROM compactd_lines l
+                         WHERE l.session_id = s.id AND l.entry_id = s.context_from)
+                    END AS from_seq
+             FROM compactd_sessions s WHERE s.id = $1",
+        )
+        .await?;
+    let row = txn
+        .query_opt(&statement, &[&id])
+        .await?
+        .ok_or_else(|| DbError::not_found(id))?;
+    let head = Head::of(&row);
+    let from_seq: Option<i64> = row.get("from_seq");
+    let loaded = match from_seq {
+        None => Loaded::Whole(file_in(&txn, id, read).await?),
+        Some(from_seq) => {
+            let prefix_ids: Vec<String> = row
+                .get::<_, Option<Vec<String>>>("context_prefix")
+                .unwrap_or_default();
+            let lines = txn
+                .prepare_cached(
+                    "SELECT seq, line, entry_id FROM compactd_lines
+                     WHERE session_id = $1 AND seq >= $2
+                     UNION ALL
+                     SELECT l.seq, l.line, l.entry_id FROM compactd_lines l
+                     WHERE l.session_id = $1 AND l.seq < $2 AND l.seq IN (
+                         SELECT min(p.seq) FROM compactd_lines p
+                         WHERE p.session_id = $1 AND p.entry_id = ANY($3)
+                         GROUP BY p.entry_id)
+                     ORDER BY 1",
+                )
+                .await?;
+            let rows = txn.query(&lines, &[&id, &from_seq, &prefix_ids]).await?;
+            read.fetch_add(rows.len() as u64, Ordering::Relaxed);
+            let mut tail = Vec::new();
+            let mut found: std::collections::HashMap<String, SeqLine> =
+                std::collections::HashMap::new();
+            for row in rows {
+                let seq: i64 = row.get(0);
+                if seq >= from_seq {
+                    tail.push((seq, row.get(1)));
+                } else if let Some(entry) = row.get::<_, Option<String>>(2) {
+                    found.insert(entry, (seq, row.get(1)));
+                }
+            }
+            // In path order; a missing entry (impossible for a digest this build wrote)
+            // means reading everything.
+            let prefix: Option<Vec<SeqLine>> = prefix_ids.iter().map(|p| found.remove(p)).collect();
+            match prefix {
+                Some(prefix) => Loaded::Partial {
+                    header: row.get("header"),
+                    prefix,
+                    tail,
+                    from_seq,
+                    entry_count: row.get("entry_count"),
+                },
+                None => Loaded::Whole(file_in(&txn, id, read).await?),
+            }
+        }
+    };
+    txn.commit().await?;
+    Ok((loaded, head))
 }
 
 /// The header and every line of `id` as one file, read in the caller's transaction.
 async fn file_in(
     client: &impl deadpool_postgres::GenericClient,
     id: &str,
+    read: &AtomicU64,
 ) -> Result<Vec<u8>, DbError> {
     let header: Vec<u8> = client
         .query_opt("SELECT header FROM compactd_sessions WHERE id = $1", &[&id])
@@ -739,5 +1002,6 @@ async fn file_in(
         .map(|row| row.map(|r| r.get::<_, Vec<u8>>(0)))
         .try_collect()
         .await?;
+    read.fetch_add(rows.len() as u64, Ordering::Relaxed);
     Ok(as_file(&header, rows))
 }

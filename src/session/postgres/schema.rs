@@ -6,10 +6,11 @@
 use super::ops::DbError;
 
 /// `(version, name, SQL)`, in order. Never edit a released migration: add one.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "sessions and their lines",
-    r#"
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "sessions and their lines",
+        r#"
 CREATE TABLE compactd_sessions (
     id          text PRIMARY KEY,
     cwd         text NOT NULL,
@@ -37,7 +38,18 @@ CREATE TABLE compactd_lines (
 );
 CREATE INDEX compactd_lines_by_entry ON compactd_lines (session_id, entry_id);
 "#,
-)];
+    ),
+    (
+        2,
+        "what opening a session at its leaf reads",
+        r#"
+ALTER TABLE compactd_sessions
+    ADD COLUMN context_leaf   text,
+    ADD COLUMN context_from   text,
+    ADD COLUMN context_prefix text[];
+"#,
+    ),
+];
 
 /// An arbitrary constant: the advisory lock that serialises migrations.
 const MIGRATION_LOCK: i64 = 0x636f_6d70_6163_7464;

@@ -73,6 +73,7 @@ pub(super) fn current_sections(req: &SummaryRequest, facts: &Facts) -> Sections 
         .messages_from_user
         .last()
         .map(|r| clip(r.trim(), MAX_VERBATIM_CHARS));
+    s.critical.reply_to = facts.reply_to.clone();
     for finding in &facts.findings {
         s.critical.findings.push(format!("{FINDING} {finding}"));
     }
@@ -277,11 +278,11 @@ pub(super) fn merge(old: &Sections, new: &Sections, facts: &Facts) -> Sections {
         .question
         .clone()
         .or_else(|| old.critical.question.clone().filter(|_| !answered));
-    critical.request = new
-        .critical
-        .request
-        .clone()
-        .or_else(|| old.critical.request.clone());
+    // What a short reply answers goes with that reply, never with a later message.
+    (critical.request, critical.reply_to) = match &new.critical.request {
+        Some(request) => (Some(request.clone()), new.critical.reply_to.clone()),
+        None => (old.critical.request.clone(), old.critical.reply_to.clone()),
+    };
     critical.findings.extend(old.critical.findings.iter());
     critical.findings.extend(new.critical.findings.iter());
     critical

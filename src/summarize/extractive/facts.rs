@@ -225,6 +225,9 @@ pub(super) struct Facts {
     /// it was cut off (an aborted reply ends mid-sentence).
     pub(super) last_assistant: Option<String>,
     pub(super) ends_with_assistant: bool,
+    /// When the latest user message is only a short reply ("ok", "yes, do it"): the end of
+    /// the assistant's message it answers (its question, else its last paragraph), verbatim.
+    pub(super) reply_to: Option<String>,
     pub(super) last_assistant_cut: bool,
     /// The assistant's last text came with tool calls: it narrates them ("Now I'll run the
     /// tests"), so its plans were carried out, not left for later.
@@ -349,6 +352,11 @@ impl Facts {
             return;
         }
         self.messages_from_user.push(text.to_owned());
+        self.reply_to = self
+            .last_assistant
+            .as_deref()
+            .filter(|_| self.ends_with_assistant && is_short_reply(text))
+            .map(answered_part);
         self.ends_with_assistant = false;
         self.constraints
             .extend(instructions(text).iter().map(|s| constraint_item(s)));
@@ -612,17 +620,7 @@ impl Facts {
             .last_assistant
             .as_deref()
             .filter(|_| self.ends_with_assistant)?;
-        let first_q = prose_question_at(text)?;
-        // Start at the paragraph holding the first question, so its lead-in and any options
-        // listed below it stay together.
-        let start = text[..first_q].rfind("\n\n").map_or(0, |i| i + 2);
-        let question = text[start..].trim();
-        Some(if question.chars().count() > MAX_VERBATIM_CHARS {
-            let lines: Vec<&str> = question.lines().filter(|l| l.contains('?')).collect();
-            clip(&lines.join("\n"), MAX_VERBATIM_CHARS)
-        } else {
-            question.to_owned()
-        })
+        question_part(text)
     }
 
     /// Whether the latest task is visibly done: completion was claimed, or files were changed
@@ -716,6 +714,37 @@ fn mentioned_paths(text: &str) -> impl Iterator<Item = &str> {
 /// length.
 fn constraint_item(sentence: &str) -> String {
     one_line(sentence, 2 * MAX_ITEM_CHARS)
+}
+
+/// The question an assistant message leaves for the user, from the paragraph holding its
+/// first question (so its lead-in and any options listed below it stay together).
+fn question_part(text: &str) -> Option<String> {
+    let first_q = prose_question_at(text)?;
+    let start = text[..first_q].rfind("\n\n").map_or(0, |i| i + 2);
+    let question = text[start..].trim();
+    Some(if question.chars().count() > MAX_VERBATIM_CHARS {
+        let lines: Vec<&str> = question.lines().filter(|l| l.contains('?')).collect();
+        clip(&lines.join("\n"), MAX_VERBATIM_CHARS)
+    } else {
+        question.to_owned()
+    })
+}
+
+/// What a short reply answers in the assistant's message: its question, else its last
+/// paragraph.
+fn answered_part(text: &str) -> String {
+    question_part(text).unwrap_or_else(|| {
+        let text = text.trim();
+        let last = text.rfind("\n\n").map_or(text, |i| text[i + 2..].trim());
+        clip(last, MAX_VERBATIM_CHARS)
+    })
+}
+
+/// A message that only answers: a few words ("ok", "yes, do it", "sounds good") and no
+/// slash command. Alone it tells a reader nothing; with what it answers, it does.
+fn is_short_reply(text: &str) -> bool {
+    let text = text.trim();
+    !text.starts_with('/') && !text.contains('\n') && text.split_whitespace().count() <= 6
 }
 
 /// Replies that carry no task: "ok", "continue", "do it all", "sounds good".

@@ -86,6 +86,8 @@ const EXTRACTIVE_NOTE: &str = "This summary was extracted mechanically from the 
 
 const PENDING_QUESTION: &str = "Question awaiting the user's answer, verbatim:";
 const LATEST_MESSAGE: &str = "Latest user message, verbatim:";
+/// Follows a latest message that is only a short reply ("ok", "yes, do it"): what it answers.
+const REPLY_TO: &str = "It replies to the assistant's message, which ended:";
 /// How summaries written before this version labelled the latest message.
 const LATEST_REQUEST_V1: &str = "Latest user request, verbatim:";
 const CURRENT_REQUEST: &str = "Current request:";

@@ -8,7 +8,7 @@ use super::{
     CHANGED_DIRECTION, CURRENT_REQUEST, ERROR_FROM, FINDING, LATEST_MESSAGE, LATEST_REQUEST_V1,
     MAX_BLOCKED, MAX_CARRIED_BLOCK_LINES, MAX_CONSTRAINTS, MAX_DECISIONS, MAX_DONE, MAX_ERRORS,
     MAX_FINDINGS, MAX_GOALS, MAX_IN_PROGRESS, MAX_NEXT_STEPS, MAX_NOTES, MAX_VERBATIM_CHARS,
-    PENDING_QUESTION, THEN,
+    PENDING_QUESTION, REPLY_TO, THEN,
 };
 
 /// Which items of a full section give way to new ones.
@@ -92,6 +92,8 @@ impl Items {
 pub(super) struct Critical {
     pub(super) question: Option<String>,
     pub(super) request: Option<String>,
+    /// What the latest message answers, when it is only a short reply.
+    pub(super) reply_to: Option<String>,
     pub(super) findings: Items,
     pub(super) errors: Items,
     pub(super) other: Items,
@@ -102,6 +104,7 @@ impl Default for Critical {
         Critical {
             question: None,
             request: None,
+            reply_to: None,
             findings: Items::with_cap(Keep::Newest, MAX_FINDINGS),
             errors: Items::with_cap(Keep::Newest, MAX_ERRORS),
             other: Items::with_cap(Keep::Newest, MAX_NOTES),
@@ -120,6 +123,8 @@ impl Critical {
             .or_else(|| item.strip_prefix(LATEST_REQUEST_V1))
         {
             self.request = Some(unfence(body));
+        } else if let Some(body) = item.strip_prefix(REPLY_TO) {
+            self.reply_to = Some(unfence(body));
         } else if item.starts_with("Files modified:") || item.starts_with("Files read:") {
         } else if item.starts_with(ERROR_FROM) {
             self.errors.push(item);
@@ -137,6 +142,9 @@ impl Critical {
         }
         if let Some(r) = &self.request {
             out.push(format!("{LATEST_MESSAGE}\n{}", fenced(r)));
+            if let Some(answered) = &self.reply_to {
+                out.push(format!("{REPLY_TO}\n{}", fenced(answered)));
+            }
         }
         out.extend(self.findings.iter());
         out.extend(self.errors.iter());

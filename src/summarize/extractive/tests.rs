@@ -465,3 +465,42 @@ fn user_run_commands_are_actions_not_requests() {
         "{text}"
     );
 }
+
+#[test]
+fn a_short_reply_is_shown_with_what_it_answers_and_only_while_it_is_the_latest() {
+    let first = vec![
+        user("Add caching to src/db.rs and keep it bounded."),
+        assistant(
+            "I added an LRU cache.\n\nShould I also cache the prepared statements?",
+            json!([]),
+        ),
+        user("yes, do it"),
+    ];
+    let summary = ExtractiveSummarizer.summarize_text(&request(Purpose::History, first));
+    let critical = section(&summary, "## Critical Context");
+    assert!(
+        critical.contains(&format!(
+            "{LATEST_MESSAGE}\n```\nyes, do it\n```\n- {REPLY_TO}\n```\nShould I also cache the prepared statements?\n```"
+        )),
+        "{summary}"
+    );
+
+    // The reply and what it answered survive an update that brings no user message...
+    let mut req = request(Purpose::History, vec![assistant("Done.", json!([]))]);
+    req.previous_summary = Some(summary.clone());
+    let kept = ExtractiveSummarizer.summarize_text(&req);
+    assert!(kept.contains(REPLY_TO), "{kept}");
+    assert!(kept.contains("prepared statements?"), "{kept}");
+
+    // ...and leave with it when a new message that asks for work takes its place.
+    let mut req = request(
+        Purpose::History,
+        vec![user(
+            "Now document the cache in README.md, with its size limit.",
+        )],
+    );
+    req.previous_summary = Some(summary);
+    let updated = ExtractiveSummarizer.summarize_text(&req);
+    assert!(!updated.contains(REPLY_TO), "{updated}");
+    assert!(!updated.contains("prepared statements?"), "{updated}");
+}
