@@ -3,7 +3,8 @@
 //!
 //! Policy lives here: ingress is bounded (beyond `max_in_flight`, requests get -32001 at
 //! once); output is bounded in bytes (past `max_output_bytes` of unwritten messages and
-//! reserved results the reader stops reading: back-pressure, see [`super::budget`]); serial classes take their place in line on the reader, in arrival order; each
+//! reserved results the reader stops reading: back-pressure, see [`super::budget`]); serial
+//! classes take their place in line on the reader, in arrival order; each
 //! request has a cancellation token reachable by `$/cancelRequest` and by domain code through
 //! [`PeerHandle`]; the LSP lifecycle is enforced when the router asks for it; and the loop
 //! ends on input EOF, on `exit`, when the parent process dies, or on [`PeerHandle::stop`].
