@@ -327,6 +327,12 @@ impl Session {
         self.index.get(id).map(|&i| &self.entries[i])
     }
 
+    /// Whether the next write rewrites the whole file (a migrated version 1 or 2 file, or
+    /// one that vanished) rather than appending to it: a pass over every entry.
+    pub fn rewrites_on_next_write(&self) -> bool {
+        self.needs_rewrite
+    }
+
     /// The current leaf; `None` before the first entry or after [`Session::reset_leaf`].
     pub fn leaf_id(&self) -> Option<&str> {
         self.leaf.as_deref()
