@@ -72,8 +72,7 @@ use super::message::Extra;
 use super::tree::{self, Tree};
 
 use backend::Backend;
-use disk::DiskState;
-use load::TailMode;
+use disk::{DiskState, TailMode};
 
 pub use backend::{Destination, import_file, postgres_path};
 
