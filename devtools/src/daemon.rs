@@ -37,6 +37,10 @@ pub struct SpawnOptions {
     pub stderr: Option<std::fs::File>,
     /// A program and its arguments to run the daemon under (e.g. `strace -f -o log`).
     pub wrapper: Vec<String>,
+    /// Run the daemon as this user id (and the group of the same number), with no
+    /// supplementary groups (`setpriv`, inside the wrapper); its temp home is given to that
+    /// user. For permission tests: root is not refused anything.
+    pub run_as: Option<u32>,
 }
 
 pub struct DaemonProcess {
@@ -85,7 +89,8 @@ impl DaemonProcess {
             settings,
             env,
             stderr,
-            wrapper,
+            mut wrapper,
+            run_as,
         } = opts;
         let (settings, env) = on_test_backend(settings, env);
         let home = tempfile::tempdir().expect("a temp dir");
@@ -96,6 +101,21 @@ impl DaemonProcess {
         std::fs::create_dir_all(home.path().join("project")).unwrap();
         if let Some(settings) = settings {
             std::fs::write(config.join("settings.json"), settings.to_string()).unwrap();
+        }
+        if let Some(uid) = run_as {
+            for dir in [home.path(), &config, &data, &home.path().join("project")] {
+                std::os::unix::fs::chown(dir, Some(uid), Some(uid)).expect("chown the temp home");
+            }
+            if config.join("settings.json").exists() {
+                std::os::unix::fs::chown(config.join("settings.json"), Some(uid), Some(uid))
+                    .expect("chown the settings file");
+            }
+            wrapper.extend([
+                "setpriv".to_owned(),
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".to_owned(),
+            ]);
         }
         let binary = crate::fixtures::compactd_bin();
         let mut command = match wrapper.split_first() {
@@ -204,6 +224,31 @@ impl DaemonProcess {
 
     pub fn data_dir(&self) -> PathBuf {
         self.home.path().join("data")
+    }
+
+    /// Takes the daemon's stdin, e.g. to write from another task while this one reads (a
+    /// client that writes faster than the daemon answers must not block its own reading).
+    /// [`Self::give_stdin`] puts it back.
+    pub fn take_stdin(&mut self) -> ChildStdin {
+        self.stdin.take().expect("stdin is open")
+    }
+
+    /// Puts back what [`Self::take_stdin`] took.
+    pub fn give_stdin(&mut self, stdin: ChildStdin) {
+        self.stdin = Some(stdin);
+    }
+
+    /// The next NDJSON line from the wire, unparsed (for answers too large to parse cheaply);
+    /// `None` at EOF. Not recorded in the transcript, and the buffer is not looked at.
+    pub async fn receive_line(&mut self) -> Option<String> {
+        assert_eq!(self.framing, Framing::Ndjson, "lines are NDJSON");
+        let mut line = String::new();
+        let read = self.stdout.read_line(&mut line);
+        let n = tokio::time::timeout(READ_TIMEOUT, read)
+            .await
+            .expect("compactd answered in time")
+            .expect("read stdout");
+        (n > 0).then_some(line)
     }
 
     /// Writes raw bytes to the server's stdin.
@@ -320,6 +365,12 @@ impl DaemonProcess {
     /// Sends a request and returns its `result`, or its `error` as `Err`.
     pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         let id = self.send_request(method, params).await;
+        self.response_result(id).await
+    }
+
+    /// Reads until the response to request `id` (sent before, perhaps by other means than
+    /// [`Self::send_request`]); its `result`, or its `error` as `Err`.
+    pub async fn response_result(&mut self, id: i64) -> Result<Value, Value> {
         let response = self.read_until_response(id).await;
         match response.get("error") {
             Some(error) => Err(error.clone()),

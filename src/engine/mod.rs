@@ -50,7 +50,7 @@ pub use auto::{AppendAction, AutoDecision, AutoPlan, PendingAuto, decide};
 pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
 pub use prune::prune_live_cached;
 pub use registry::Engine;
-pub use sessions::{ListPage, SessionInfo, SessionSummary};
+pub use sessions::{ListPage, LoadProgress, SessionInfo, SessionSummary};
 pub use state::sync_policy;
 pub use state::{AutoMemory, blob_store};
 pub use summarizers::{
@@ -61,3 +61,16 @@ pub use usage::{session_window, usage_view};
 /// A session shared between the registry and running operations. Reads take the read lock;
 /// appends take the write lock only for the append itself.
 pub type SharedSession = Arc<tokio::sync::RwLock<Session>>;
+
+/// Runs `work`, synchronous and long (loading a file, building a large context), on one of
+/// tokio's blocking threads, so the runtime's workers (the reader, the writer, other
+/// requests) keep running meanwhile. A panic in `work` is resumed here, where the handler's
+/// own panic guard answers it.
+pub(crate) async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        // Only when the runtime shuts down, which drops this future first.
+        Err(error) => panic!("blocking work did not finish: {error}"),
+    }
+}

@@ -20,7 +20,9 @@ use super::env::{ClientSummarizerFactory, EnvSource, PromptSource, token_counter
 use super::events::new_operation_id;
 use super::prune::{self, PruneOutcome};
 use super::run::run_compaction;
-use super::sessions::{Home, ListPage, SessionInfo, SessionSummary, SessionTable, session_stack};
+use super::sessions::{
+    Home, ListPage, LoadProgress, SessionInfo, SessionSummary, SessionTable, session_stack,
+};
 use super::state::{OpKind, SessionState, check_leaf};
 use super::usage::{self, ContextView, TreeView, UsageView};
 use super::{
@@ -199,19 +201,27 @@ impl Engine {
     /// Opens a session by `.jsonl` path or by id (an open session, or a file in the sessions
     /// directory). Opening never writes to the file.
     pub async fn open(&self, path_or_id: &str) -> Result<SessionInfo, EngineError> {
-        let base = self.settings();
-        self.sessions
-            .open(&base, &|| self.home(), path_or_id, false)
-            .await
+        self.open_with(path_or_id, false, Arc::new(|_| {})).await
     }
 
     /// [`Engine::open`] for a file another program owns (an agent that appends to it): the
     /// session is never written, reads and previews see the owner's appends, and every write
     /// fails with [`EngineError::ReadOnly`].
     pub async fn open_read_only(&self, path_or_id: &str) -> Result<SessionInfo, EngineError> {
+        self.open_with(path_or_id, true, Arc::new(|_| {})).await
+    }
+
+    /// [`Engine::open`] or, with `read_only`, [`Engine::open_read_only`], telling `progress`
+    /// each step of loading the file while it runs (on a blocking thread).
+    pub async fn open_with(
+        &self,
+        path_or_id: &str,
+        read_only: bool,
+        progress: LoadProgress,
+    ) -> Result<SessionInfo, EngineError> {
         let base = self.settings();
         self.sessions
-            .open(&base, &|| self.home(), path_or_id, true)
+            .open(&base, &|| self.home(), path_or_id, read_only, progress)
             .await
     }
 
@@ -293,8 +303,18 @@ impl Engine {
         state.refresh().await?;
         let settings = state.effective_settings()?;
         let cache = state.cache_for(&token_counter(&settings, tokenizer)?);
-        let session = state.session.read().await;
-        Ok(usage::context_view(&session, &settings, &cache))
+        // Seconds on a large session: built on a blocking thread, under the read lock.
+        let session = Arc::clone(&state.session).read_owned().await;
+        Ok(super::off_runtime(move || usage::context_view(&session, &settings, &cache)).await)
+    }
+
+    /// About how many bytes of memory building the session's context as JSON takes, for a
+    /// caller that must budget memory before building it: its estimated tokens at 32 bytes
+    /// each (about 4 characters a token, and the messages copied, then as JSON values, then
+    /// as text); images count as their token cost.
+    pub async fn context_size_hint(&self, session_id: &str) -> Result<u64, EngineError> {
+        let usage = self.usage(session_id).await?;
+        Ok(usage.estimated_tokens.saturating_mul(32))
     }
 
     /// Token usage of the context at the leaf (the reference's `getContextUsage`, plus our
@@ -304,13 +324,15 @@ impl Engine {
         state.refresh().await?;
         let settings = state.effective_settings()?;
         let cache = state.cache_for(&token_counter(&settings, None)?);
-        let session = state.session.read().await;
-        let tokenizer = cache.counter().name();
-        Ok(
+        // Counting a large session's tokens the first time takes seconds: off the runtime.
+        let session = Arc::clone(&state.session).read_owned().await;
+        Ok(super::off_runtime(move || {
+            let tokenizer = cache.counter().name();
             state.usage_view(session.revision(), tokenizer, &settings, || {
                 usage::usage_view(&session, &settings, &cache)
-            }),
-        )
+            })
+        })
+        .await)
     }
 
     /// The whole session tree.

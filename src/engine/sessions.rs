@@ -13,7 +13,7 @@ use crate::session::entry::CURRENT_SESSION_VERSION;
 use crate::session::listing::{self, ListCursor};
 use crate::session::postgres::PgStore;
 use crate::session::{
-    CreateOptions, Destination, LoadReport, Session, SessionError, postgres_path,
+    CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, postgres_path,
 };
 use crate::settings::SettingsStack;
 
@@ -66,6 +66,9 @@ pub struct ListPage {
     /// Start after this session (the previous page's `next` cursor).
     pub after: Option<ListCursor>,
 }
+
+/// Told each step of loading a session, from the thread that loads it.
+pub type LoadProgress = Arc<dyn Fn(LoadStep) + Send + Sync>;
 
 /// Where new sessions go and plain session ids are found (`storage.backend`).
 pub(crate) enum Home {
@@ -226,12 +229,17 @@ impl SessionTable {
     /// directory). Opening never writes to the file. `read_only` is for a file another program
     /// owns (an agent that appends to it): the session is never written, reads and previews
     /// see the owner's appends, and every write fails with [`EngineError::ReadOnly`].
+    ///
+    /// Reading and parsing the file (seconds for a large one) runs on a blocking thread, so
+    /// the runtime keeps serving other requests; `progress` hears each [`LoadStep`] as it
+    /// starts, from that thread.
     pub(crate) async fn open(
         &self,
         base: &SettingsStack,
         home: SessionsHome<'_>,
         path_or_id: &str,
         read_only: bool,
+        progress: LoadProgress,
     ) -> Result<SessionInfo, EngineError> {
         let path = if path_or_id.ends_with(".jsonl") {
             let p = PathBuf::from(path_or_id);
@@ -245,7 +253,10 @@ impl SessionTable {
                 return Ok(info_of_state(&state, Vec::new(), version));
             }
             match home()? {
-                Home::Dir(dir) => find_by_id(&dir, path_or_id)?,
+                Home::Dir(dir) => {
+                    let id = path_or_id.to_owned();
+                    super::off_runtime(move || find_by_id(&dir, &id)).await?
+                }
                 Home::Store(store) => {
                     let (session, report) =
                         Session::open_in(&store, path_or_id).map_err(|e| match e {
@@ -269,7 +280,8 @@ impl SessionTable {
                 "{path_or_id:?} is neither a .jsonl path nor a plain session id"
             )));
         };
-        let (session, report) = Session::open(&path)?;
+        let (session, report) =
+            super::off_runtime(move || Session::open_reporting(&path, &*progress)).await?;
         let version = report.migrated_from.unwrap_or(CURRENT_SESSION_VERSION);
         self.register(base, session, load_warnings(&report), version, read_only)
     }
@@ -593,11 +605,23 @@ mod tests {
             .create(&base, &no_dir, dir.path(), Some(path.clone()), None)
             .unwrap();
         let again = table
-            .open(&base, &no_dir, path.to_str().unwrap(), false)
+            .open(
+                &base,
+                &no_dir,
+                path.to_str().unwrap(),
+                false,
+                Arc::new(|_| {}),
+            )
             .await
             .unwrap();
         let error = table
-            .open(&base, &no_dir, path.to_str().unwrap(), true)
+            .open(
+                &base,
+                &no_dir,
+                path.to_str().unwrap(),
+                true,
+                Arc::new(|_| {}),
+            )
             .await
             .unwrap_err();
         assert_eq!(
@@ -611,7 +635,13 @@ mod tests {
         let copy = dir.path().join("b.jsonl");
         std::fs::copy(&path, &copy).unwrap();
         let error = table
-            .open(&base, &no_dir, copy.to_str().unwrap(), false)
+            .open(
+                &base,
+                &no_dir,
+                copy.to_str().unwrap(),
+                false,
+                Arc::new(|_| {}),
+            )
             .await
             .unwrap_err();
         assert_eq!(error.kind(), crate::engine::EngineErrorKind::InvalidParams);

@@ -30,11 +30,12 @@ pub enum WorkDoneProgress {
     Begin {
         /// E.g. `Compacting session 0a1b2c3d4e5f6789`.
         title: String,
-        /// Whether `window/workDoneProgress/cancel` is honoured (always true for compaction
-        /// and branch summaries).
+        /// Whether `window/workDoneProgress/cancel` is honoured (true for compaction and
+        /// branch summaries, false for opening a session).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cancellable: Option<bool>,
-        /// The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`.
+        /// The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`; for
+        /// `session/open`: `opening <path>`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
         /// 0 to 100, where meaningful.
@@ -45,7 +46,9 @@ pub enum WorkDoneProgress {
     Report {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cancellable: Option<bool>,
-        /// The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`.
+        /// The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`; for
+        /// `session/open`: `reading N MB`, `parsing N MB`, `migrating from version N`,
+        /// `linking N entries`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
         /// 0 to 100, where meaningful.

@@ -7,7 +7,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::common::{EntryId, SessionId, WireEntry, WireMessage};
+use super::common::{EntryId, ProgressToken, SessionId, WireEntry, WireMessage};
 use super::events::AutoCompactionOutcome;
 
 /// Params of `session/create`.
@@ -43,6 +43,10 @@ pub struct SessionOpenParams {
     /// reads and previews see the owner's appends, every write fails with `sessionReadOnly`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
+    /// LSP client-initiated progress: `$/progress` `begin` goes out before the file is read,
+    /// a `report` as each step of loading it starts, `end` before the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_done_token: Option<ProgressToken>,
 }
 
 /// Which session `session/open` names.

@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 
+use super::budget::OutputBudget;
 use super::lock;
 use super::message::{RequestId, RpcError, request_json};
 
@@ -44,6 +45,8 @@ pub struct Client {
 #[derive(Debug)]
 struct ClientShared {
     outgoing: mpsc::Sender<String>,
+    /// Counts every message from its production until the writer flushed it.
+    budget: Arc<OutputBudget>,
     pending: Mutex<Pending>,
     next_id: AtomicI64,
 }
@@ -56,10 +59,11 @@ struct Pending {
 }
 
 impl Client {
-    pub(crate) fn new(outgoing: mpsc::Sender<String>) -> Self {
+    pub(crate) fn new(outgoing: mpsc::Sender<String>, budget: Arc<OutputBudget>) -> Self {
         Self {
             inner: Arc::new(ClientShared {
                 outgoing,
+                budget,
                 pending: Mutex::new(Pending::default()),
                 next_id: AtomicI64::new(1),
             }),
@@ -125,7 +129,11 @@ impl Client {
                 let cancel = serde_json::value::to_raw_value(&cancel)
                     .map(|params| request_json(None, "$/cancelRequest", &params));
                 if let Ok(cancel) = cancel {
-                    let _ = self.inner.outgoing.try_send(cancel);
+                    let bytes = cancel.len();
+                    self.inner.budget.charge(bytes);
+                    if self.inner.outgoing.try_send(cancel).is_err() {
+                        self.inner.budget.release(bytes);
+                    }
                 }
                 return Err(ClientRequestError::Timeout {
                     method: method.to_owned(),
@@ -143,9 +151,21 @@ impl Client {
         })
     }
 
-    /// Queues a serialised message for the writer; `Err` when the writer is gone.
+    /// Queues a serialised message for the writer; `Err` when the writer is gone. The message
+    /// counts against the output budget until the writer has flushed it.
     pub(crate) async fn send(&self, message: String) -> Result<(), ()> {
-        self.inner.outgoing.send(message).await.map_err(|_| ())
+        let bytes = message.len();
+        self.inner.budget.charge(bytes);
+        let sent = self.inner.outgoing.send(message).await;
+        if sent.is_err() {
+            self.inner.budget.release(bytes);
+        }
+        sent.map_err(|_| ())
+    }
+
+    /// The output budget this client's messages count against.
+    pub(crate) fn budget(&self) -> &Arc<OutputBudget> {
+        &self.inner.budget
     }
 
     /// Routes the client's answer to the request waiting for it.

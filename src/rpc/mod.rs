@@ -65,6 +65,7 @@
 //! # }
 //! ```
 
+mod budget;
 mod client;
 mod framing;
 mod message;

@@ -2,7 +2,8 @@
 //! writer task that alone owns the output, and a spawned task per request or notification.
 //!
 //! Policy lives here: ingress is bounded (beyond `max_in_flight`, requests get -32001 at
-//! once); serial classes take their place in line on the reader, in arrival order; each
+//! once); output is bounded in bytes (past `max_output_bytes` of unwritten messages and
+//! reserved results the reader stops reading: back-pressure, see [`super::budget`]); serial classes take their place in line on the reader, in arrival order; each
 //! request has a cancellation token reachable by `$/cancelRequest` and by domain code through
 //! [`PeerHandle`]; the LSP lifecycle is enforced when the router asks for it; and the loop
 //! ends on input EOF, on `exit`, when the parent process dies, or on [`PeerHandle::stop`].
@@ -23,6 +24,7 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::budget::{OutputBudget, Reservation};
 use super::client::Client;
 use super::framing::{DEFAULT_MAX_MESSAGE_BYTES, DetectedFraming, Frame, FrameError, MessageCodec};
 use super::lock;
@@ -50,6 +52,11 @@ pub struct PeerConfig {
     pub max_in_flight: usize,
     /// Messages waiting for the writer; senders wait when it is full. Default 1024.
     pub outgoing_queue: usize,
+    /// Bytes of messages produced for the client and not yet written, plus what handlers
+    /// reserved for large results ([`RequestCtx::reserve_output`]). At the limit the peer
+    /// stops reading input until the client reads (back-pressure) and reservations wait.
+    /// Default 64 MiB.
+    pub max_output_bytes: usize,
     /// After cancelling everything at the end, how long handlers get to finish (and have
     /// their answers written) before `serve` returns anyway. Default 5 s.
     pub drain_timeout: Duration,
@@ -65,6 +72,7 @@ impl Default for PeerConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_in_flight: 1024,
             outgoing_queue: 1024,
+            max_output_bytes: 64 << 20,
             drain_timeout: Duration::from_secs(5),
             parent_pid: None,
             parent_poll_interval: Duration::from_secs(1),
@@ -138,15 +146,17 @@ impl Peer {
             writer,
             MessageCodec::new(config.max_message_bytes, detected.clone()),
         );
+        let budget = OutputBudget::new(config.max_output_bytes);
         let writer_task = tokio::spawn(write_loop(
             outgoing_rx,
             sink,
+            Arc::clone(&budget),
             writer_done.clone(),
             stop.clone(),
         ));
 
         let shared = Arc::new(PeerShared {
-            client: Client::new(outgoing_tx),
+            client: Client::new(outgoing_tx, budget),
             requests: Mutex::new(HashMap::new()),
             load: AtomicUsize::new(0),
             cancel_all: CancellationToken::new(),
@@ -252,6 +262,8 @@ pub struct RequestCtx {
     method: &'static str,
     token: CancellationToken,
     peer: PeerHandle,
+    /// Output reserved by the handler; given back once its response is queued.
+    reserved: Arc<Mutex<Vec<Reservation>>>,
 }
 
 impl RequestCtx {
@@ -289,6 +301,23 @@ impl RequestCtx {
     /// The running peer.
     pub fn peer(&self) -> &PeerHandle {
         &self.peer
+    }
+
+    /// Before building a result of about `bytes` (a whole context): waits until the output
+    /// budget ([`PeerConfig::max_output_bytes`]) has room for it, then holds it until this
+    /// request's response is queued, when the response's own size takes its place. So a
+    /// client that pipelines large reads and reads no answers makes the next one wait instead
+    /// of holding every answer in memory at once. A result larger than the whole budget
+    /// waits until nothing else is held. `Err(request_cancelled)` when the request is
+    /// cancelled while it waits.
+    pub async fn reserve_output(&self, bytes: usize) -> Result<(), RpcError> {
+        let reservation = tokio::select! {
+            biased;
+            () = self.token.cancelled() => return Err(RpcError::request_cancelled()),
+            reservation = self.peer.client().budget().reserve(bytes) => reservation,
+        };
+        lock(&self.reserved).push(reservation);
+        Ok(())
     }
 }
 
@@ -412,7 +441,14 @@ where
     R: AsyncRead + Unpin,
     S: Clone + Send + Sync + 'static,
 {
+    let budget = dispatcher.shared.client.budget();
     loop {
+        // Back-pressure: while the client leaves our output unread, leave its input unread.
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return Ok(()),
+            () = budget.wait_for_room() => {}
+        }
         let frame = tokio::select! {
             biased;
             () = stop.cancelled() => return Ok(()),
@@ -517,6 +553,7 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
                 method: name,
                 token,
                 peer: PeerHandle::new(&self.shared),
+                reserved: Arc::default(),
             },
             params,
             slot: queue.map(|key| self.queues.enter(key)),
@@ -719,6 +756,8 @@ impl<S: Send + 'static> RequestJob<S> {
         };
         // An error means the writer is gone and nobody can be told.
         let _ = ctx.peer.shared.client.send(json).await;
+        // The response is counted now: what the handler reserved for it is given back.
+        lock(&ctx.reserved).clear();
         // A request cancelled while queued keeps its place until the jobs before it end, so
         // the ones after it still run one at a time.
         if let Some(mut slot) = slot {
@@ -757,6 +796,7 @@ impl<S: Send + 'static> NotificationJob<S> {
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut outgoing: mpsc::Receiver<String>,
     mut sink: FramedWrite<W, MessageCodec>,
+    budget: Arc<OutputBudget>,
     done: CancellationToken,
     stop: CancellationToken,
 ) -> io::Result<()> {
@@ -768,16 +808,21 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 () = done.cancelled() => break,
             };
             let Some(message) = message else { break };
+            let mut written = message.len();
             sink.feed(message).await?;
             // Batch whatever else is ready into one flush.
             while let Ok(message) = outgoing.try_recv() {
+                written += message.len();
                 sink.feed(message).await?;
             }
             sink.flush().await?;
+            budget.release(written);
         }
         outgoing.close();
         while let Some(message) = outgoing.recv().await {
+            let written = message.len();
             sink.feed(message).await?;
+            budget.release(written);
         }
         sink.flush().await
     }

@@ -274,6 +274,42 @@ impl Hub {
         self.progress(&progress, begin(title));
     }
 
+    /// `$/progress` begin on `token` for work that is not an operation on an open session
+    /// (opening one); it cannot be cancelled.
+    pub fn work_begin(&self, token: &ProgressToken, title: String, message: String) {
+        self.notify::<Progress>(ProgressParams {
+            token: token.clone(),
+            value: WorkDoneProgress::Begin {
+                title,
+                cancellable: Some(false),
+                message: Some(message),
+                percentage: Some(0),
+            },
+        });
+    }
+
+    /// `$/progress` report on `token` (see [`Hub::work_begin`]).
+    pub fn work_report(&self, token: &ProgressToken, message: String, percentage: u32) {
+        self.notify::<Progress>(ProgressParams {
+            token: token.clone(),
+            value: WorkDoneProgress::Report {
+                cancellable: Some(false),
+                message: Some(message),
+                percentage: Some(percentage.min(100)),
+            },
+        });
+    }
+
+    /// `$/progress` end on `token` (see [`Hub::work_begin`]).
+    pub fn work_end(&self, token: &ProgressToken, message: String) {
+        self.notify::<Progress>(ProgressParams {
+            token: token.clone(),
+            value: WorkDoneProgress::End {
+                message: Some(message),
+            },
+        });
+    }
+
     /// The request's operation ended: flush what streamed, `$/progress` end with `message`
     /// (`done`, `cancelled` or the error).
     pub fn end(&self, session_id: &str, kind: OperationKind, message: String) {

@@ -25,7 +25,7 @@ use crate::protocol::{
     TreePreparation, WireEntry, WireMessage,
 };
 use crate::rpc::RpcError;
-use crate::session::{AgentMessage, Entry, SessionError};
+use crate::session::{AgentMessage, Entry, LoadStep, SessionError};
 use crate::summarize::client::ClientSummaryRequest;
 
 /// An entry as stored in the file.
@@ -489,6 +489,19 @@ pub fn summarize_params(session_id: &str, req: ClientSummaryRequest) -> Summariz
         system_prompt: req.system_prompt,
         prompt: req.prompt,
         max_tokens: u64::from(req.max_tokens),
+    }
+}
+
+/// The `$/progress` report of a step of loading a session: its message and percentage.
+pub fn load_step(step: LoadStep) -> (String, u32) {
+    let megabytes = |bytes: u64| format!("{:.1} MB", bytes as f64 / 1e6);
+    match step {
+        LoadStep::Reading { bytes } => (format!("reading {}", megabytes(bytes)), 5),
+        LoadStep::Parsing { bytes } => (format!("parsing {}", megabytes(bytes)), 30),
+        LoadStep::Migrating { from_version } => {
+            (format!("migrating from version {from_version}"), 70)
+        }
+        LoadStep::Linking { entries } => (format!("linking {entries} entries"), 85),
     }
 }
 

@@ -155,6 +155,20 @@ pub struct DuplicateId {
     pub line: usize,
 }
 
+/// A step of loading a session, reported while the load runs (see
+/// [`Session::open_reporting`]), so a client can be shown progress on a large file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadStep {
+    /// Reading the file, `bytes` long.
+    Reading { bytes: u64 },
+    /// Parsing the lines of `bytes` of file.
+    Parsing { bytes: u64 },
+    /// Migrating a version 1 or 2 file in memory (nothing is written).
+    Migrating { from_version: u64 },
+    /// Linking `entries` entries into the tree.
+    Linking { entries: u64 },
+}
+
 /// What loading a file found besides its entries.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LoadReport {

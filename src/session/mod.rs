@@ -18,8 +18,8 @@ pub use entry::{
     EntryError, EntryKind, SessionHeader,
 };
 pub use file::{
-    CreateOptions, Destination, LoadReport, Session, SessionError, SyncPolicy, import_file,
-    postgres_path,
+    CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SyncPolicy,
+    import_file, postgres_path,
 };
 pub use ids::{iso_from_ms, now_ms};
 pub use message::{

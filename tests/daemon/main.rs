@@ -12,6 +12,7 @@ mod exposure;
 mod faults;
 mod file_access;
 mod hostile;
+mod large;
 mod lifecycle;
 mod progress;
 mod sessions;

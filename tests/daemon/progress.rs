@@ -89,6 +89,9 @@ async fn summary_statuses_reach_the_client_as_progress() {
         assert_eq!(p["token"], "tok");
         seen.extend(messages_of(&[p]));
     }
+    // "Waiting" is reported once the request is sent, which can be before the server has
+    // recorded it: wait for that one, then check that no second one went out.
+    server.wait_for_requests(1, WAIT).await;
     assert_eq!(
         server.requests().len(),
         1,

@@ -157,6 +157,10 @@ class SessionOpenParams(TypedDict):
     """Never write the file (another program owns it, e.g. an agent that appends to it):
     reads and previews see the owner's appends, every write fails with `sessionReadOnly`.
     """
+    workDoneToken: NotRequired[Optional[ProgressToken]]
+    """LSP client-initiated progress: `$/progress` `begin` goes out before the file is read,
+    a `report` as each step of loading it starts, `end` before the result.
+    """
 
 
 class SessionForkParams(TypedDict):
@@ -912,11 +916,13 @@ class WorkDoneProgressBegin(TypedDict):
     title: str
     """E.g. `Compacting session 0a1b2c3d4e5f6789`."""
     cancellable: NotRequired[Optional[bool]]
-    """Whether `window/workDoneProgress/cancel` is honoured (always true for compaction
-    and branch summaries).
+    """Whether `window/workDoneProgress/cancel` is honoured (true for compaction and
+    branch summaries, false for opening a session).
     """
     message: NotRequired[Optional[str]]
-    """The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`."""
+    """The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`; for
+    `session/open`: `opening <path>`.
+    """
     percentage: NotRequired[Optional[int]]
     """0 to 100, where meaningful."""
 
@@ -926,7 +932,10 @@ class WorkDoneProgressReport(TypedDict):
     kind: Literal["report"]
     cancellable: NotRequired[Optional[bool]]
     message: NotRequired[Optional[str]]
-    """The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`."""
+    """The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`; for
+    `session/open`: `reading N MB`, `parsing N MB`, `migrating from version N`,
+    `linking N entries`.
+    """
     percentage: NotRequired[Optional[int]]
     """0 to 100, where meaningful."""
 
@@ -1179,6 +1188,10 @@ class ErrorData(TypedDict):
 #: No params: absent, `null` or an object (ignored).
 NoParams = Optional[dict[str, Any]]
 
+#: An LSP progress token: chosen by the client (`workDoneToken` in params) or by the server
+#: (`window/workDoneProgress/create`).
+ProgressToken = Union[int, str]
+
 #: An empty object, the result of requests that only acknowledge.
 Empty = dict[str, Any]
 
@@ -1191,10 +1204,6 @@ NextAction = Literal["continue", "compacting", "recovering", "retry", "autoConti
 
 #: Why an auto-compaction runs (the reference's `auto_compaction_start.reason`).
 AutoCompactionReason = Literal["threshold", "overflow"]
-
-#: An LSP progress token: chosen by the client (`workDoneToken` in params) or by the server
-#: (`window/workDoneProgress/create`).
-ProgressToken = Union[int, str]
 
 #: A settings layer, lowest precedence first.
 SettingsSource = Literal["default", "user", "project", "initialize", "request"]

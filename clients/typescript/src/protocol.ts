@@ -11,6 +11,11 @@ export const PROTOCOL_VERSION = 1;
  */
 export type NoParams = {} | null;
 /**
+ * An LSP progress token: chosen by the client (`workDoneToken` in params) or by the server
+ * (`window/workDoneProgress/create`).
+ */
+export type ProgressToken = number | string;
+/**
  * One entry to append. The server assigns `id`, `parentId` and `timestamp`. Compaction,
  * branch summary and leaf entries are the server's own and cannot be appended.
  */
@@ -69,11 +74,6 @@ export type NextAction = 'continue' | 'compacting' | 'recovering' | 'retry' | 'a
  */
 export type AutoCompactionReason = 'threshold' | 'overflow';
 /**
- * An LSP progress token: chosen by the client (`workDoneToken` in params) or by the server
- * (`window/workDoneProgress/create`).
- */
-export type ProgressToken = number | string;
-/**
  * A settings layer, lowest precedence first.
  */
 export type SettingsSource = 'default' | 'user' | 'project' | 'initialize' | 'request';
@@ -104,12 +104,13 @@ export type WorkDoneProgress =
        */
       title: string;
       /**
-       * Whether `window/workDoneProgress/cancel` is honoured (always true for compaction
-       * and branch summaries).
+       * Whether `window/workDoneProgress/cancel` is honoured (true for compaction and
+       * branch summaries, false for opening a session).
        */
       cancellable?: boolean | null;
       /**
-       * The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`.
+       * The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`; for
+       * `session/open`: `opening <path>`.
        */
       message?: string | null;
       /**
@@ -121,7 +122,9 @@ export type WorkDoneProgress =
       kind: 'report';
       cancellable?: boolean | null;
       /**
-       * The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`.
+       * The phase: `pruning`, `preparing`, `summarizing (N characters)`, `persisting`; for
+       * `session/open`: `reading N MB`, `parsing N MB`, `migrating from version N`,
+       * `linking N entries`.
        */
       message?: string | null;
       /**
@@ -375,6 +378,11 @@ export interface SessionOpenParams {
    * reads and previews see the owner's appends, every write fails with `sessionReadOnly`.
    */
   readOnly?: boolean | null;
+  /**
+   * LSP client-initiated progress: `$/progress` `begin` goes out before the file is read,
+   * a `report` as each step of loading it starts, `end` before the result.
+   */
+  workDoneToken?: ProgressToken | null;
 }
 /**
  * Params of `session/fork`.

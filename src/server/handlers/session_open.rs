@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::invalid;
+use crate::engine::LoadProgress;
 use crate::protocol::{
     Empty, SessionCreateParams, SessionForkParams, SessionInfo, SessionListItem, SessionListParams,
     SessionListResult, SessionLocator, SessionOpenParams, SessionRef,
@@ -56,12 +57,38 @@ pub async fn open(
         Ok(SessionLocator::Path(path)) | Ok(SessionLocator::Id(path)) => path.to_owned(),
         Err(detail) => return Err(invalid("session/open", "path", detail)),
     };
-    let info = if params.read_only.unwrap_or(false) {
-        daemon.engine.open_read_only(&target).await
-    } else {
-        daemon.engine.open(&target).await
+    // Only a token the client gave: an open is usually quick, and a server-created token
+    // would cost every open a round trip.
+    let token = params.work_done_token.clone();
+    let hub = daemon.hub.clone();
+    let progress: LoadProgress = match &token {
+        Some(token) => {
+            hub.work_begin(
+                token,
+                format!("Opening {target}"),
+                format!("opening {target}"),
+            );
+            // `begin` is on its way to the client before the file is read.
+            hub.flush().await;
+            let (hub, token) = (hub.clone(), token.clone());
+            Arc::new(move |step| {
+                let (message, percentage) = to_proto::load_step(step);
+                hub.work_report(&token, message, percentage);
+            })
+        }
+        None => Arc::new(|_| {}),
+    };
+    let read_only = params.read_only.unwrap_or(false);
+    let opened = daemon.engine.open_with(&target, read_only, progress).await;
+    if let Some(token) = &token {
+        let end = match &opened {
+            Ok(_) => "opened".to_owned(),
+            Err(error) => error.to_string(),
+        };
+        hub.work_end(token, end);
+        hub.flush().await;
     }
-    .map_err(to_proto::error)?;
+    let info = opened.map_err(to_proto::error)?;
     // In the result (`warnings`) for the client, and on stderr for whoever runs the daemon.
     for warning in &info.warnings {
         tracing::warn!(session = %info.id, "{warning}");

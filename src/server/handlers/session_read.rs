@@ -12,18 +12,26 @@ use crate::server::{Daemon, to_proto};
 
 pub async fn context(
     daemon: Arc<Daemon>,
-    _: RequestCtx,
+    ctx: RequestCtx,
     params: SessionContextParams,
 ) -> Result<SessionContextResult, RpcError> {
+    // A whole context may be tens of megabytes: wait for room in the output budget for what
+    // building it takes, so pipelined reads that nobody reads do not pile up in memory.
+    let hint = daemon
+        .engine
+        .context_size_hint(&params.session_id)
+        .await
+        .map_err(to_proto::error)?;
+    ctx.reserve_output(usize::try_from(hint).unwrap_or(usize::MAX))
+        .await?;
     let view = daemon
         .engine
         .context(&params.session_id, params.tokenizer.as_deref())
         .await
         .map_err(to_proto::error)?;
-    Ok(to_proto::context_result(
-        &view,
-        params.per_message.unwrap_or(false),
-    ))
+    let per_message = params.per_message.unwrap_or(false);
+    // A copy of every message: off the runtime for a large context.
+    Ok(crate::engine::off_runtime(move || to_proto::context_result(&view, per_message)).await)
 }
 
 pub async fn tree(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::load::{TailMode, TailRepair};
 use super::{
-    CreateOptions, LoadReport, Result, Session, SessionError, SyncPolicy, file_leaf_of,
+    CreateOptions, LoadReport, LoadStep, Result, Session, SessionError, SyncPolicy, file_leaf_of,
     next_revision, stream,
 };
 use crate::files;
@@ -138,9 +138,18 @@ impl Session {
 
     /// Opens a session file without writing to it. Versions 1 and 2 are migrated in memory.
     pub fn open(path: impl AsRef<Path>) -> Result<(Session, LoadReport)> {
+        Session::open_reporting(path, &|_| {})
+    }
+
+    /// [`Session::open`], telling `progress` each [`LoadStep`] as it starts. Synchronous and
+    /// CPU-bound on a large file: async code runs it on a blocking thread.
+    pub fn open_reporting(
+        path: impl AsRef<Path>,
+        progress: &dyn Fn(LoadStep),
+    ) -> Result<(Session, LoadReport)> {
         let path = path.as_ref().to_path_buf();
         let file = resolve(&path)?;
-        load(path, file)
+        load(path, file, progress)
     }
 
     /// Reads what other processes appended (or reloads after their rewrite) without writing.
@@ -314,7 +323,7 @@ impl Session {
 
     /// Re-reads the whole file after another process replaced it.
     pub(super) fn reload(&mut self) -> Result<()> {
-        let (fresh, _) = load(self.path.clone(), self.file.clone())?;
+        let (fresh, _) = load(self.path.clone(), self.file.clone(), &|_| {})?;
         let moved_here = self.leaf != self.file_leaf;
         let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
         let sync = self.sync;
@@ -408,7 +417,11 @@ pub(super) fn resolve(path: &Path) -> Result<PathBuf> {
 /// Loads the session file `file` (the resolved `path`): a large current file is streamed
 /// (`stream.rs`), anything else read whole. A file that shrinks while it is streamed (another
 /// program cut it) is read again whole.
-pub(super) fn load(path: PathBuf, file: PathBuf) -> Result<(Session, LoadReport)> {
+pub(super) fn load(
+    path: PathBuf,
+    file: PathBuf,
+    progress: &dyn Fn(LoadStep),
+) -> Result<(Session, LoadReport)> {
     let not_found = |e: io::Error| match e.kind() {
         io::ErrorKind::NotFound => SessionError::NotFound { path: path.clone() },
         _ => io_err(&path)(e),
@@ -416,6 +429,7 @@ pub(super) fn load(path: PathBuf, file: PathBuf) -> Result<(Session, LoadReport)
     let mut handle =
         files::open_regular(&file, OpenOptions::new().read(true)).map_err(not_found)?;
     let mut meta = handle.metadata().map_err(io_err(&path))?;
+    progress(LoadStep::Reading { bytes: meta.len() });
     if meta.len() >= stream::STREAM_MIN_BYTES {
         let id = file_id(&meta);
         let src = Arc::new(LineSource::File(handle));
@@ -427,6 +441,7 @@ pub(super) fn load(path: PathBuf, file: PathBuf) -> Result<(Session, LoadReport)
             meta.len(),
             id,
             &mut report,
+            progress,
         ) {
             Ok(Some(session)) => return session.map(|s| (s, report)),
             Ok(None) => {}
@@ -440,7 +455,8 @@ pub(super) fn load(path: PathBuf, file: PathBuf) -> Result<(Session, LoadReport)
     let mut data = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     handle.read_to_end(&mut data).map_err(io_err(&path))?;
     let mut report = LoadReport::default();
-    let session = Session::parse(path, file, LineSource::memory(data), id, &mut report)?;
+    let data = LineSource::memory(data);
+    let session = Session::parse_reporting(path, file, data, id, &mut report, progress)?;
     Ok((session, report))
 }
 

@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::disk::{DiskState, FileId};
 use super::migrate::migrate;
 use super::{
-    DuplicateId, LoadReport, RawLine, Result, Session, SessionError, SkippedLine, SyncPolicy,
-    file_leaf_of, next_revision, stream,
+    DuplicateId, LoadReport, LoadStep, RawLine, Result, Session, SessionError, SkippedLine,
+    SyncPolicy, file_leaf_of, next_revision, stream,
 };
 use crate::session::entry::{
     CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader, read_exact_at,
@@ -49,14 +49,29 @@ impl Session {
         id: Option<FileId>,
         report: &mut LoadReport,
     ) -> Result<Session> {
+        Session::parse_reporting(path, file, data, id, report, &|_| {})
+    }
+
+    /// [`Session::parse`], telling `progress` each [`LoadStep`] as it starts.
+    pub(super) fn parse_reporting(
+        path: PathBuf,
+        file: PathBuf,
+        data: Arc<LineSource>,
+        id: Option<FileId>,
+        report: &mut LoadReport,
+        progress: &dyn Fn(LoadStep),
+    ) -> Result<Session> {
         let bytes = data.bytes();
         let header_end = memchr::memchr(b'\n', bytes);
         let mut session = Session::with_header(path, file, bytes, id)?;
         let mut parsed = Vec::new();
         let from = session.disk.consumed as usize;
+        progress(LoadStep::Parsing {
+            bytes: bytes.len() as u64,
+        });
         session.read_lines(&data, from, TailMode::Open, report, &mut parsed);
         debug_assert!(header_end.is_some() || parsed.is_empty());
-        session.finish_load(parsed, report);
+        session.finish_load(parsed, report, progress);
         Ok(session)
     }
 
@@ -70,6 +85,7 @@ impl Session {
         len: u64,
         id: Option<FileId>,
         report: &mut LoadReport,
+        progress: &dyn Fn(LoadStep),
     ) -> std::io::Result<Option<Result<Session>>> {
         let LineSource::File(f) = &*src else {
             return Ok(None);
@@ -84,6 +100,7 @@ impl Session {
             Ok(_) => return Ok(None),
             Err(e) => return Ok(Some(Err(e))),
         };
+        progress(LoadStep::Parsing { bytes: len });
         let (items, end) = stream::scan_file(&src, session.disk.consumed, len)?;
         let mut tail = vec![0u8; (len - end) as usize];
         read_exact_at(f, &mut tail, end)?;
@@ -107,7 +124,7 @@ impl Session {
             report,
             &mut parsed,
         );
-        session.finish_load(parsed, report);
+        session.finish_load(parsed, report, progress);
         Ok(Some(Ok(session)))
     }
 
@@ -166,11 +183,25 @@ impl Session {
     }
 
     /// Migrates and indexes the loaded entries; the leaf is what the file implies.
-    fn finish_load(&mut self, mut parsed: Vec<(Entry, usize)>, report: &mut LoadReport) {
+    fn finish_load(
+        &mut self,
+        mut parsed: Vec<(Entry, usize)>,
+        report: &mut LoadReport,
+        progress: &dyn Fn(LoadStep),
+    ) {
+        let version = self.header.version.unwrap_or(1);
+        if version < CURRENT_SESSION_VERSION {
+            progress(LoadStep::Migrating {
+                from_version: version,
+            });
+        }
         if let Some(from) = migrate(&mut self.header, &mut parsed) {
             report.migrated_from = Some(from);
             self.needs_rewrite = true;
         }
+        progress(LoadStep::Linking {
+            entries: parsed.len() as u64,
+        });
         self.entries.reserve_exact(parsed.len());
         self.index.reserve(parsed.len());
         for (entry, line) in parsed {
