@@ -89,6 +89,11 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
             CutMode::Parity => PlanMode::Parity,
         },
     };
+    // The process exits next: freeing every entry, one allocation at a time, cost a tenth of
+    // the whole run on a 50 MB session. The operating system takes the memory back at once.
+    std::mem::forget(prep);
+    std::mem::forget(path);
+    std::mem::forget(session);
     if args.json {
         common::print_json(&report)
     } else {

@@ -58,7 +58,7 @@
 //! dispatches to PostgreSQL for a stored session and `partial` lets one be opened with only
 //! what the context at its leaf needs.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -199,7 +199,7 @@ pub struct Session {
     /// Every entry in file order, `compactd_leaf` markers and duplicate ids included.
     entries: Vec<Entry>,
     /// id -> index of the first entry with that id.
-    index: HashMap<String, usize>,
+    index: index::IdIndex,
     leaf: Option<String>,
     /// The leaf the file implies as of the last read or write.
     file_leaf: Option<String>,
@@ -656,11 +656,8 @@ impl Session {
         self.index.clear();
         self.duplicate_ids = false;
         for (i, e) in self.entries.iter().enumerate() {
-            match self.index.entry(e.id.clone()) {
-                std::collections::hash_map::Entry::Occupied(_) => self.duplicate_ids = true,
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(i);
-                }
+            if !self.index.insert_new(&e.id, i) {
+                self.duplicate_ids = true;
             }
         }
     }
@@ -679,6 +676,7 @@ fn file_leaf_of(entries: &[Entry]) -> Option<String> {
 mod backend;
 mod disk;
 mod fork;
+mod index;
 mod load;
 mod migrate;
 mod partial;

@@ -22,6 +22,14 @@ fn chars4_counts_utf16_code_units_so_non_bmp_characters_count_two() {
     assert_eq!(utf16_len("é😀"), 3);
 }
 
+proptest::proptest! {
+    /// The byte count is JavaScript's `String.length` for any text, every UTF-8 length mixed.
+    #[test]
+    fn utf16_len_counts_what_encode_utf16_yields(s in "(\\PC|[\u{80}-\u{7ff}\u{800}-\u{ffff}\u{10000}-\u{10ffff}]){0,64}") {
+        proptest::prop_assert_eq!(utf16_len(&s), s.encode_utf16().count() as u64);
+    }
+}
+
 #[test]
 fn chars4_matches_the_reference_table_per_role() {
     let c = Chars4;

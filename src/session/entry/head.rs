@@ -49,20 +49,25 @@ fn skip_ws(bytes: &[u8], mut at: usize) -> usize {
     at
 }
 
-/// A plain string starting at `bytes[at]` (the opening quote): its text and the offset after
-/// the closing quote. `None` for an escape, a control character, invalid UTF-8, or a string
-/// that does not end within `bytes`.
-fn plain_string(bytes: &[u8], at: usize) -> Option<(&str, usize)> {
+/// A plain string starting at `bytes[at]` (the opening quote): its bytes and the offset
+/// after the closing quote. `None` for an escape, a control character, or a string that does
+/// not end within `bytes`. Header strings are short: one pass over their bytes beats setting
+/// up a vector search.
+fn plain_bytes(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
     if bytes.get(at) != Some(&b'"') {
         return None;
     }
     let body = &bytes[at + 1..];
-    let close = memchr::memchr2(b'"', b'\\', body)?;
-    let text = &body[..close];
-    if body[close] == b'\\' || text.iter().any(|&b| b < 0x20) {
-        return None;
-    }
-    Some((std::str::from_utf8(text).ok()?, at + 1 + close + 1))
+    let close = body
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+    (body[close] == b'"').then(|| (&body[..close], at + 1 + close + 1))
+}
+
+/// [`plain_bytes`] as text; `None` also for invalid UTF-8.
+fn plain_string(bytes: &[u8], at: usize) -> Option<(&str, usize)> {
+    let (text, next) = plain_bytes(bytes, at)?;
+    Some((std::str::from_utf8(text).ok()?, next))
 }
 
 /// Reads the header fields from `prefix`, the start of a line (or all of it). `None` when the
@@ -76,12 +81,12 @@ pub(crate) fn scan(prefix: &[u8]) -> Option<(Head<'_>, Stop)> {
     let mut fields: [Option<Option<&str>>; 4] = [None; 4];
     loop {
         at = skip_ws(prefix, at);
-        let (key, next) = plain_string(prefix, at)?;
+        let (key, next) = plain_bytes(prefix, at)?;
         let slot = match key {
-            "type" => 0,
-            "id" => 1,
-            "parentId" => 2,
-            "timestamp" => 3,
+            b"type" => 0,
+            b"id" => 1,
+            b"parentId" => 2,
+            b"timestamp" => 3,
             _ => return None,
         };
         if fields[slot].is_some() {

@@ -4,7 +4,7 @@
 //! byte while nothing changed it.
 
 use std::borrow::Cow;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::io;
 use std::sync::{Arc, OnceLock};
 
@@ -55,7 +55,8 @@ pub(crate) struct RawSpan {
     src: Arc<LineSource>,
     start: usize,
     end: usize,
-    pub(super) type_name: Box<str>,
+    /// Shared, not allocated, for the types compactd knows (see [`shared_type_name`]).
+    pub(super) type_name: Cow<'static, str>,
     /// [`head_hash`] of the `id`, `parentId` and `timestamp` the line holds.
     head: u64,
 }
@@ -82,10 +83,34 @@ impl std::fmt::Debug for RawSpan {
 }
 
 /// A fingerprint of an entry's header fields, to tell whether a loaded line still holds them.
+/// Computed for every line at open, so foldhash's quality variant rather than SipHash (a
+/// fifth of the cost); it is never stored, so its values may change between versions.
 fn head_hash(id: &str, parent_id: Option<&str>, timestamp: &str) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    (id, parent_id, timestamp).hash(&mut h);
-    h.finish()
+    foldhash::quality::FixedState::default().hash_one((id, parent_id, timestamp))
+}
+
+/// The wire types of [`EntryKind`], held once instead of allocated for every entry.
+const KNOWN_TYPES: [&str; 12] = [
+    "message",
+    "thinking_level_change",
+    "model_change",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "label",
+    "ttsr_injection",
+    "session_init",
+    "mode_change",
+    super::LEAF_MOVE_TYPE,
+];
+
+/// `name`, borrowed from [`KNOWN_TYPES`] when it is one of them.
+fn shared_type_name(name: Cow<'_, str>) -> Cow<'static, str> {
+    match KNOWN_TYPES.iter().find(|&&known| known == name) {
+        Some(&known) => Cow::Borrowed(known),
+        None => Cow::Owned(name.into_owned()),
+    }
 }
 
 impl RawSpan {
@@ -322,7 +347,7 @@ impl Entry {
                     src: Arc::clone(src),
                     start,
                     end,
-                    type_name: head.type_name.into(),
+                    type_name: shared_type_name(head.type_name),
                     head: hash,
                 },
                 parsed: OnceLock::new(),

@@ -2,7 +2,6 @@
 //! with what other writers did, appends, and atomic rewrites (the protocol in the module
 //! header of `session/file.rs`).
 
-use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -131,7 +130,7 @@ impl Session {
             file: file_path,
             header,
             entries: Vec::new(),
-            index: HashMap::new(),
+            index: Default::default(),
             leaf: None,
             file_leaf: None,
             raw_lines: Vec::new(),

@@ -1,7 +1,6 @@
 //! From bytes to entries: the header, each line (kept raw and parsed lazily in a current
 //! file), malformed lines and a torn tail reported and kept, duplicate ids noted.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -140,7 +139,7 @@ impl Session {
             file,
             header,
             entries: Vec::new(),
-            index: HashMap::new(),
+            index: Default::default(),
             leaf: None,
             file_leaf: None,
             raw_lines: Vec::new(),
@@ -298,14 +297,12 @@ impl Session {
 
     pub(super) fn push_entry(&mut self, entry: Entry, line: usize, report: &mut LoadReport) {
         self.revision = next_revision();
-        if self.index.contains_key(&entry.id) {
+        if !self.index.insert_new(&entry.id, self.entries.len()) {
             self.duplicate_ids = true;
             report.duplicate_ids.push(DuplicateId {
                 id: entry.id.clone(),
                 line,
             });
-        } else {
-            self.index.insert(entry.id.clone(), self.entries.len());
         }
         self.entries.push(entry);
     }
