@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
+use super::handle::{NotificationCtx, RequestCtx};
 use super::message::{RpcError, parse_params};
-use super::peer::{NotificationCtx, RequestCtx};
 
 /// How a method's calls are ordered relative to other calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
