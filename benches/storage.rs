@@ -21,6 +21,9 @@
 //!   has, append one entry to each of `--sessions` small sessions in turn, `--rounds` times;
 //!   appends per second over all writers. Files: each writer opens every file itself and the
 //!   sidecar lock serialises them.
+//! * `fleet of daemons`: the same with `--writers` real `compactd` processes (this build's
+//!   binary) over stdio, each opening every session and pipelining its appends; PostgreSQL
+//!   daemons also push each other's appends to their clients (`external` notifications).
 //! * A second table opens generated sessions of the `--history` sizes (the same kind of
 //!   conversation, longer and longer): the file's open grows with the file, the stored one's
 //!   with what the context at the leaf needs.
@@ -46,7 +49,7 @@ use compactd::session::{CreateOptions, Session, import_file};
 use compactd::session::{PgOptions, PgStore};
 use compactd::tokens::Chars4;
 use devtools::{GenerateOptions, SizePreset, generate_session};
-use support::{cached_session, cpu_model, utc_now};
+use support::{cached_session, cached_target, cpu_model, utc_now};
 
 #[derive(Parser)]
 #[command(about = "compactd storage backends: files and PostgreSQL (issue 17)")]
@@ -68,7 +71,8 @@ struct Args {
     /// Appends per writer and session.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
-    /// Sizes of the open-versus-history table (comma-separated; empty: none).
+    /// Sizes of the open-versus-history table, comma-separated: presets (XS, S, M, L) or
+    /// megabytes (`20MB`); empty: no table.
     #[arg(long, default_value = "XS,S")]
     history: String,
     /// `cargo bench` passes `--bench`.
@@ -195,6 +199,14 @@ fn main() -> Result<()> {
         "| fleet: {} writers × {} sessions, appends/s | {file_rate:.0} | {pg_rate:.0} |",
         args.writers, args.sessions
     );
+    let runtime = tokio::runtime::Runtime::new()?;
+    let file_daemons = runtime.block_on(fleet_daemons(None, &dir, scratch.path(), &args))?;
+    let pg_url = server.create_database();
+    let pg_daemons = runtime.block_on(fleet_daemons(Some(&pg_url), &dir, scratch.path(), &args))?;
+    println!(
+        "| fleet of daemons: {} processes × {} sessions, appends/s | {file_daemons:.0} | {pg_daemons:.0} |",
+        args.writers, args.sessions
+    );
 
     open_versus_history(&args, &store, scratch.path())
 }
@@ -210,22 +222,29 @@ fn lines_read_by_open(store: &Arc<PgStore>, id: &str) -> Result<(u64, u64)> {
 
 /// Open times of sessions of growing history, file beside database.
 fn open_versus_history(args: &Args, store: &Arc<PgStore>, scratch: &Path) -> Result<()> {
-    let sizes: Vec<SizePreset> = args
+    let sizes: Vec<&str> = args
         .history
         .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| SizePreset::parse(s.trim()).ok_or_else(|| anyhow!("unknown size {s}")))
-        .collect::<Result<_>>()?;
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
     if sizes.is_empty() {
         return Ok(());
     }
     println!();
     println!("| history | lines | open: file | open: PostgreSQL | lines PostgreSQL read |");
     println!("|---|---:|---:|---:|---:|");
-    for preset in sizes {
-        let source = cached_session(preset, args.seed, write_session)?;
+    for size in sizes {
+        let source = match (SizePreset::parse(size), size.strip_suffix("MB")) {
+            (Some(preset), _) => cached_session(preset, args.seed, write_session)?,
+            (None, Some(mb)) => {
+                let mb: u64 = mb.parse().map_err(|_| anyhow!("unknown size {size}"))?;
+                cached_target(size, mb * 1_000_000, args.seed)?
+            }
+            (None, None) => bail!("unknown size {size}"),
+        };
         let (report, _) = import_file(store, &source, true, |_, _| {})?;
-        let copy = scratch.join(format!("history-{}.jsonl", preset.name()));
+        let copy = scratch.join(format!("history-{size}.jsonl"));
         std::fs::copy(&source, &copy)?;
         let file_open = median(args.reps, || {
             let start = Instant::now();
@@ -239,8 +258,7 @@ fn open_versus_history(args: &Args, store: &Arc<PgStore>, scratch: &Path) -> Res
         })?;
         let (lines, read) = lines_read_by_open(store, &report.id)?;
         println!(
-            "| {} ({:.1} MB) | {lines} | {} | {} | {read} |",
-            preset.name(),
+            "| {size} ({:.1} MB) | {lines} | {} | {} | {read} |",
             std::fs::metadata(&source)?.len() as f64 / 1e6,
             ms(file_open),
             ms(pg_open)
@@ -356,6 +374,104 @@ fn fleet_postgres(url: &str, args: &Args) -> Result<f64> {
             .map(|id| Ok(Session::open_in(&store, id)?.0))
             .collect::<Result<Vec<_>>>()
     })
+}
+
+/// Appends per second of `writers` daemon processes, each with every one of `sessions`
+/// sessions open (files in `dir`, or rows in the database at `url`), pipelining `rounds`
+/// appends to each.
+async fn fleet_daemons(url: Option<&str>, dir: &Path, scratch: &Path, args: &Args) -> Result<f64> {
+    use devtools::daemon::{DaemonProcess, Framing, SpawnOptions};
+    use serde_json::json;
+    let (targets, settings, env): (Vec<String>, serde_json::Value, Vec<(String, String)>) =
+        match url {
+            None => {
+                let paths = (0..args.sessions)
+                    .map(|i| {
+                        let path = dir.join(format!("d{i}.jsonl"));
+                        let mut s = Session::create(&path, "/bench", CreateOptions::default())?;
+                        s.append(user("first".into()))?;
+                        Ok(path.display().to_string())
+                    })
+                    .collect::<Result<_>>()?;
+                (paths, json!({}), Vec::new())
+            }
+            Some(url) => {
+                let setup = connect(url)?;
+                let ids = (0..args.sessions)
+                    .map(|_| {
+                        let mut s = Session::create_in(&setup, "/bench", CreateOptions::default())?;
+                        s.append(user("first".into()))?;
+                        Ok(s.header().id.clone())
+                    })
+                    .collect::<Result<_>>()?;
+                (
+                    ids,
+                    json!({"storage": {"backend": "postgres"}}),
+                    vec![("DATABASE_URL".to_owned(), url.to_owned())],
+                )
+            }
+        };
+    let mut daemons = Vec::new();
+    for w in 0..args.writers {
+        let log = std::fs::File::create(scratch.join(format!("daemon-{w}.log")))?;
+        let mut env = env.clone();
+        env.push(("COMPACTD_LOG".into(), "warn".into()));
+        let mut d = DaemonProcess::spawn_opts(SpawnOptions {
+            framing: Framing::Ndjson,
+            settings: Some(settings.clone()),
+            env,
+            stderr: Some(log),
+            ..SpawnOptions::default()
+        })
+        .await;
+        d.initialize(json!({}), json!({})).await;
+        let mut ids = Vec::new();
+        for target in &targets {
+            let key = if url.is_some() { "sessionId" } else { "path" };
+            let info = d.ok("session/open", json!({ key: target })).await;
+            ids.push(info["sessionId"].as_str().unwrap_or_default().to_owned());
+        }
+        daemons.push((d, ids));
+    }
+    let rounds = args.rounds;
+    let start = Instant::now();
+    let tasks: Vec<_> = daemons
+        .into_iter()
+        .enumerate()
+        .map(|(w, (mut d, ids))| {
+            tokio::spawn(async move {
+                let mut sent = Vec::new();
+                for r in 0..rounds {
+                    for id in &ids {
+                        let entry = json!({"type": "message", "message": {"role": "user",
+                            "content": format!("daemon {w} round {r}"), "timestamp": 1}});
+                        let params = json!({"sessionId": id, "entries": [entry]});
+                        sent.push(d.send_request("session/append", params).await);
+                    }
+                }
+                for id in sent {
+                    let answer = d.read_until_response(id).await;
+                    if answer.get("result").is_none() {
+                        return Err(anyhow!("an append failed: {answer}"));
+                    }
+                }
+                d.drain_buffer();
+                Ok::<_, anyhow::Error>((d, rounds * ids.len()))
+            })
+        })
+        .collect();
+    let mut total = 0;
+    let mut done = Vec::new();
+    for task in tasks {
+        let (d, n) = task.await??;
+        total += n;
+        done.push(d);
+    }
+    let rate = total as f64 / start.elapsed().as_secs_f64();
+    for d in done {
+        d.kill().await;
+    }
+    Ok(rate)
 }
 
 fn run_fleet(

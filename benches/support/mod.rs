@@ -15,6 +15,24 @@ fn cache_dir() -> PathBuf {
     target.join("bench-sessions")
 }
 
+/// The cached file of `GenerateOptions::for_target` at `bytes`, named `<name>-seed…`.
+#[allow(dead_code)] // Each bench compiles this module; only `storage` generates by bytes.
+pub fn cached_target(name: &str, bytes: u64, seed: u64) -> Result<PathBuf> {
+    let dir = cache_dir();
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("{name}-seed{seed}-g{GENERATOR_VERSION}.jsonl"));
+    if !path.exists() {
+        let tmp = path.with_extension("jsonl.partial");
+        let file = std::fs::File::create(&tmp)?;
+        devtools::generate_session(
+            std::io::BufWriter::with_capacity(1 << 20, file),
+            &devtools::GenerateOptions::for_target(seed, bytes),
+        )?;
+        std::fs::rename(&tmp, &path)?;
+    }
+    Ok(path)
+}
+
 /// The cached file for a size and seed; `write` generates it into the path it is given when
 /// it is not there yet.
 pub fn cached_session(
