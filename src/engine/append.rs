@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::session::{Entry, EntryKind};
+use crate::session::{Entry, EntryKind, Session};
 
 use super::auto::{self, AppendAction, PendingAuto};
 use super::env::EnvSource;
@@ -85,29 +85,18 @@ pub(crate) async fn append(
     if cancel.is_cancelled() {
         return Err(EngineError::Cancelled("request cancelled".into()));
     }
-    let appended: Vec<Entry> = {
-        let mut session = state.session.write().await;
-        state.refresh_locked(&mut session)?;
-        check_leaf(&session, &options.expected_leaf)?;
-        // A label must name an entry clients can see, as `session/setLabel` requires.
-        for entry in &entries {
-            if let EntryKind::Label { target_id, .. } = &entry.kind
-                && session.find(target_id)?.is_none_or(|e| e.is_leaf_move())
-            {
-                return Err(EngineError::EntryNotFound(target_id.clone()));
-            }
-        }
-        if entries.is_empty() {
-            Vec::new()
-        } else {
-            let items = entries.into_iter().map(|e| (e.kind, e.extra)).collect();
-            // Checked again under the writers' lock: another daemon's append may land
-            // between the check above and the write.
-            session
-                .append_expecting(items, options.expected_leaf.clone())
-                .map_err(EngineError::from_write)?
-                .to_vec()
-        }
+    // The write lock is released at the end of either branch, before the events and the
+    // auto-compaction check.
+    let mut session = Arc::clone(&state.session).write_owned().await;
+    let expected = options.expected_leaf.clone();
+    let appended = if session.rewrites_on_next_write() {
+        // The first write of a migrated file rewrites all of it: on a blocking thread.
+        let state = Arc::clone(state);
+        super::off_runtime(move || write_batch(&state, &mut session, entries, expected)).await?
+    } else {
+        let written = write_batch(state, &mut session, entries, expected)?;
+        drop(session);
+        written
     };
     let ids: Vec<String> = appended.iter().map(|e| e.id.clone()).collect();
     if !appended.is_empty() {
@@ -152,4 +141,35 @@ pub(crate) async fn append(
         auto,
         pending,
     })
+}
+
+/// Appends `entries` at `session`'s leaf (held under its write lock), after reading what other
+/// writers added and checking the expected leaf and the labels' targets; returns the entries
+/// written.
+fn write_batch(
+    state: &SessionState,
+    session: &mut Session,
+    entries: Vec<NewEntry>,
+    expected_leaf: Option<Option<String>>,
+) -> Result<Vec<Entry>, EngineError> {
+    state.refresh_locked(session)?;
+    check_leaf(session, &expected_leaf)?;
+    // A label must name an entry clients can see, as `session/setLabel` requires.
+    for entry in &entries {
+        if let EntryKind::Label { target_id, .. } = &entry.kind
+            && session.find(target_id)?.is_none_or(|e| e.is_leaf_move())
+        {
+            return Err(EngineError::EntryNotFound(target_id.clone()));
+        }
+    }
+    if entries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let items = entries.into_iter().map(|e| (e.kind, e.extra)).collect();
+    // Checked again under the writers' lock: another daemon's append may land between the
+    // check above and the write.
+    Ok(session
+        .append_expecting(items, expected_leaf)
+        .map_err(EngineError::from_write)?
+        .to_vec())
 }

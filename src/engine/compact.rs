@@ -7,6 +7,8 @@
 //! append the entry. A preview stops before the append. Cancellation at any point writes
 //! nothing: the token is checked once more right before the append.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -17,7 +19,7 @@ use crate::compaction::{
 };
 use crate::session::context::compaction_summary_text;
 use crate::session::entry::CompactionEntry;
-use crate::session::{AgentMessage, Entry, EntryKind, convert_to_llm};
+use crate::session::{AgentMessage, Entry, EntryKind, Session, convert_to_llm};
 use crate::summarize::prompts::{
     HistoryPrompt, history_max_tokens, short_summary_max_tokens, turn_prefix_max_tokens,
 };
@@ -194,7 +196,21 @@ async fn prepare(
             s.ensure_path(id)?;
         }
     }
-    let s = session.read().await;
+    // Planning walks (and counts) the whole path: on a blocking thread, under the read lock.
+    let s = Arc::clone(session).read_owned().await;
+    let counter = Arc::clone(&env.counter);
+    let keep_recent_tokens = env.settings.compaction.keep_recent_tokens;
+    let opts = opts.clone();
+    super::off_runtime(move || plan(&s, counter.as_ref(), keep_recent_tokens, &opts)).await
+}
+
+/// The cut point and what to summarise, on the session as it is now.
+fn plan(
+    s: &Session,
+    counter: &dyn TokenCounter,
+    keep_recent_tokens: u64,
+    opts: &CompactOptions,
+) -> Result<Prepared, EngineError> {
     let leaf = s.leaf_id().map(str::to_owned);
     check_expected_leaf(&opts.expected_leaf_id, leaf.as_deref())?;
     let (leaf, path) = match &opts.leaf_id {
@@ -210,10 +226,9 @@ async fn prepare(
         },
     };
     let params = CompactionParams {
-        keep_recent_tokens: env.settings.compaction.keep_recent_tokens,
+        keep_recent_tokens,
         ..CompactionParams::default()
     };
-    let counter = env.counter.as_ref();
     let prep = match &opts.first_kept_entry_id {
         Some(id) => prepare_compaction_at(&path, id, &params, counter).map_err(boundary_error)?,
         None => prepare_compaction(&path, &params, counter).ok_or_else(|| {

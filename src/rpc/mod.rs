@@ -5,6 +5,9 @@
 //! * [`message`]: request ids, [`RpcError`] and the standard error codes.
 //! * [`Router`]: dispatch by method name (wire name, params, result, [`Concurrency`] class).
 //! * [`Peer`]: the main loop: reader, writer, per-request tasks, cancellation, lifecycle.
+//! * [`PeerHandle`], [`RequestCtx`], [`NotificationCtx`]: the running peer as handlers see
+//!   it (`handle.rs`; the router names them and the peer builds them, so neither of those
+//!   two imports the other).
 //! * [`Client`]: notifications and server-to-client requests with timeouts.
 //!
 //! The protocol compactd speaks over it is in `src/protocol/`; the daemon that serves it in
@@ -68,6 +71,7 @@
 mod budget;
 mod client;
 mod framing;
+mod handle;
 mod message;
 mod parent;
 mod peer;
@@ -80,11 +84,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 pub use client::{Client, ClientRequestError};
 pub use framing::{DetectedFraming, Frame, FrameError, Framing, MessageCodec};
+pub use handle::{ExitReason, NotificationCtx, PeerHandle, RequestCtx};
 pub use message::{RequestId, RpcError, TransportErrorKind, error_code};
 pub use parent::wait_for_process_exit;
-pub use peer::{
-    ExitReason, NotificationCtx, Peer, PeerConfig, PeerHandle, RequestCtx, TRANSPORT_NOTIFICATIONS,
-};
+pub use peer::{Peer, PeerConfig, TRANSPORT_NOTIFICATIONS};
 pub use router::{Concurrency, Router};
 
 /// Locks a mutex, ignoring poisoning: no critical section here can leave data half-updated,

@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 
+use super::handle::{NotificationCtx, RequestCtx};
 use super::message::{RpcError, parse_params};
-use super::peer::{NotificationCtx, RequestCtx};
 
 /// How a method's calls are ordered relative to other calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,9 +70,46 @@ impl<S: Clone + Send + Sync + 'static> Router<S> {
     /// # Panics
     /// If `method` is registered twice (a programming error in the table).
     pub fn request<P, R, F, Fut>(
+        self,
+        method: &'static str,
+        concurrency: Concurrency,
+        handler: F,
+    ) -> Self
+    where
+        P: DeserializeOwned + Send + 'static,
+        R: Serialize + Send + 'static,
+        F: Fn(S, RequestCtx, P) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, RpcError>> + Send + 'static,
+    {
+        self.register(method, concurrency, Serialise::InPlace, handler)
+    }
+
+    /// [`request`](Self::request) for a method whose result may be megabytes (a whole
+    /// context, a tree with its entries): the result is turned into JSON on a blocking
+    /// thread, so the runtime's workers keep serving other requests and the writer meanwhile.
+    ///
+    /// # Panics
+    /// If `method` is registered twice (a programming error in the table).
+    pub fn large_request<P, R, F, Fut>(
+        self,
+        method: &'static str,
+        concurrency: Concurrency,
+        handler: F,
+    ) -> Self
+    where
+        P: DeserializeOwned + Send + 'static,
+        R: Serialize + Send + 'static,
+        F: Fn(S, RequestCtx, P) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, RpcError>> + Send + 'static,
+    {
+        self.register(method, concurrency, Serialise::OffRuntime, handler)
+    }
+
+    fn register<P, R, F, Fut>(
         mut self,
         method: &'static str,
         concurrency: Concurrency,
+        serialise: Serialise,
         handler: F,
     ) -> Self
     where
@@ -93,11 +130,18 @@ impl<S: Clone + Send + Sync + 'static> Router<S> {
                 let call = handler(state, ctx, params);
                 Box::pin(async move {
                     let result = call.await?;
-                    serde_json::value::to_raw_value(&result).map_err(|e| {
-                        RpcError::internal(format!(
-                            "the result of {method} could not be serialised: {e}"
-                        ))
-                    })
+                    match serialise {
+                        Serialise::InPlace => to_json(method, &result),
+                        Serialise::OffRuntime => {
+                            tokio::task::spawn_blocking(move || to_json(method, &result))
+                                .await
+                                .unwrap_or_else(|error| {
+                                    Err(RpcError::internal(format!(
+                                        "serialising the result of {method} failed: {error}"
+                                    )))
+                                })
+                        }
+                    }
                 })
             },
         );
@@ -177,6 +221,23 @@ impl<S: Clone + Send + Sync + 'static> Router<S> {
     pub fn notifications(&self) -> Vec<(&'static str, Concurrency)> {
         sorted(&self.notifications)
     }
+}
+
+/// Where a request's result is turned into JSON.
+#[derive(Debug, Clone, Copy)]
+enum Serialise {
+    /// On the runtime, right after the handler: small results.
+    InPlace,
+    /// On a blocking thread: results that may be megabytes.
+    OffRuntime,
+}
+
+fn to_json<R: Serialize>(method: &str, result: &R) -> Result<Box<RawValue>, RpcError> {
+    serde_json::value::to_raw_value(result).map_err(|e| {
+        RpcError::internal(format!(
+            "the result of {method} could not be serialised: {e}"
+        ))
+    })
 }
 
 fn sorted<H>(methods: &HashMap<&'static str, Method<H>>) -> Vec<(&'static str, Concurrency)> {

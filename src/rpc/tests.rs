@@ -797,3 +797,69 @@ async fn exit_cancels_in_flight_requests_and_flushes_their_answers() {
     })
     .await;
 }
+
+/// A result whose serialisation waits (up to [`STEP`]) for a signal another request sends:
+/// it reports `"met"` when the signal came, `"alone"` when it waited in vain.
+struct WaitsWhileSerialised {
+    serialising: mpsc::UnboundedSender<String>,
+    signal: Arc<Mutex<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl serde::Serialize for WaitsWhileSerialised {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let _ = self.serialising.send("serialising".into());
+        let signal = self.signal.lock().expect("one serialisation at a time");
+        let met = signal.recv_timeout(STEP).is_ok();
+        serializer.serialize_str(if met { "met" } else { "alone" })
+    }
+}
+
+/// On a runtime of one thread, a large result is serialised while another request runs: had
+/// it been serialised on the runtime, the signalling request could not run until it was done.
+#[tokio::test(flavor = "current_thread")]
+async fn a_large_result_is_serialised_off_the_runtime() {
+    within(async {
+        let (state, mut events) = TestState::new();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let signal = Arc::new(Mutex::new(rx));
+        let tx = Arc::new(Mutex::new(tx));
+        let router = Router::new(state.clone())
+            .large_request(
+                "big",
+                Concurrency::Parallel,
+                move |state: TestState, _, _: ()| {
+                    let signal = Arc::clone(&signal);
+                    async move {
+                        Ok(WaitsWhileSerialised {
+                            serialising: state.events.clone(),
+                            signal,
+                        })
+                    }
+                },
+            )
+            .request(
+                "signal",
+                Concurrency::Parallel,
+                move |_: TestState, _, _: ()| {
+                    let tx = Arc::clone(&tx);
+                    async move {
+                        let sent = tx.lock().expect("not poisoned").send(()).is_ok();
+                        Ok(sent)
+                    }
+                },
+            );
+        let mut h = Harness::start(router, PeerConfig::default());
+        h.request(1, "big", Value::Null).await;
+        assert_eq!(next_event(&mut events).await, "serialising");
+        let mut answers = HashMap::new();
+        h.request(2, "signal", Value::Null).await;
+        for _ in 0..2 {
+            let answer = h.recv().await;
+            answers.insert(answer["id"].as_i64().expect("numeric id"), answer);
+        }
+        assert_eq!(answers[&2]["result"], true, "{answers:?}");
+        assert_eq!(answers[&1]["result"], "met", "{answers:?}");
+        assert_eq!(h.close().await, ExitReason::InputClosed);
+    })
+    .await;
+}

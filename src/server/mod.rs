@@ -113,6 +113,9 @@ where
 /// and the concurrency class all come from `src/protocol/` and cannot drift.
 trait Table {
     fn on<M: ClientRequest>(self, handler: impl Handler<M::Params, M::Result>) -> Self;
+    /// [`on`](Table::on) for a method whose result may be megabytes: serialised off the
+    /// runtime ([`Router::large_request`]).
+    fn on_large<M: ClientRequest>(self, handler: impl Handler<M::Params, M::Result>) -> Self;
     fn on_notification<M, F, Fut>(self, handler: F) -> Self
     where
         M: ClientNotification,
@@ -123,6 +126,12 @@ trait Table {
 impl Table for Router<Arc<Daemon>> {
     fn on<M: ClientRequest>(self, handler: impl Handler<M::Params, M::Result>) -> Self {
         self.request(M::NAME, M::CONCURRENCY, move |d, ctx, p| {
+            handler.call(d, ctx, p)
+        })
+    }
+
+    fn on_large<M: ClientRequest>(self, handler: impl Handler<M::Params, M::Result>) -> Self {
+        self.large_request(M::NAME, M::CONCURRENCY, move |d, ctx, p| {
             handler.call(d, ctx, p)
         })
     }
@@ -175,8 +184,8 @@ pub fn router(daemon: Arc<Daemon>) -> Router<Arc<Daemon>> {
         .on::<SessionList>(session_open::list)
         .on::<SessionClose>(session_open::close)
         .on::<SessionAppend>(session_append::append)
-        .on::<SessionContext>(session_read::context)
-        .on::<SessionTree>(session_read::tree)
+        .on_large::<SessionContext>(session_read::context)
+        .on_large::<SessionTree>(session_read::tree)
         .on::<SessionUsage>(session_read::usage)
         .on::<SessionSetLabel>(session_label::set_label)
         .on::<SessionCompact>(session_compact::compact)

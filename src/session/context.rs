@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
+use base64::Engine as _;
+
 use super::entry::{Entry, EntryKind};
 use super::ids::ms_from_iso;
 use super::message::{
@@ -15,6 +17,7 @@ use super::message::{
     CustomMessage, ExecutionMessage, Extra, FileMentionMessage, ToolResultMessage, UserMessage,
     join_text,
 };
+use super::size_controls::default_blob_dir;
 use super::tree::walk_path;
 
 /// What the agent needs to continue at a leaf.
@@ -79,11 +82,6 @@ pub struct ContextOptions {
     /// Where `blob:sha256:<hex>` image references are resolved; `None`: the reference agent's
     /// store, `~/.omp/agent/blobs`.
     pub blob_dir: Option<PathBuf>,
-}
-
-/// The reference agent's blob store, `~/.omp/agent/blobs`.
-pub fn default_blob_dir() -> Option<PathBuf> {
-    directories::BaseDirs::new().map(|d| d.home_dir().join(".omp/agent/blobs"))
 }
 
 /// `buildSessionContext` (spec §3.1) with the default options.
@@ -522,27 +520,7 @@ impl BlobResolver {
 fn read_blob(dir: &Path, hex: &str) -> Option<String> {
     crate::files::read_regular(&dir.join(hex))
         .ok()
-        .map(|b| base64(&b))
-}
-
-/// Standard base64 with padding.
-pub(crate) fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let sextet = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
-        out.push(sextet(18));
-        out.push(sextet(12));
-        out.push(if chunk.len() > 1 { sextet(6) } else { '=' });
-        out.push(if chunk.len() > 2 { sextet(0) } else { '=' });
-    }
-    out
+        .map(|b| base64::engine::general_purpose::STANDARD.encode(b))
 }
 
 const COMPACTION_SUMMARY_CONTEXT: &str =
@@ -1084,23 +1062,6 @@ mod tests {
         assert_eq!(data, ["aGkh", "blob:sha256:ffff", "blob:sha256:../x"]);
         // The entry keeps its reference.
         assert!(entries[0].to_line().contains("blob:sha256:ab12"));
-    }
-
-    #[test]
-    fn base64_matches_rfc4648_vectors() {
-        let cases = [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(base64(input.as_bytes()), want);
-        }
-        assert_eq!(base64(&[0xff, 0xfe]), "//4=");
     }
 
     fn user_text(m: &AgentMessage) -> String {

@@ -72,8 +72,7 @@ use super::message::Extra;
 use super::tree::{self, Tree};
 
 use backend::Backend;
-use disk::DiskState;
-use load::TailMode;
+use disk::{DiskState, TailMode};
 
 pub use backend::{Destination, import_file, postgres_path};
 
@@ -325,6 +324,12 @@ impl Session {
     /// The (first) entry with this id.
     pub fn get(&self, id: &str) -> Option<&Entry> {
         self.index.get(id).map(|&i| &self.entries[i])
+    }
+
+    /// Whether the next write rewrites the whole file (a migrated version 1 or 2 file, or
+    /// one that vanished) rather than appending to it: a pass over every entry.
+    pub fn rewrites_on_next_write(&self) -> bool {
+        self.needs_rewrite
     }
 
     /// The current leaf; `None` before the first entry or after [`Session::reset_leaf`].

@@ -88,9 +88,14 @@ impl BlobStore {
     }
 }
 
+/// The reference agent's blob store, `~/.omp/agent/blobs`.
+pub fn default_blob_dir() -> Option<PathBuf> {
+    directories::BaseDirs::new().map(|d| d.home_dir().join(".omp/agent/blobs"))
+}
+
 /// The reference agent's store, `~/.omp/agent/blobs`.
 pub fn default_store() -> Option<BlobStore> {
-    super::context::default_blob_dir().map(BlobStore::new)
+    default_blob_dir().map(BlobStore::new)
 }
 
 /// Hex SHA-256 of `bytes`.

@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::load::TailMode;
+use super::disk::TailMode;
 use super::{
     CreateOptions, LoadReport, Result, Session, SessionError, file_leaf_of, next_revision,
 };

@@ -7,7 +7,6 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::load::{TailMode, TailRepair};
 use super::{
     CreateOptions, LoadReport, LoadStep, Result, Session, SessionError, SyncPolicy, file_leaf_of,
     next_revision, stream,
@@ -37,6 +36,25 @@ pub(super) fn file_id(meta: &fs::Metadata) -> Option<FileId> {
         let _ = meta;
         None
     }
+}
+
+/// How to treat a trailing line with no `\n`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum TailMode {
+    /// At open: keep it if it parses, else report it as torn.
+    Open,
+    /// Another writer may be mid-append: leave it for later.
+    Wait,
+    /// Under the write lock nobody is mid-append: it is torn for good.
+    Locked,
+}
+
+/// What the next write must do about the end of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TailRepair {
+    None,
+    AddNewline,
+    Truncate(u64),
 }
 
 /// What this process knows of the file's bytes.

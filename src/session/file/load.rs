@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::disk::{DiskState, FileId};
+use super::disk::{DiskState, FileId, TailMode, TailRepair};
 use super::migrate::migrate;
 use super::{
     DuplicateId, LoadReport, LoadStep, RawLine, Result, Session, SessionError, SkippedLine,
@@ -19,25 +19,6 @@ use crate::session::entry::{
 /// How much of a streamed file is read to find its header line; a longer header (a huge
 /// title) makes the file be read whole instead.
 const HEADER_READ_BYTES: usize = 64 << 10;
-
-/// How to treat a trailing line with no `\n`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum TailMode {
-    /// At open: keep it if it parses, else report it as torn.
-    Open,
-    /// Another writer may be mid-append: leave it for later.
-    Wait,
-    /// Under the write lock nobody is mid-append: it is torn for good.
-    Locked,
-}
-
-/// What the next write must do about the end of the file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum TailRepair {
-    None,
-    AddNewline,
-    Truncate(u64),
-}
 
 impl Session {
     /// A session from the whole file's bytes, `data`.
