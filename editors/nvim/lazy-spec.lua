@@ -13,7 +13,7 @@ return {
     vim.system({ 'cargo', 'install', '--locked', '--path', plugin.dir }, { text = true }, function(result)
       done = result
     end)
-    coroutine.yield('cargo install --locked --path . (a cold build takes a few minutes)')
+    coroutine.yield('cargo install --locked --path . (a cold build takes 10-15 minutes)')
     while not done do
       coroutine.yield()
     end
