@@ -187,6 +187,24 @@ impl EntryKind {
     }
 }
 
+/// The wire names of the types compactd knows: what [`EntryKind::type_name`] gives for every
+/// variant but `Unknown`. A raw line of one of these types shares the name instead of
+/// allocating it (`raw.rs`); the wire module's round trip of every type checks the list.
+pub(crate) const KNOWN_TYPE_NAMES: [&str; 12] = [
+    "message",
+    "thinking_level_change",
+    "model_change",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "label",
+    "ttsr_injection",
+    "session_init",
+    "mode_change",
+    LEAF_MOVE_TYPE,
+];
+
 /// Wire name of [`EntryKind::LeafMove`].
 pub const LEAF_MOVE_TYPE: &str = "compactd_leaf";
 

@@ -89,25 +89,9 @@ fn head_hash(id: &str, parent_id: Option<&str>, timestamp: &str) -> u64 {
     foldhash::quality::FixedState::default().hash_one((id, parent_id, timestamp))
 }
 
-/// The wire types of [`EntryKind`], held once instead of allocated for every entry.
-const KNOWN_TYPES: [&str; 12] = [
-    "message",
-    "thinking_level_change",
-    "model_change",
-    "compaction",
-    "branch_summary",
-    "custom",
-    "custom_message",
-    "label",
-    "ttsr_injection",
-    "session_init",
-    "mode_change",
-    super::LEAF_MOVE_TYPE,
-];
-
-/// `name`, borrowed from [`KNOWN_TYPES`] when it is one of them.
+/// `name`, borrowed from [`KNOWN_TYPE_NAMES`](super::KNOWN_TYPE_NAMES) when it is one of them.
 fn shared_type_name(name: Cow<'_, str>) -> Cow<'static, str> {
-    match KNOWN_TYPES.iter().find(|&&known| known == name) {
+    match super::KNOWN_TYPE_NAMES.iter().find(|&&known| known == name) {
         Some(&known) => Cow::Borrowed(known),
         None => Cow::Owned(name.into_owned()),
     }

@@ -259,13 +259,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn round_trip(v: Value) {
+    fn round_trip(v: Value) -> Entry {
         let e = Entry::from_value(v.clone()).unwrap();
         assert_eq!(e.to_value(), v, "round trip of {v}");
+        e
     }
 
     #[test]
     fn every_entry_type_round_trips() {
+        let mut known = std::collections::BTreeSet::new();
+        let mut round_trip = |v: Value| {
+            let e = round_trip(v);
+            if !matches!(e.kind(), EntryKind::Unknown { .. }) {
+                known.insert(e.kind().type_name().to_owned());
+            }
+        };
         let base = |t: &str, extra: Value| {
             let mut m = json!({"type": t, "id": "a1", "parentId": "p0", "timestamp": "2026-01-01T00:00:00.000Z"});
             m.as_object_mut()
@@ -314,6 +322,12 @@ mod tests {
             "compaction",
             json!({"summary":"s","firstKeptEntryId":"b","tokensBefore":5,"newField":"kept"}),
         ));
+        // The list raw lines share their type names from is exactly the types parsed as known.
+        let listed: std::collections::BTreeSet<String> = super::super::KNOWN_TYPE_NAMES
+            .iter()
+            .map(|&t| t.to_owned())
+            .collect();
+        assert_eq!(known, listed);
     }
 
     #[test]
