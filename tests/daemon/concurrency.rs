@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use devtools::daemon::{DaemonProcess, Framing, assistant, conversation, file_entries};
+use devtools::daemon::{DaemonProcess, Framing, assistant, conversation};
 use devtools::fake_llm::{FakeLlm, StreamEnd};
 use serde_json::{Value, json};
 
