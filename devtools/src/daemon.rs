@@ -174,22 +174,43 @@ impl DaemonProcess {
         let Some(id) = path.strip_prefix("postgres:") else {
             return std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
         };
+        let mut out = Vec::new();
+        self.database(path)
+            .export(id, &mut out, &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        out
+    }
+
+    /// The session at `path` (what its `SessionInfo` shows) loaded whole by this process, as
+    /// another reader would: the file, or for `postgres:ID` the rows in this daemon's
+    /// database.
+    pub fn stored_session(
+        &self,
+        path: &str,
+    ) -> (compactd::session::Session, compactd::session::LoadReport) {
+        use compactd::session::Session;
+        let (mut session, report) = match path.strip_prefix("postgres:") {
+            Some(id) => Session::open_in(&self.database(path), id),
+            None => Session::open(path),
+        }
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+        session.load_whole().expect("the whole session loads");
+        (session, report)
+    }
+
+    /// A connection of the test's own to this daemon's database.
+    fn database(&self, path: &str) -> std::sync::Arc<compactd::session::PgStore> {
         let url = self
             .database_url
             .as_deref()
             .unwrap_or_else(|| panic!("{path}: this daemon was given no database"));
-        let store = compactd::session::PgStore::connect(&compactd::session::PgOptions {
+        compactd::session::PgStore::connect(&compactd::session::PgOptions {
             url: url.to_owned(),
             pool_size: 1,
             timeout: Duration::from_secs(30),
             fresh_reads: true,
         })
-        .expect("the test database accepts connections");
-        let mut out = Vec::new();
-        store
-            .export(id, &mut out, &mut |_, _| {})
-            .unwrap_or_else(|e| panic!("{path}: {e}"));
-        out
+        .expect("the test database accepts connections")
     }
 
     /// The entries (after the header) stored for the session at `path`, as
