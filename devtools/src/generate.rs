@@ -30,7 +30,19 @@ use compactd::session::{
 use compactd::session::{BranchSummaryEntry, CompactionEntry, CustomMessageEntry};
 
 /// Bumped whenever the output for a given seed changes, so cached files are regenerated.
-pub const GENERATOR_VERSION: u32 = 1;
+/// 2: failed and aborted replies carry a zero `cost`, as the agents write them (the reference
+/// reads `usage.cost.total` of every reply when it opens a file).
+pub const GENERATOR_VERSION: u32 = 2;
+
+/// The usage of a reply that failed or was aborted: all zeros, cost included.
+fn no_usage() -> Usage {
+    Usage {
+        cost: Some(json!({
+            "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0,
+        })),
+        ..Usage::default()
+    }
+}
 
 /// Named sizes used by the benchmarks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -966,6 +978,7 @@ impl<W: Write> Generator<W> {
     }
 
     fn usage(&mut self, output_tokens: u64) -> Usage {
+        // (A failed or aborted reply gets `no_usage`.)
         let prompt = SYSTEM_PROMPT_TOKENS + self.context_tokens();
         let cache_read = if self.last_prompt_tokens <= prompt {
             self.last_prompt_tokens
@@ -1007,10 +1020,10 @@ impl<W: Write> Generator<W> {
     ) -> AgentMessage {
         let (usage, error_message) = match stop_reason {
             "error" => (
-                Usage::default(),
+                no_usage(),
                 Some("529 Overloaded: the service is temporarily overloaded".to_owned()),
             ),
-            "aborted" => (Usage::default(), None),
+            "aborted" => (no_usage(), None),
             _ => (self.usage(output_tokens), None),
         };
         let api = match self.provider {
