@@ -15,6 +15,9 @@
 //! * `context`: the first `context()` after opening (open not timed).
 //! * `tree`: the first `tree()` after opening: the stored session reads the rest first.
 //! * `append+context`: one user entry appended, then `context()` (median of 20).
+//! * `read`: `refresh()` (what the daemon does before serving a read: a `stat` of the file;
+//!   one query with `storage.postgres.freshReads`, none without while no notification came),
+//!   then `context()`.
 //! * `compaction`: plan (`prepare_compaction`, chars/4), append the compaction entry, context;
 //!   no summariser (its cost does not depend on the backend).
 //! * `fleet`: `--writers` threads, each with its own store (connections, listener) as a daemon
@@ -173,6 +176,22 @@ fn main() -> Result<()> {
     let pg_append = append_context(&mut on_pg)?;
     row("append+context (median of 20)", file_append, pg_append);
 
+    // a read as the daemon serves one: look for other writers' changes, then the context
+    let file_read = refresh_context(&mut on_file)?;
+    let pg_read = refresh_context(&mut on_pg)?;
+    row(
+        "read: refresh + context (median of 200; freshReads: one query)",
+        file_read,
+        pg_read,
+    );
+    let notified = connect_with(&url, false)?;
+    let (mut on_notified, _) = Session::open_in(&notified, &id)?;
+    let pg_notified = refresh_context(&mut on_notified)?;
+    println!(
+        "| read with `freshReads: false` (no query while no notification came) | | {} |",
+        ms(pg_notified)
+    );
+
     // compaction
     let mut i = 10;
     let file_compaction = median(args.reps, || {
@@ -278,10 +297,15 @@ fn write_session(path: &Path, preset: SizePreset, seed: u64) -> Result<()> {
 }
 
 fn connect(url: &str) -> Result<Arc<PgStore>> {
+    connect_with(url, true)
+}
+
+fn connect_with(url: &str, fresh_reads: bool) -> Result<Arc<PgStore>> {
     Ok(PgStore::connect(&PgOptions {
         url: url.to_owned(),
         pool_size: 4,
         timeout: Duration::from_secs(30),
+        fresh_reads,
     })?)
 }
 
@@ -309,6 +333,15 @@ fn append_context(session: &mut Session) -> Result<Duration> {
         session.append(user(
             "Next step: run the tests again and fix what fails.".into(),
         ))?;
+        session.context();
+        Ok(start.elapsed())
+    })
+}
+
+fn refresh_context(session: &mut Session) -> Result<Duration> {
+    median(200, || {
+        let start = Instant::now();
+        session.refresh()?;
         session.context();
         Ok(start.elapsed())
     })

@@ -56,6 +56,8 @@ pub struct DaemonProcess {
     /// pushed whenever the database announces them) are not counted as unread.
     ignore_external_appends: bool,
     pub home: tempfile::TempDir,
+    /// The database its sessions are stored in (`DATABASE_URL`), when it was given one.
+    database_url: Option<String>,
 }
 
 /// One message of a recorded conversation with the daemon.
@@ -93,6 +95,10 @@ impl DaemonProcess {
             run_as,
         } = opts;
         let (settings, env) = on_test_backend(settings, env);
+        let database_url = env
+            .iter()
+            .find(|(k, _)| k == "DATABASE_URL")
+            .map(|(_, v)| v.clone());
         let home = tempfile::tempdir().expect("a temp dir");
         let config = home.path().join("config");
         let data = home.path().join("data");
@@ -157,7 +163,60 @@ impl DaemonProcess {
             transcript: None,
             ignore_external_appends: false,
             home,
+            database_url,
         }
+    }
+
+    /// Everything stored for the session at `path` (what its `SessionInfo` shows), as JSONL:
+    /// the file's bytes, or for `postgres:ID` the export of the stored session from this
+    /// daemon's database (the bytes a file would hold).
+    pub fn stored_bytes(&self, path: &str) -> Vec<u8> {
+        let Some(id) = path.strip_prefix("postgres:") else {
+            return std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        };
+        let mut out = Vec::new();
+        self.database(path)
+            .export(id, &mut out, &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        out
+    }
+
+    /// The session at `path` (what its `SessionInfo` shows) loaded whole by this process, as
+    /// another reader would: the file, or for `postgres:ID` the rows in this daemon's
+    /// database.
+    pub fn stored_session(
+        &self,
+        path: &str,
+    ) -> (compactd::session::Session, compactd::session::LoadReport) {
+        use compactd::session::Session;
+        let (mut session, report) = match path.strip_prefix("postgres:") {
+            Some(id) => Session::open_in(&self.database(path), id),
+            None => Session::open(path),
+        }
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+        session.load_whole().expect("the whole session loads");
+        (session, report)
+    }
+
+    /// A connection of the test's own to this daemon's database.
+    fn database(&self, path: &str) -> std::sync::Arc<compactd::session::PgStore> {
+        let url = self
+            .database_url
+            .as_deref()
+            .unwrap_or_else(|| panic!("{path}: this daemon was given no database"));
+        compactd::session::PgStore::connect(&compactd::session::PgOptions {
+            url: url.to_owned(),
+            pool_size: 1,
+            timeout: Duration::from_secs(30),
+            fresh_reads: true,
+        })
+        .expect("the test database accepts connections")
+    }
+
+    /// The entries (after the header) stored for the session at `path`, as
+    /// [`file_entries`] reads a file's.
+    pub fn stored_entries(&self, path: &str) -> Vec<Value> {
+        entries_of(&self.stored_bytes(path))
     }
 
     /// Records every message sent (by [`Self::send`] and the helpers built on it, not
@@ -631,8 +690,13 @@ pub fn conversation(turns: usize, words: usize) -> Value {
 
 /// The entries of a session file (header excluded).
 pub fn file_entries(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
+    entries_of(&std::fs::read(path).unwrap())
+}
+
+/// The entries of a session's JSONL (after the header line; blank lines skipped).
+fn entries_of(jsonl: &[u8]) -> Vec<Value> {
+    std::str::from_utf8(jsonl)
+        .expect("UTF-8 JSONL")
         .lines()
         .skip(1)
         .filter(|l| !l.trim().is_empty())

@@ -1,13 +1,18 @@
 //! Helpers for the engine tests: sessions built in temp dirs, fake summarizers and hooks.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use compactd::engine::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactEnv,
     CompactingReply, CompactingRequest, EngineHooks, NoHooks, SharedSession, SummarizerSet,
 };
-use compactd::session::{AgentMessage, CreateOptions, EntryKind, Session};
+use compactd::session::{
+    AgentMessage, CreateOptions, EntryKind, LoadReport, PgOptions, PgStore, Session, import_file,
+    now_ms, postgres_path,
+};
 use compactd::settings::Settings;
 use compactd::summarize::ExtractiveSummarizer;
 use compactd::summarize::{
@@ -19,21 +24,143 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+// ---- where the sessions live ------------------------------------------------------------
+//
+// The engine suite runs on both storage backends: on session files (the default) and, with
+// `COMPACTD_TEST_BACKEND=postgres`, on sessions in a database of the shared test server. A
+// test names a session by a path either way: a file's, or `postgres:ID` (what the engine
+// itself shows for a stored session), and the helpers below open, reload and read it back
+// from where it lives.
+
+/// The storage backend the engine tests run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    File,
+    Postgres,
+}
+
+/// The backend `COMPACTD_TEST_BACKEND` names (`file` or unset: files; `postgres`).
+pub fn backend() -> Backend {
+    match std::env::var("COMPACTD_TEST_BACKEND").as_deref() {
+        Ok("postgres") => Backend::Postgres,
+        Ok("file") | Err(_) => Backend::File,
+        Ok(other) => panic!("COMPACTD_TEST_BACKEND={other}: expected file or postgres"),
+    }
+}
+
+/// The database of this test process on the shared server (made on first use): its URL,
+/// for an engine's `storage.postgres.url`.
+pub fn test_database_url() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| crate::postgres::shared().create_database())
+}
+
+/// A connection of its own to [`test_database_url`]: a writer other than any engine's.
+pub fn test_store() -> &'static Arc<PgStore> {
+    static STORE: OnceLock<Arc<PgStore>> = OnceLock::new();
+    STORE.get_or_init(|| {
+        PgStore::connect(&PgOptions {
+            url: test_database_url().to_owned(),
+            pool_size: 4,
+            timeout: Duration::from_secs(30),
+            fresh_reads: true,
+        })
+        .expect("the test database accepts connections")
+    })
+}
+
+/// The id of a stored session named by `path` (`postgres:ID`), or `None` for a file.
+fn stored_id(path: &Path) -> Option<&str> {
+    path.to_str()?.strip_prefix("postgres:")
+}
+
+/// `copy` (a session file in a temp dir, e.g. `demo_copy()`) where the tests run: the file
+/// itself, or the session imported into the test database and named `postgres:ID`. Every
+/// import gets a session id of its own (written into the copy's header first): tests share
+/// the database, and many import the same fixture.
+pub fn on_backend(copy: (tempfile::TempDir, PathBuf)) -> (tempfile::TempDir, PathBuf) {
+    match backend() {
+        Backend::File => copy,
+        Backend::Postgres => {
+            let (dir, file) = copy;
+            let text = std::fs::read_to_string(&file).expect("the copy reads");
+            let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
+            let mut header: Value = serde_json::from_str(first).expect("a JSON header");
+            header["id"] = json!(fresh_session_id());
+            std::fs::write(&file, format!("{header}\n{rest}")).expect("the copy writes");
+            let (report, _) =
+                import_file(test_store(), &file, false, |_, _| {}).expect("the file imports");
+            (dir, postgres_path(&report.id))
+        }
+    }
+}
+
+/// A session id no other test of any process uses.
+fn fresh_session_id() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    format!("t{:x}-{}-{seq}", now_ms(), std::process::id())
+}
+
+/// Loads the session named by `path` afresh (a second reader, as another process would),
+/// every entry of it (a stored session opens with only what its context needs).
+pub fn load(path: &Path) -> (Session, LoadReport) {
+    let (mut session, report) = match stored_id(path) {
+        Some(id) => Session::open_in(test_store(), id),
+        None => Session::open(path),
+    }
+    .expect("session opens");
+    session.load_whole().expect("the whole session loads");
+    (session, report)
+}
+
+/// [`load`] without the report.
+pub fn reopen(path: &Path) -> Session {
+    load(path).0
+}
+
+/// The session named by `path`, opened as the engine opens it, to hand to the engine.
 pub fn open(path: &Path) -> SharedSession {
-    let (session, _) = Session::open(path).expect("session opens");
+    let (session, _) = match stored_id(path) {
+        Some(id) => Session::open_in(test_store(), id),
+        None => Session::open(path),
+    }
+    .expect("session opens");
     Arc::new(tokio::sync::RwLock::new(session))
 }
 
-/// A new session file in `dir` holding `messages` (JSON) in one chain; returns its path.
+/// Everything stored for the session named by `path`, as JSONL: the file's bytes, or the
+/// export of the stored session (the same bytes a file would hold). Tests compare it before
+/// and after an operation that must write nothing.
+pub fn stored_bytes(path: &Path) -> Vec<u8> {
+    match stored_id(path) {
+        Some(id) => {
+            let mut out = Vec::new();
+            test_store()
+                .export(id, &mut out, &mut |_, _| {})
+                .expect("the session exports");
+            out
+        }
+        None => std::fs::read(path).expect("the session file reads"),
+    }
+}
+
+/// A new session in `dir` (a file; or in the test database) holding `messages` (JSON) in one
+/// chain; returns its path (`postgres:ID` for a stored one).
 pub fn build_session(dir: &Path, messages: &[Value]) -> PathBuf {
     let path = dir.join("built.jsonl");
-    let mut session =
-        Session::create(&path, "/tmp/project", CreateOptions::default()).expect("create");
+    let mut session = match backend() {
+        Backend::File => Session::create(&path, "/tmp/project", CreateOptions::default()),
+        Backend::Postgres => {
+            Session::create_in(test_store(), "/tmp/project", CreateOptions::default())
+        }
+    }
+    .expect("create");
     for m in messages {
         let msg = AgentMessage::from_value(m.clone()).expect("valid message");
         session.append(EntryKind::Message(msg)).expect("append");
     }
-    path
+    session.path().to_path_buf()
 }
 
 pub fn user(text: &str) -> Value {

@@ -3,8 +3,10 @@
 # missing, then runs the tests that start their own server (initdb in a temp dir, a loopback
 # port and a socket in that dir, as the `postgres` user when run as root): the Postgres-only
 # suite (tests/postgres: both backends, fleets of daemons, SIGKILL mid-compaction, a database
-# restart, import/export), and the daemon's session and agent-flow suites again with every
-# session stored in PostgreSQL (COMPACTD_TEST_BACKEND=postgres). Fails loudly, never skips.
+# restart, import/export), then the engine suite (the parts that store sessions: registry
+# and auto-compaction, compaction, navigation) and the daemon suite again with every session
+# stored in PostgreSQL (COMPACTD_TEST_BACKEND=postgres). Fails loudly, never skips for lack
+# of a tool.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -27,10 +29,14 @@ cargo build
 step "cargo test --test postgres"
 cargo test --test postgres
 
-# Skipped here only: four tests that read the session file itself (its bytes or path).
-step "daemon suites on PostgreSQL (COMPACTD_TEST_BACKEND=postgres)"
-COMPACTD_TEST_BACKEND=postgres cargo test --test daemon -- sessions:: agent_flow:: concurrency:: \
-  --skip concurrency::raw_entries_keep_every_field \
-  --skip sessions::a_prompt_override_that_cannot_be_read_fails_compactions_until_it_is_fixed \
-  --skip sessions::fork_makes_a_branch_or_a_copy_and_opens_it \
-  --skip sessions::manual_compaction_with_progress_preview_and_errors
+step "engine suite on PostgreSQL (COMPACTD_TEST_BACKEND=postgres)"
+COMPACTD_TEST_BACKEND=postgres cargo test --test engine -- auto:: compact:: navigate::
+
+# Not here, as they are about files themselves: which files the daemon touches and their
+# fsync (file_access), processes sharing one file (two_writers; tests/postgres/fleet.rs is
+# the database's counterpart), and FIFOs, symlinks and truncated session files
+# (storage::a_daemon_survives_the_edges...).
+step "daemon suite on PostgreSQL (COMPACTD_TEST_BACKEND=postgres)"
+COMPACTD_TEST_BACKEND=postgres cargo test --test daemon -- \
+  --skip file_access:: --skip two_writers:: \
+  --skip storage::a_daemon_survives_the_edges_at_once_and_loses_nothing

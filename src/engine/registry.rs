@@ -507,6 +507,7 @@ pub fn connect_store(settings: &Settings) -> Result<Arc<PgStore>, EngineError> {
         url,
         pool_size: pg.pool_size,
         timeout: std::time::Duration::from_millis(pg.timeout_ms.max(1)),
+        fresh_reads: pg.fresh_reads,
     };
     PgStore::connect(&options)
         .map_err(|e| crate::session::SessionError::Storage(e.to_string()).into())

@@ -241,6 +241,11 @@ impl SessionTable {
         read_only: bool,
         progress: LoadProgress,
     ) -> Result<SessionInfo, EngineError> {
+        // `postgres:ID`, the path a stored session's `SessionInfo` shows, names it by id.
+        let (path_or_id, named_stored) = match path_or_id.strip_prefix("postgres:") {
+            Some(id) if is_plain_id(id) => (id, true),
+            _ => (path_or_id, false),
+        };
         let path = if path_or_id.ends_with(".jsonl") {
             let p = PathBuf::from(path_or_id);
             check_session_path(&p)?;
@@ -253,6 +258,12 @@ impl SessionTable {
                 return Ok(info_of_state(&state, Vec::new(), version));
             }
             match home()? {
+                Home::Dir(_) if named_stored => {
+                    return Err(EngineError::PathOutsideAllowed(format!(
+                        "\"postgres:{path_or_id}\" names a session stored in PostgreSQL, but \
+                         storage.backend is \"file\""
+                    )));
+                }
                 Home::Dir(dir) => {
                     let id = path_or_id.to_owned();
                     super::off_runtime(move || find_by_id(&dir, &id)).await?

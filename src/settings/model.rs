@@ -584,6 +584,12 @@ pub struct PostgresSettings {
     pub pool_size: usize,
     /// How long one database call may take (connecting included) before the request fails.
     pub timeout_ms: u64,
+    /// Every read of an open session asks the database whether other daemons changed it
+    /// (one primary-key query), so a request sent after another daemon's write returned sees
+    /// that write. `false`: reads trust the change notifications, which arrive a few
+    /// milliseconds after the other daemon's commit; a read in between sees the session as
+    /// it was (writes are never affected: they lock the row and read what changed first).
+    pub fresh_reads: bool,
 }
 
 impl Default for PostgresSettings {
@@ -593,6 +599,7 @@ impl Default for PostgresSettings {
             url_env: "DATABASE_URL".to_owned(),
             pool_size: 4,
             timeout_ms: 10_000,
+            fresh_reads: true,
         }
     }
 }

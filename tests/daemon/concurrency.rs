@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use devtools::daemon::{DaemonProcess, Framing, assistant, conversation, file_entries};
+use devtools::daemon::{DaemonProcess, Framing, assistant, conversation};
 use devtools::fake_llm::{FakeLlm, StreamEnd};
 use serde_json::{Value, json};
 
@@ -154,7 +154,7 @@ async fn raw_entries_keep_every_field() {
         json!([{"type": "raw", "entry": raw_unknown}, {"type": "raw", "entry": raw_known}]),
     )
     .await;
-    let entries = file_entries(std::path::Path::new(info["path"].as_str().unwrap()));
+    let entries = d.stored_entries(info["path"].as_str().unwrap());
     let unknown = entries
         .iter()
         .find(|e| e["type"] == "my_extension_state")

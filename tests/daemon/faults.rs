@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use devtools::daemon::{DaemonProcess, SpawnOptions, conversation, file_entries};
+use devtools::daemon::{DaemonProcess, SpawnOptions, conversation};
 use devtools::fake_llm::{FakeLlm, Reply, StreamEnd, openai_sse};
 use serde_json::{Value, json};
 
@@ -94,10 +94,7 @@ async fn twenty_sessions_survive_a_chaotic_llm() {
     for _ in 0..SESSIONS {
         let info = d.ok("session/create", json!({"cwd": d.project()})).await;
         let s = info["sessionId"].as_str().unwrap().to_owned();
-        paths.insert(
-            s.clone(),
-            std::path::PathBuf::from(info["path"].as_str().unwrap()),
-        );
+        paths.insert(s.clone(), info["path"].as_str().unwrap().to_owned());
         d.append(&s, conversation(6, 60)).await;
         sessions.push(s);
     }
@@ -148,7 +145,7 @@ async fn twenty_sessions_survive_a_chaotic_llm() {
     let mut outcomes: HashMap<&str, usize> = HashMap::new();
     for s in &sessions {
         let response = &results[s];
-        let entries = file_entries(&paths[s]);
+        let entries = d.stored_entries(&paths[s]);
         let compactions: Vec<&Value> = entries
             .iter()
             .filter(|e| e["type"] == "compaction")
@@ -186,8 +183,8 @@ async fn twenty_sessions_survive_a_chaotic_llm() {
             };
             *outcomes.entry(kind).or_default() += 1;
         }
-        // Every file still loads whole.
-        let (session, report) = compactd::session::Session::open(&paths[s]).unwrap();
+        // Every session still loads whole.
+        let (session, report) = d.stored_session(&paths[s]);
         assert!(report.skipped.is_empty() && report.torn_tail.is_none());
         assert!(session.leaf_id().is_some());
     }
@@ -303,7 +300,7 @@ async fn a_fallback_says_which_summarizer_wrote_it_and_why_the_others_failed() {
     d.initialize(json!({}), json!({})).await;
     let info = d.ok("session/create", json!({"cwd": d.project()})).await;
     let s = info["sessionId"].as_str().unwrap().to_owned();
-    let path = std::path::PathBuf::from(info["path"].as_str().unwrap());
+    let path = info["path"].as_str().unwrap().to_owned();
     let appended = d.append(&s, conversation(6, 60)).await;
     let first_user = appended["appended"][0].clone();
 
@@ -329,7 +326,7 @@ async fn a_fallback_says_which_summarizer_wrote_it_and_why_the_others_failed() {
     check(history_report(&result["details"]), "the result");
     let finished = d.expect_notification("session/compactionFinished").await;
     assert_eq!(finished["result"]["details"], result["details"]);
-    let entries = file_entries(&path);
+    let entries = d.stored_entries(&path);
     let compaction = entries
         .iter()
         .find(|e| e["type"] == "compaction")
@@ -355,7 +352,7 @@ async fn a_fallback_says_which_summarizer_wrote_it_and_why_the_others_failed() {
     assert_eq!(event["summarizers"], navigated["summarizers"]);
     let stored = &navigated["summaryEntry"]["details"]["summarizers"];
     assert_eq!(stored, &navigated["summarizers"], "{navigated}");
-    let entries = file_entries(&path);
+    let entries = d.stored_entries(&path);
     let branch = entries
         .iter()
         .find(|e| e["type"] == "branch_summary")

@@ -2,25 +2,24 @@
 //! client-summarizer replies that are malformed, late, or name entries that do not exist.
 //! Every compaction ends with a valid file and nothing half-written.
 
-use std::path::PathBuf;
-
 use compactd::session::Session;
 use devtools::daemon::{DaemonProcess, conversation};
 use serde_json::{Value, json};
 
-async fn start(capabilities: Value, settings: Value) -> (DaemonProcess, String, PathBuf) {
+async fn start(capabilities: Value, settings: Value) -> (DaemonProcess, String, String) {
     let mut d = DaemonProcess::spawn().await;
     d.initialize(capabilities, json!({"settings": settings}))
         .await;
     let info = d.ok("session/create", json!({"cwd": d.project()})).await;
     let s = info["sessionId"].as_str().unwrap().to_owned();
-    let path = PathBuf::from(info["path"].as_str().unwrap());
+    let path = info["path"].as_str().unwrap().to_owned();
     d.append(&s, conversation(8, 40)).await;
     (d, s, path)
 }
 
-fn assert_valid(path: &PathBuf) -> Session {
-    let (s, report) = Session::open(path).unwrap();
+/// The session at `path` as another reader loads it: whole, every line intact.
+fn assert_valid(d: &DaemonProcess, path: &str) -> Session {
+    let (s, report) = d.stored_session(path);
     assert!(
         report.skipped.is_empty() && report.torn_tail.is_none(),
         "{report:?}"
@@ -57,7 +56,7 @@ async fn malformed_and_dangling_hook_replies_fall_back_to_the_default_path() {
         let (hook_id, _) = d.expect_request("hooks/beforeCompact").await;
         d.respond(hook_id, reply.clone()).await;
         let response = d.read_until_response(id).await;
-        let session = assert_valid(&path);
+        let session = assert_valid(&d, &path);
         let written = compactions(&session);
         match response.get("error") {
             // A typed refusal writes nothing new.
@@ -127,7 +126,7 @@ async fn malformed_and_late_client_summaries_fall_back_to_extractive() {
         assert!(result["entryId"].is_string(), "{response}");
         let summary = result["summary"].as_str().unwrap();
         assert!(!summary.contains("TOO LATE"));
-        assert_valid(&path);
+        assert_valid(&d, &path);
         d.append(&s, conversation(3, 40)).await;
         d.drain_buffer();
     }

@@ -225,7 +225,8 @@ async fn manual_compaction_with_progress_preview_and_errors() {
     assert!(first.to_string().contains("summary"), "{first}");
     let info = d.ok("session/list", json!({})).await;
     let file = info["sessions"][0]["path"].as_str().unwrap().to_owned();
-    let compactions: Vec<Value> = file_entries(std::path::Path::new(&file))
+    let compactions: Vec<Value> = d
+        .stored_entries(&file)
         .into_iter()
         .filter(|e| e["type"] == "compaction")
         .collect();
@@ -379,7 +380,7 @@ async fn fork_makes_a_branch_or_a_copy_and_opens_it() {
         .as_str()
         .unwrap()
         .to_owned();
-    let source_before = std::fs::read(&source_path).unwrap();
+    let source_before = d.stored_bytes(&source_path);
 
     let target = d.project().join("branch.jsonl");
     let branch = d
@@ -391,6 +392,7 @@ async fn fork_makes_a_branch_or_a_copy_and_opens_it() {
     let branch_id = branch["sessionId"].as_str().unwrap().to_owned();
     assert_ne!(branch_id, session);
     assert_eq!(branch["path"], target.to_string_lossy().as_ref());
+    // A branch written to a file, whatever the backend.
     let entries = file_entries(&target);
     let types: Vec<&str> = entries
         .iter()
@@ -416,18 +418,15 @@ async fn fork_makes_a_branch_or_a_copy_and_opens_it() {
 
     let copy = d.ok("session/fork", json!({"sessionId": session})).await;
     let copy_path = copy["path"].as_str().unwrap().to_owned();
-    let source_entries = file_entries(std::path::Path::new(&source_path));
+    let source_entries = d.stored_entries(&source_path);
     assert_eq!(source_entries.len(), 5);
-    assert_eq!(
-        file_entries(std::path::Path::new(&copy_path)),
-        source_entries
-    );
+    assert_eq!(d.stored_entries(&copy_path), source_entries);
     assert_eq!(
         copy["leafId"],
         d.ok("session/tree", json!({"sessionId": session})).await["leafId"]
     );
     assert_eq!(
-        std::fs::read(&source_path).unwrap(),
+        d.stored_bytes(&source_path),
         source_before,
         "the source is only read"
     );
@@ -463,12 +462,12 @@ async fn a_prompt_override_that_cannot_be_read_fails_compactions_until_it_is_fix
     .await;
     let info = d.ok("session/create", json!({"cwd": d.project()})).await;
     let session = info["sessionId"].as_str().unwrap().to_owned();
-    let path = std::path::PathBuf::from(info["path"].as_str().unwrap());
+    let path = info["path"].as_str().unwrap().to_owned();
     d.append(&session, conversation(8, 40)).await;
     // A directory where the history template should be: it exists and cannot be read.
     let template = d.home.path().join("config/prompts/compaction-summary.md");
     std::fs::create_dir_all(&template).unwrap();
-    let before = std::fs::read(&path).unwrap();
+    let before = d.stored_bytes(&path);
     let error = d
         .err(
             "session/compact",
@@ -478,7 +477,7 @@ async fn a_prompt_override_that_cannot_be_read_fails_compactions_until_it_is_fix
         .await;
     let message = error["message"].as_str().unwrap();
     assert!(message.contains("compaction-summary.md"), "{message}");
-    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing is written");
+    assert_eq!(d.stored_bytes(&path), before, "nothing is written");
     // Other requests are served as before.
     d.ok("session/context", json!({"sessionId": session})).await;
 

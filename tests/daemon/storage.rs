@@ -79,7 +79,7 @@ async fn large_images_and_strings_go_to_the_blob_store_and_come_back_whole() {
         .ok("session/create", serde_json::json!({"cwd": d.project()}))
         .await;
     let session = info["sessionId"].as_str().unwrap().to_owned();
-    let path = std::path::PathBuf::from(info["path"].as_str().unwrap());
+    let path = info["path"].as_str().unwrap().to_owned();
 
     let image: Vec<u8> = (0..2_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
     let image_b64 = base64::engine::general_purpose::STANDARD.encode(&image);
@@ -103,8 +103,8 @@ async fn large_images_and_strings_go_to_the_blob_store_and_come_back_whole() {
     .await;
     d.take_all("session/entriesAppended");
 
-    // The file: the blob reference and the truncated text.
-    let lines = devtools::daemon::file_entries(&path);
+    // The session (file or rows): the blob reference and the truncated text.
+    let lines = d.stored_entries(&path);
     let hex = compactd::session::sha256_hex(&image);
     let user = &lines[0]["message"]["content"];
     assert_eq!(user[1]["data"], format!("blob:sha256:{hex}"));
@@ -118,8 +118,11 @@ async fn large_images_and_strings_go_to_the_blob_store_and_come_back_whole() {
     assert_eq!(written.len(), 500_000);
     assert!(written.ends_with(notice));
     assert!(output.starts_with(written.strip_suffix(notice).unwrap()));
-    let raw = std::fs::read_to_string(&path).unwrap();
-    assert!(raw.len() < 600_000, "the image bytes are not in the file");
+    let raw = d.stored_bytes(&path);
+    assert!(
+        raw.len() < 600_000,
+        "the image bytes are not in the session"
+    );
     // The store: the raw image bytes and the full text, each named by its SHA-256.
     assert_eq!(std::fs::read(blobs.join(&hex)).unwrap(), image);
     let text_ref = lines[1]["compactdFullText"]["/message/content/0/text"]

@@ -1,5 +1,5 @@
-//! The engine's registry and auto-compaction, end to end on real files with the offline
-//! extractive summarizer, plus the session CLI commands on the demo and reference fixtures.
+//! The engine's registry and auto-compaction, end to end with the offline extractive
+//! summarizer, on session files or (`COMPACTD_TEST_BACKEND=postgres`) in PostgreSQL.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use compactd::engine::{
     AppendAction, CompactReason, Engine, EngineError, EngineEvent, EventSink, NoopObserver,
 };
-use compactd::session::{AgentMessage, Entry, EntryKind, Session};
+use compactd::session::{AgentMessage, Entry, EntryKind};
 use compactd::settings::SettingsStack;
-use devtools::fixtures::{demo_session, pi_session, run_cli};
+use devtools::engine::{Backend, backend, load, reopen, stored_bytes, test_database_url};
 
 #[derive(Default)]
 struct Recorder(Mutex<Vec<EngineEvent>>);
@@ -62,11 +62,14 @@ async fn harness(overrides: Value) -> Harness {
     let root = dir.path().to_path_buf();
     let mut stack = SettingsStack::new();
     let mut layer = json!({"tokenizer": "chars4"});
+    merge(&mut layer, storage_settings());
     merge(&mut layer, overrides);
     stack.set_initialize(&layer).unwrap();
     let events = Arc::new(Recorder::default());
     let engine = Engine::new(stack, events.clone()).with_sessions_dir(root.join("sessions"));
     let info = engine.create(&root, None, None).await.unwrap();
+    let stored = info.path.to_str().unwrap().starts_with("postgres:");
+    assert_eq!(stored, backend() == Backend::Postgres, "{:?}", info.path);
     Harness {
         _dir: dir,
         root,
@@ -74,6 +77,15 @@ async fn harness(overrides: Value) -> Harness {
         events,
         id: info.id,
         path: info.path,
+    }
+}
+
+/// The `storage` settings of the backend the suite runs on (see `devtools::engine::backend`).
+fn storage_settings() -> Value {
+    match backend() {
+        Backend::File => json!({}),
+        Backend::Postgres => json!({"storage": {"backend": "postgres",
+            "postgres": {"url": test_database_url()}}}),
     }
 }
 
@@ -146,7 +158,7 @@ async fn converse(h: &Harness, turns: usize, words: usize) {
 }
 
 fn entries_on_disk(path: &Path) -> Vec<Entry> {
-    Session::open(path).unwrap().0.entries().to_vec()
+    reopen(path).entries().to_vec()
 }
 
 fn compactions(path: &Path) -> usize {
@@ -286,13 +298,13 @@ async fn prune_dry_run_changes_nothing_and_a_real_prune_keeps_originals() {
             "content":[{"type":"text","text":"x".repeat(40_000)}],"isError":false,"timestamp":now()});
         append(&h, vec![msg(call), msg(result)]).await;
     }
-    let bytes = std::fs::read(&h.path).unwrap();
+    let bytes = stored_bytes(&h.path);
     let dry = h.engine.prune(&h.id, true).await.unwrap();
     assert!(
         dry.pruned_count > 0 && dry.tokens_saved >= 20_000,
         "{dry:?}"
     );
-    assert_eq!(std::fs::read(&h.path).unwrap(), bytes, "dry run wrote");
+    assert_eq!(stored_bytes(&h.path), bytes, "dry run wrote");
     let real = h.engine.prune(&h.id, false).await.unwrap();
     assert_eq!(real.entry_ids, dry.entry_ids);
     assert_eq!(real.tokens_saved, dry.tokens_saved);
@@ -344,13 +356,23 @@ async fn paths_must_be_jsonl_files_and_ids_plain() {
         h.engine.open("0123456789abcdef").await,
         Err(EngineError::SessionNotFound(_))
     ));
+    // `postgres:ID` names a stored session: the path its `SessionInfo` shows.
+    let named = format!("postgres:{}", h.id);
+    h.engine.close(&h.id).await.unwrap();
+    match (backend(), h.engine.open(&named).await) {
+        (Backend::Postgres, Ok(info)) => assert_eq!(info.path, h.path),
+        (Backend::File, Err(EngineError::PathOutsideAllowed(message))) => {
+            assert!(message.contains("storage.backend is \"file\""), "{message}")
+        }
+        (backend, other) => panic!("{backend:?}: {other:?}"),
+    }
 }
 
 #[tokio::test]
 async fn an_unexpected_leaf_writes_nothing() {
     let h = harness(json!({})).await;
     let out = append(&h, vec![user("hello")]).await;
-    let bytes = std::fs::read(&h.path).unwrap();
+    let bytes = stored_bytes(&h.path);
     let err = h
         .engine
         .append(
@@ -368,7 +390,7 @@ async fn an_unexpected_leaf_writes_nothing() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(std::fs::read(&h.path).unwrap(), bytes);
+    assert_eq!(stored_bytes(&h.path), bytes);
     // The right leaf is accepted.
     h.engine
         .append(&h.id, vec![user("again")], Some(out.leaf_id), &NoopObserver)
@@ -380,7 +402,7 @@ async fn an_unexpected_leaf_writes_nothing() {
 async fn appends_by_another_process_are_seen() {
     let h = harness(json!({})).await;
     append(&h, vec![user("hello")]).await;
-    let (mut other, _) = Session::open(&h.path).unwrap();
+    let (mut other, _) = load(&h.path);
     other.append(user("from elsewhere")).unwrap();
     let ctx = h.engine.context(&h.id, None).await.unwrap();
     assert_eq!(ctx.messages.len(), 2);
@@ -405,7 +427,7 @@ async fn usage_follows_appends_other_writers_and_settings() {
     );
     assert!(second.context_tokens > first.context_tokens, "{second:?}");
 
-    let (mut other, _) = Session::open(&h.path).unwrap();
+    let (mut other, _) = load(&h.path);
     other.append(user(&prose("o", 50))).unwrap();
     let third = h.engine.usage(&h.id).await.unwrap();
     assert!(
@@ -416,124 +438,18 @@ async fn usage_follows_appends_other_writers_and_settings() {
     h.engine
         .update_settings(|stack| {
             stack
-                .set_initialize(
-                    &json!({"tokenizer": "chars4", "compaction": {"reserveTokens": 50000}}),
-                )
+                .set_initialize(&{
+                    let mut layer =
+                        json!({"tokenizer": "chars4", "compaction": {"reserveTokens": 50000}});
+                    merge(&mut layer, storage_settings());
+                    layer
+                })
                 .map_err(|e| EngineError::Settings(e.to_string()))
         })
         .unwrap();
     let fourth = h.engine.usage(&h.id).await.unwrap();
     assert_ne!(fourth.threshold, third.threshold, "{fourth:?}");
     assert_eq!(fourth.estimated_tokens, third.estimated_tokens);
-}
-
-// ---- CLI -------------------------------------------------------------------------------
-
-#[test]
-fn read_commands_print_and_never_modify_the_file() {
-    let path = demo_session();
-    let before = std::fs::read(&path).unwrap();
-    for cmd in ["context", "tree", "plan"] {
-        for json in [false, true] {
-            let mut args = vec![cmd, path.to_str().unwrap()];
-            if json {
-                args.push("--json");
-            }
-            let out = run_cli(&args);
-            assert!(
-                out.status.success(),
-                "{cmd}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            if json {
-                let _: Value = serde_json::from_slice(&out.stdout).unwrap();
-            }
-        }
-    }
-    let out = run_cli(&["tree", path.to_str().unwrap()]);
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("<- leaf"), "{text}");
-    let out = run_cli(&[
-        "context",
-        "--tokenizer",
-        "chars4",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["tokenizer"], "chars4");
-    assert!(v["tokens"].as_u64().unwrap() > 0);
-    assert_eq!(std::fs::read(&path).unwrap(), before);
-}
-
-#[test]
-fn plan_on_the_reference_fixture_cuts_at_a_user_or_assistant_message() {
-    let path = pi_session("before-compaction.jsonl");
-    let before = std::fs::read(&path).unwrap();
-    // chars4: the reference's own estimate, so the cut is comparable with the reference's.
-    let out = run_cli(&[
-        "plan",
-        "--json",
-        "--tokenizer",
-        "chars4",
-        path.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let kind = v["firstKeptEntryKind"].as_str().unwrap();
-    let role = kind.strip_prefix("message/").expect(kind);
-    assert!(role == "user" || role == "assistant", "{kind}");
-    // The index counts entries after the header: that line holds a message of that role.
-    let index = v["firstKeptEntryIndex"].as_u64().unwrap() as usize;
-    let text = std::fs::read_to_string(&path).unwrap();
-    let line: Value = serde_json::from_str(text.lines().nth(index + 1).unwrap()).unwrap();
-    assert_eq!(line["message"]["role"], role);
-    assert!(v["messagesToSummarize"].as_u64().unwrap() > 0);
-    assert_eq!(std::fs::read(&path).unwrap(), before);
-}
-
-#[test]
-fn a_broken_file_is_reported_with_its_line_and_left_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("broken.jsonl");
-    std::fs::write(
-        &path,
-        b"{\"type\":\"not a session\"}\n{\"type\":\"message\"}\n",
-    )
-    .unwrap();
-    let before = std::fs::read(&path).unwrap();
-    for cmd in ["context", "tree", "plan", "prune"] {
-        let out = run_cli(&[cmd, path.to_str().unwrap()]);
-        assert!(!out.status.success(), "{cmd} succeeded");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("broken.jsonl:1"), "{cmd}: {err}");
-    }
-    assert_eq!(std::fs::read(&path).unwrap(), before);
-}
-
-#[test]
-fn prune_cli_dry_run_leaves_the_file_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("demo.jsonl");
-    std::fs::copy(demo_session(), &path).unwrap();
-    let before = std::fs::read(&path).unwrap();
-    let out = run_cli(&["prune", "--dry-run", "--json", path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    // The `session/prune` result's shape.
-    assert!(
-        v["prunedCount"].is_u64() && v["tokensSaved"].is_u64() && v["prunedEntryIds"].is_array()
-    );
-    assert_eq!(v["dryRun"], true);
-    assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
 /// The operation ids of the auto and compaction events, in order.
@@ -592,9 +508,9 @@ async fn the_overflow_recovery_memory_survives_a_restart() {
     // A new engine (a restarted daemon) opens the same file: the retry overflows again and is
     // not recovered a second time.
     let mut stack = SettingsStack::new();
-    stack
-        .set_initialize(&json!({"tokenizer": "chars4", "compaction": {"keepRecentTokens": 300}}))
-        .unwrap();
+    let mut layer = json!({"tokenizer": "chars4", "compaction": {"keepRecentTokens": 300}});
+    merge(&mut layer, storage_settings());
+    stack.set_initialize(&layer).unwrap();
     let engine = Engine::new(stack, Arc::new(Recorder::default()));
     let info = engine.open(h.path.to_str().unwrap()).await.unwrap();
     let again = engine
@@ -617,8 +533,10 @@ async fn the_last_reply_of_a_batch_is_checked_even_when_tool_results_follow() {
     let before = h.engine.context(&h.id, None).await.unwrap().total_tokens;
     h.engine
         .update_settings(|s| {
-            s.set_initialize(&json!({"tokenizer":"chars4","compaction":{
-                "keepRecentTokens":400,"thresholdTokens": before, "autoContinue": false}}))
+            let mut layer = json!({"tokenizer":"chars4","compaction":{
+                "keepRecentTokens":400,"thresholdTokens": before, "autoContinue": false}});
+            merge(&mut layer, storage_settings());
+            s.set_initialize(&layer)
                 .map_err(|e| EngineError::Settings(e.to_string()))
         })
         .unwrap();

@@ -1,9 +1,11 @@
-//! The `compact` and `navigate` commands of the real binary.
+//! The session commands of the real binary (`compact`, `navigate`, `fork`, `context`, `tree`,
+//! `plan`, `prune`, `blobs`): they take session files, so these run on files whatever
+//! `COMPACTD_TEST_BACKEND` says.
 
 use std::process::{Command, Output};
 
 use compactd::session::{EntryKind, Session};
-use devtools::fixtures::demo_copy;
+use devtools::fixtures::{demo_copy, demo_session, pi_session, run_cli};
 use serde_json::Value;
 
 fn compactd(args: &[&str], home: &std::path::Path) -> Output {
@@ -425,4 +427,113 @@ fn blobs_reports_references_and_collects_only_on_request() {
         store.join("notes.txt").exists(),
         "only blob names are touched"
     );
+}
+
+// ---- read-only commands on the demo and reference fixtures ------------------------------
+
+#[test]
+fn read_commands_print_and_never_modify_the_file() {
+    let path = demo_session();
+    let before = std::fs::read(&path).unwrap();
+    for cmd in ["context", "tree", "plan"] {
+        for json in [false, true] {
+            let mut args = vec![cmd, path.to_str().unwrap()];
+            if json {
+                args.push("--json");
+            }
+            let out = run_cli(&args);
+            assert!(
+                out.status.success(),
+                "{cmd}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if json {
+                let _: Value = serde_json::from_slice(&out.stdout).unwrap();
+            }
+        }
+    }
+    let out = run_cli(&["tree", path.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("<- leaf"), "{text}");
+    let out = run_cli(&[
+        "context",
+        "--tokenizer",
+        "chars4",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tokenizer"], "chars4");
+    assert!(v["tokens"].as_u64().unwrap() > 0);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn plan_on_the_reference_fixture_cuts_at_a_user_or_assistant_message() {
+    let path = pi_session("before-compaction.jsonl");
+    let before = std::fs::read(&path).unwrap();
+    // chars4: the reference's own estimate, so the cut is comparable with the reference's.
+    let out = run_cli(&[
+        "plan",
+        "--json",
+        "--tokenizer",
+        "chars4",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kind = v["firstKeptEntryKind"].as_str().unwrap();
+    let role = kind.strip_prefix("message/").expect(kind);
+    assert!(role == "user" || role == "assistant", "{kind}");
+    // The index counts entries after the header: that line holds a message of that role.
+    let index = v["firstKeptEntryIndex"].as_u64().unwrap() as usize;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line: Value = serde_json::from_str(text.lines().nth(index + 1).unwrap()).unwrap();
+    assert_eq!(line["message"]["role"], role);
+    assert!(v["messagesToSummarize"].as_u64().unwrap() > 0);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_broken_file_is_reported_with_its_line_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.jsonl");
+    std::fs::write(
+        &path,
+        b"{\"type\":\"not a session\"}\n{\"type\":\"message\"}\n",
+    )
+    .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    for cmd in ["context", "tree", "plan", "prune"] {
+        let out = run_cli(&[cmd, path.to_str().unwrap()]);
+        assert!(!out.status.success(), "{cmd} succeeded");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("broken.jsonl:1"), "{cmd}: {err}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn prune_cli_dry_run_leaves_the_file_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo.jsonl");
+    std::fs::copy(demo_session(), &path).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let out = run_cli(&["prune", "--dry-run", "--json", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The `session/prune` result's shape.
+    assert!(
+        v["prunedCount"].is_u64() && v["tokensSaved"].is_u64() && v["prunedEntryIds"].is_array()
+    );
+    assert_eq!(v["dryRun"], true);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
 }

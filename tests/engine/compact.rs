@@ -13,10 +13,6 @@ use devtools::fixtures::{demo_copy, pi_session_copy};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-fn reopen(path: &std::path::Path) -> Session {
-    Session::open(path).expect("reopens").0
-}
-
 fn compaction_of(entry: &Entry) -> &compactd::session::CompactionEntry {
     match entry.kind() {
         EntryKind::Compaction(c) => c,
@@ -41,7 +37,7 @@ async fn run(
 
 #[tokio::test]
 async fn fixture_compacts_with_the_extractive_summarizer_and_reloads() {
-    let (_dir, path) = pi_session_copy("before-compaction.jsonl");
+    let (_dir, path) = on_backend(pi_session_copy("before-compaction.jsonl"));
     let session = open(&path);
     let env = extractive_env(20_000);
     let outcome = run(&session, &env, CompactOptions::manual()).await.unwrap();
@@ -82,7 +78,7 @@ fn outcome_kept(session: &Session, first_kept: &str) -> usize {
 
 #[tokio::test]
 async fn demo_session_compacts_with_a_split_turn() {
-    let (_dir, path) = demo_copy();
+    let (_dir, path) = on_backend(demo_copy());
     let session = open(&path);
     let env = extractive_env(2_000);
     let outcome = run(&session, &env, CompactOptions::manual()).await.unwrap();
@@ -194,8 +190,8 @@ async fn two_compactions_in_a_row_keep_or_summarise_every_message() {
 
 #[tokio::test]
 async fn preview_writes_nothing() {
-    let (_dir, path) = demo_copy();
-    let before = std::fs::read(&path).unwrap();
+    let (_dir, path) = on_backend(demo_copy());
+    let before = stored_bytes(&path);
     let session = open(&path);
     let opts = CompactOptions {
         preview: true,
@@ -205,7 +201,7 @@ async fn preview_writes_nothing() {
     assert!(outcome.preview);
     assert_eq!(outcome.entry_id, None);
     assert!(!outcome.summary.is_empty());
-    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(stored_bytes(&path), before);
 }
 
 #[tokio::test]
@@ -260,7 +256,7 @@ async fn already_compacted_and_nothing_to_compact() {
     .unwrap_err();
     assert_eq!(err.to_string(), "Nothing to compact (session too small)");
 
-    let (_d, path) = demo_copy();
+    let (_d, path) = on_backend(demo_copy());
     let session = open(&path);
     run(&session, &extractive_env(2_000), CompactOptions::manual())
         .await
@@ -273,8 +269,8 @@ async fn already_compacted_and_nothing_to_compact() {
 
 #[tokio::test]
 async fn hook_cancel_stops_and_writes_nothing() {
-    let (_dir, path) = demo_copy();
-    let before = std::fs::read(&path).unwrap();
+    let (_dir, path) = on_backend(demo_copy());
+    let before = stored_bytes(&path);
     let hooks = CannedHooks {
         before_compact: Some(BeforeCompactReply {
             cancel: true,
@@ -288,12 +284,12 @@ async fn hook_cancel_stops_and_writes_nothing() {
         .unwrap_err();
     assert_eq!(err.to_string(), "Compaction cancelled");
     assert_eq!(err.kind(), EngineErrorKind::Cancelled);
-    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(stored_bytes(&path), before);
 }
 
 #[tokio::test]
 async fn a_hook_supplied_compaction_is_validated_then_persisted_as_given() {
-    let (_dir, path) = demo_copy();
+    let (_dir, path) = on_backend(demo_copy());
     let session = open(&path);
     let first_user = session
         .read()
@@ -351,7 +347,7 @@ async fn a_hook_supplied_compaction_is_validated_then_persisted_as_given() {
 
 #[tokio::test]
 async fn compacting_hook_adds_context_replaces_the_prompt_and_preserves_data() {
-    let (_dir, path) = demo_copy();
+    let (_dir, path) = on_backend(demo_copy());
     let hooks = CannedHooks {
         compacting: Some(CompactingReply {
             context: vec!["the deploy is frozen".into()],
@@ -385,8 +381,8 @@ async fn compacting_hook_adds_context_replaces_the_prompt_and_preserves_data() {
 
 #[tokio::test]
 async fn cancelling_mid_summary_writes_nothing() {
-    let (_dir, path) = demo_copy();
-    let before = std::fs::read(&path).unwrap();
+    let (_dir, path) = on_backend(demo_copy());
+    let before = stored_bytes(&path);
     let waits = Arc::new(WaitsForCancel {
         started: tokio::sync::Notify::new(),
     });
@@ -410,7 +406,7 @@ async fn cancelling_mid_summary_writes_nothing() {
     cancel.cancel();
     let err = timed(task).await.unwrap().unwrap_err();
     assert_eq!(err.to_string(), "Compaction cancelled");
-    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(stored_bytes(&path), before);
 }
 
 #[tokio::test]
@@ -469,7 +465,7 @@ async fn retention_guard_adds_a_missing_pending_question() {
 
 #[tokio::test]
 async fn a_moved_leaf_is_refused() {
-    let (_dir, path) = demo_copy();
+    let (_dir, path) = on_backend(demo_copy());
     let opts = CompactOptions {
         expected_leaf_id: Some(Some("not-the-leaf".into())),
         ..CompactOptions::manual()
@@ -517,7 +513,7 @@ impl compactd::summarize::Summarizer for Rendezvous {
 
 #[tokio::test]
 async fn history_and_turn_prefix_run_concurrently() {
-    let (_dir, path) = demo_copy();
+    let (_dir, path) = on_backend(demo_copy());
     let env = env_with(
         Arc::new(Rendezvous {
             barrier: tokio::sync::Barrier::new(2),

@@ -6,7 +6,7 @@ use compactd::engine::{
     BeforeTreeReply, EngineError, NavigateOptions, NavigateOutcome, NoHooks, NoopObserver,
     SharedSession, navigate_tree,
 };
-use compactd::session::{AgentMessage, EntryKind, Session};
+use compactd::session::{AgentMessage, EntryKind};
 use compactd::summarize::Purpose;
 use devtools::engine::*;
 use serde_json::Value;
@@ -33,7 +33,7 @@ fn tree() -> Tree {
             assistant("I wrote src/db.rs.\n\nShould I add migrations too?"),
         ],
     );
-    let (mut s, _) = Session::open(&path).unwrap();
+    let (mut s, _) = load(&path);
     let mut ids: Vec<String> = s.path_to_leaf().iter().map(|e| e.id.clone()).collect();
     let a0 = ids[1].clone();
     s.branch(&a0).unwrap();
@@ -95,7 +95,7 @@ async fn navigation_without_summary_moves_and_persists_the_leaf() {
     assert_eq!(o.leaf_id.as_deref(), Some(t.ids[7].as_str()));
     assert_eq!(o.old_leaf_id.as_deref(), Some(t.ids[5].as_str()));
     assert!(o.summary_entry.is_none());
-    let (reopened, _) = Session::open(&t.path).unwrap();
+    let (reopened, _) = load(&t.path);
     assert_eq!(reopened.leaf_id(), Some(t.ids[7].as_str()));
 }
 
@@ -127,7 +127,7 @@ async fn navigation_with_summary_attaches_it_at_the_target() {
         b.details.as_ref().unwrap()["modifiedFiles"],
         Value::from(vec!["src/db.rs"])
     );
-    let (reopened, _) = Session::open(&t.path).unwrap();
+    let (reopened, _) = load(&t.path);
     assert_eq!(reopened.leaf_id(), Some(entry.id.as_str()));
 }
 
@@ -225,13 +225,13 @@ async fn custom_instructions_are_appended_or_replace_the_prompt() {
 #[tokio::test]
 async fn same_leaf_is_a_no_op_and_unknown_targets_fail() {
     let t = tree();
-    let before = std::fs::read(&t.path).unwrap();
+    let before = stored_bytes(&t.path);
     let session = open(&t.path);
     let o = nav(&session, &extractive_env(20_000), &t.ids[5], summarize())
         .await
         .unwrap();
     assert!(!o.cancelled && o.summary_entry.is_none());
-    assert_eq!(std::fs::read(&t.path).unwrap(), before);
+    assert_eq!(stored_bytes(&t.path), before);
     let err = nav(&session, &extractive_env(20_000), "deadbeef", summarize())
         .await
         .unwrap_err();
@@ -241,7 +241,7 @@ async fn same_leaf_is_a_no_op_and_unknown_targets_fail() {
 #[tokio::test]
 async fn hooks_cancel_or_supply_the_summary() {
     let t = tree();
-    let before = std::fs::read(&t.path).unwrap();
+    let before = stored_bytes(&t.path);
     let cancel = CannedHooks {
         before_tree: Some(BeforeTreeReply {
             cancel: true,
@@ -254,7 +254,7 @@ async fn hooks_cancel_or_supply_the_summary() {
         .await
         .unwrap();
     assert!(o.cancelled && !o.aborted);
-    assert_eq!(std::fs::read(&t.path).unwrap(), before);
+    assert_eq!(stored_bytes(&t.path), before);
 
     let supply = || CannedHooks {
         before_tree: Some(BeforeTreeReply {
@@ -285,7 +285,7 @@ async fn hooks_cancel_or_supply_the_summary() {
 async fn a_branch_with_nothing_to_summarise_persists_no_summary() {
     let dir = tempfile::tempdir().unwrap();
     let path = build_session(dir.path(), &[user("hi"), assistant("hello")]);
-    let (mut s, _) = Session::open(&path).unwrap();
+    let (mut s, _) = load(&path);
     let ids: Vec<String> = s.path_to_leaf().iter().map(|e| e.id.clone()).collect();
     // A branch holding only a label: no message to summarise.
     s.set_label(&ids[0], Some("start")).unwrap();
@@ -296,7 +296,7 @@ async fn a_branch_with_nothing_to_summarise_persists_no_summary() {
         .unwrap();
     assert!(o.summary_entry.is_none());
     assert_eq!(o.leaf_id.as_deref(), Some(ids[1].as_str()));
-    let (reopened, _) = Session::open(&path).unwrap();
+    let (reopened, _) = load(&path);
     assert!(
         !reopened
             .entries()
@@ -308,7 +308,7 @@ async fn a_branch_with_nothing_to_summarise_persists_no_summary() {
 #[tokio::test]
 async fn cancelling_the_branch_summary_writes_nothing() {
     let t = tree();
-    let before = std::fs::read(&t.path).unwrap();
+    let before = stored_bytes(&t.path);
     let waits = Arc::new(WaitsForCancel {
         started: tokio::sync::Notify::new(),
     });
@@ -325,7 +325,7 @@ async fn cancelling_the_branch_summary_writes_nothing() {
     cancel.cancel();
     let o = timed(task).await.unwrap().unwrap();
     assert!(o.cancelled && o.aborted);
-    assert_eq!(std::fs::read(&t.path).unwrap(), before);
+    assert_eq!(stored_bytes(&t.path), before);
 }
 
 /// Spec §6.3.1: the branch-summary budget is (window or 128,000) − `branchSummary.reserveTokens`.
@@ -348,7 +348,7 @@ async fn an_unknown_window_budgets_the_branch_summary_from_128k() {
                 user(&big("NEWEST-MARKER")),
             ],
         );
-        let (s, _) = Session::open(&path).unwrap();
+        let (s, _) = load(&path);
         let target = s.path_to_leaf()[1].id.clone();
         drop(s);
         let recording = Recording::new("S");

@@ -168,11 +168,58 @@ async fn four_daemons_append_and_compact_one_session_and_lose_nothing() {
     fleet_appends_and_compacts(4, 25).await;
 }
 
+/// With fresh reads (the default), a request sent after another daemon's append returned
+/// sees it: a worker told "your turn" by another never reads a context without that turn.
 #[tokio::test]
-async fn a_daemon_sees_another_daemons_appends_without_writing() {
+async fn a_read_after_another_daemons_append_returned_sees_it() {
     let url = devtools::postgres::shared().create_database();
     let mut a = daemon_on(&url, settings()).await;
     let mut b = daemon_on(&url, settings()).await;
+    let session = a.create_session().await;
+    b.ok("session/open", json!({"sessionId": session})).await;
+    for i in 0..30 {
+        let (writer, reader) = if i % 2 == 0 {
+            (&mut a, &mut b)
+        } else {
+            (&mut b, &mut a)
+        };
+        let text = format!("turn {i}");
+        writer.append(&session, json!([user(&text)])).await;
+        let context = reader
+            .ok("session/context", json!({"sessionId": session}))
+            .await;
+        let seen = crate::support::user_texts(&context);
+        assert_eq!(seen.len(), i + 1, "{seen:?}");
+        assert_eq!(seen.last(), Some(&text), "{seen:?}");
+        // `session/usage` is remembered per revision: it too counts the new turn.
+        let usage = reader
+            .ok("session/usage", json!({"sessionId": session}))
+            .await;
+        let percent = usage["percent"].as_f64().unwrap();
+        let window = usage["contextWindow"].as_f64().unwrap();
+        let counted = (percent * window / 100.0).round() as u64;
+        assert_eq!(
+            counted,
+            context["tokens"].as_u64().unwrap(),
+            "{usage} {context}"
+        );
+    }
+    a.finish().await;
+    b.finish().await;
+}
+
+/// Without fresh reads, a daemon learns of another's appends from the change notifications,
+/// a few milliseconds after the other's commit, without writing itself.
+#[tokio::test]
+async fn without_fresh_reads_a_daemon_sees_another_daemons_appends_by_notification() {
+    let url = devtools::postgres::shared().create_database();
+    let notified = || {
+        let mut s = settings();
+        s["storage"] = json!({"postgres": {"freshReads": false}});
+        s
+    };
+    let mut a = daemon_on(&url, notified()).await;
+    let mut b = daemon_on(&url, notified()).await;
     let session = a.create_session().await;
     b.ok("session/open", json!({"sessionId": session})).await;
     let before = b.ok("session/context", json!({"sessionId": session})).await;

@@ -24,6 +24,7 @@ fn store(url: &str) -> Arc<PgStore> {
         url: url.to_owned(),
         pool_size: 2,
         timeout: Duration::from_secs(30),
+        fresh_reads: true,
     })
     .expect("the test database is reachable")
 }

@@ -241,11 +241,12 @@ impl Session {
         }
     }
 
-    /// [`Session::refresh`] for a stored session: asks the database only when a notification
-    /// (or a listener outage) says something may have changed.
+    /// [`Session::refresh`] for a stored session: asks the database (one query) what other
+    /// writers changed, on every call with fresh reads (the default), otherwise only when a
+    /// notification (or a listener outage) says something may have changed.
     pub(super) fn remote_refresh(&mut self) -> Result<usize> {
         let remote = self.remote();
-        let arrived = if remote.interest.may_have_changed() {
+        let arrived = if remote.store.fresh_reads() || remote.interest.may_have_changed() {
             let epoch = remote.interest.epoch_now();
             let id = self.header.id.clone();
             let changes = remote

@@ -73,6 +73,9 @@ pub struct PgOptions {
     pub pool_size: usize,
     /// How long one call may take before it fails (connecting included).
     pub timeout: Duration,
+    /// Reads ask the database for other writers' changes every time, not only when a
+    /// notification says there are some (`storage.postgres.freshReads`).
+    pub fresh_reads: bool,
 }
 
 impl std::fmt::Debug for PgOptions {
@@ -81,6 +84,7 @@ impl std::fmt::Debug for PgOptions {
             .field("url", &redact_url(&self.url))
             .field("pool_size", &self.pool_size)
             .field("timeout", &self.timeout)
+            .field("fresh_reads", &self.fresh_reads)
             .finish()
     }
 }
@@ -92,6 +96,7 @@ pub struct PgStore {
     watch: Arc<Watch>,
     target: String,
     timeout: Duration,
+    fresh_reads: bool,
     /// See [`PgStore::lines_read`].
     lines_read: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -169,6 +174,7 @@ impl PgStore {
             watch: Arc::clone(&watch),
             target: target.clone(),
             timeout: options.timeout,
+            fresh_reads: options.fresh_reads,
             lines_read: Default::default(),
         });
         store.call(|pool| async move {
@@ -180,6 +186,11 @@ impl PgStore {
             .handle()
             .spawn(watch::listen(config, watch, target));
         Ok(store)
+    }
+
+    /// Whether reads ask the database every time (see [`PgOptions::fresh_reads`]).
+    pub(crate) fn fresh_reads(&self) -> bool {
+        self.fresh_reads
     }
 
     /// The redacted URL, for messages.
