@@ -1,10 +1,10 @@
 //! Exact BPE counts over the vocabularies `build.rs` embeds (`table.rs`): the text is split
 //! into pieces by the vocabulary's pattern, and each piece is merged pair by pair, always the
 //! lowest-ranked adjacent pair first (the leftmost of equals), as tiktoken does; the count is
-//! the number of parts left. Nothing is built at start-up but the splitting automaton (a
+//! the number of parts left. A vocabulary's first count builds two things, each once per
+//! process: its lookup tables (`lookup.rs`, a few milliseconds) and the splitting automaton (a
 //! forward-only lazy DFA: each piece starts where the last ended, so no reverse automaton or
-//! capture machinery is needed, which makes it about 3x cheaper to build than a `regex`); the
-//! tables are read where they lie in the binary.
+//! capture machinery is needed, which makes it about 3x cheaper to build than a `regex`).
 //!
 //! tiktoken's patterns contain one look-ahead, `\s+(?!\S)` (a run of whitespace not followed by
 //! other text, i.e. all of it at the end of the text, else all but its last character), which
@@ -23,15 +23,13 @@ use regex_automata::hybrid::dfa::{Cache, DFA};
 use regex_automata::nfa::thompson;
 use regex_automata::{Anchored, Input, MatchKind};
 
-use super::table::{EMPTY, token_hash};
+use super::lookup::Lookup;
 
-/// A vocabulary: its table and its splitting pattern.
+/// A vocabulary: its embedded tokens and its splitting pattern, and what is built from them
+/// on first use.
 pub(super) struct Vocab {
-    table: &'static [u8],
-    n: usize,
-    mask: usize,
-    slots_at: usize,
-    bytes_at: usize,
+    embedded: &'static [u8],
+    lookup: OnceLock<Lookup>,
     pattern: &'static str,
     splitter: OnceLock<Splitter>,
 }
@@ -68,7 +66,7 @@ pub(super) fn o200k() -> &'static Vocab {
     static V: OnceLock<Vocab> = OnceLock::new();
     V.get_or_init(|| {
         Vocab::new(
-            include_bytes!(concat!(env!("OUT_DIR"), "/o200k-v1.bpe")),
+            include_bytes!(concat!(env!("OUT_DIR"), "/o200k-v2.bpe")),
             O200K_PATTERN,
         )
     })
@@ -78,32 +76,25 @@ pub(super) fn cl100k() -> &'static Vocab {
     static V: OnceLock<Vocab> = OnceLock::new();
     V.get_or_init(|| {
         Vocab::new(
-            include_bytes!(concat!(env!("OUT_DIR"), "/cl100k-v1.bpe")),
+            include_bytes!(concat!(env!("OUT_DIR"), "/cl100k-v2.bpe")),
             CL100K_PATTERN,
         )
     })
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_le_bytes(word)
-}
-
 impl Vocab {
-    fn new(table: &'static [u8], pattern: &'static str) -> Vocab {
-        let n = u32_at(table, 0) as usize;
-        let bits = u32_at(table, 4);
-        let slots_at = 8 + 4 * (n + 1);
+    fn new(embedded: &'static [u8], pattern: &'static str) -> Vocab {
         Vocab {
-            table,
-            n,
-            mask: (1usize << bits) - 1,
-            slots_at,
-            bytes_at: slots_at + 4 * (1usize << bits),
+            embedded,
+            lookup: OnceLock::new(),
             pattern,
             splitter: OnceLock::new(),
         }
+    }
+
+    /// The tables that find tokens, built on first use.
+    pub(super) fn lookup(&self) -> &Lookup {
+        self.lookup.get_or_init(|| Lookup::new(self.embedded))
     }
 
     /// The splitting automaton, built on first use.
@@ -122,29 +113,9 @@ impl Vocab {
         })
     }
 
-    fn token(&self, rank: usize) -> &[u8] {
-        let start = u32_at(self.table, 8 + 4 * rank) as usize;
-        let end = u32_at(self.table, 8 + 4 * (rank + 1)) as usize;
-        &self.table[self.bytes_at + start..self.bytes_at + end]
-    }
-
-    /// The rank of `bytes` when they are one token.
-    fn rank(&self, bytes: &[u8]) -> Option<u32> {
-        let mut at = token_hash(bytes) as usize & self.mask;
-        loop {
-            let rank = u32_at(self.table, self.slots_at + 4 * at);
-            if rank == EMPTY {
-                return None;
-            }
-            if (rank as usize) < self.n && self.token(rank as usize) == bytes {
-                return Some(rank);
-            }
-            at = (at + 1) & self.mask;
-        }
-    }
-
     /// Tokens in `text`.
     pub(super) fn count(&self, text: &str) -> usize {
+        let lookup = self.lookup();
         let splitter = self.splitter();
         let mut cache = splitter
             .caches
@@ -153,7 +124,7 @@ impl Vocab {
             .pop()
             .unwrap_or_else(|| splitter.dfa.create_cache());
         let n = pieces(&splitter.dfa, &mut cache, text)
-            .map(|piece| self.count_piece(piece.as_bytes()))
+            .map(|piece| count_piece(lookup, piece.as_bytes()))
             .sum();
         splitter
             .caches
@@ -162,99 +133,102 @@ impl Vocab {
             .push(cache);
         n
     }
+}
 
-    /// Tokens in one piece of the split.
-    fn count_piece(&self, piece: &[u8]) -> usize {
-        if piece.len() <= 1 || self.rank(piece).is_some() {
-            return piece.len().min(1);
-        }
-        if piece.len() < LONG_PIECE {
-            self.merge_short(piece)
-        } else {
-            self.merge_long(piece)
-        }
+/// Tokens in one piece of the split.
+fn count_piece(lookup: &Lookup, piece: &[u8]) -> usize {
+    if piece.len() <= 1 || lookup.rank(piece).is_some() {
+        return piece.len().min(1);
     }
-
-    /// The rank of `piece[starts[i]..starts[i + 2]]`, the pair of parts `i` and `i + 1`.
-    fn pair_rank(&self, piece: &[u8], starts: &[usize], i: usize) -> u32 {
-        match starts.get(i + 2) {
-            Some(&end) => self.rank(&piece[starts[i]..end]).unwrap_or(EMPTY),
-            None => EMPTY,
-        }
-    }
-
-    /// The merge by repeated scans for the lowest pair: quadratic, fast for short pieces.
-    fn merge_short(&self, piece: &[u8]) -> usize {
-        // starts[i]: where part i begins; the last element is the piece's end.
-        let mut starts: Vec<usize> = (0..=piece.len()).collect();
-        let mut ranks: Vec<u32> = (0..piece.len())
-            .map(|i| self.pair_rank(piece, &starts, i))
-            .collect();
-        loop {
-            let mut best = (EMPTY, 0);
-            for (i, &r) in ranks.iter().enumerate() {
-                if r < best.0 {
-                    best = (r, i);
-                }
-            }
-            let (rank, i) = best;
-            if rank == EMPTY {
-                return starts.len() - 1;
-            }
-            starts.remove(i + 1);
-            ranks.remove(i + 1);
-            ranks[i] = self.pair_rank(piece, &starts, i);
-            if i > 0 {
-                ranks[i - 1] = self.pair_rank(piece, &starts, i - 1);
-            }
-        }
-    }
-
-    /// The same merge with a heap of candidate pairs and linked parts: `n log n` for long
-    /// pieces (a run of spaces, a long word). A heap entry is stale once either part of its
-    /// pair has changed; it is then skipped.
-    fn merge_long(&self, piece: &[u8]) -> usize {
-        let n = piece.len();
-        // Parts are named by their start; next[s] is the start of the following part (n at
-        // the end), prev[s] the start of the one before, alive[s] whether s still starts one.
-        let mut next: Vec<usize> = (1..=n).collect();
-        let mut prev: Vec<usize> = (0..n).map(|s| s.wrapping_sub(1)).collect();
-        let mut alive = vec![true; n];
-        let rank_of = |start: usize, end: usize| self.rank(&piece[start..end]);
-        let mut heap = BinaryHeap::new();
-        for s in 0..n - 1 {
-            if let Some(r) = rank_of(s, s + 2) {
-                heap.push(Reverse((r, s, s + 2)));
-            }
-        }
-        let mut parts = n;
-        while let Some(Reverse((_, s, end))) = heap.pop() {
-            let mid = if s < n && alive[s] { next[s] } else { continue };
-            if mid >= n || next[mid] != end {
-                continue;
-            }
-            // Merge the parts at s and mid.
-            alive[mid] = false;
-            next[s] = end;
-            if end < n {
-                prev[end] = s;
-            }
-            parts -= 1;
-            if end < n
-                && let Some(r) = rank_of(s, next[end])
-            {
-                heap.push(Reverse((r, s, next[end])));
-            }
-            let before = prev[s];
-            if before < n
-                && let Some(r) = rank_of(before, end)
-            {
-                heap.push(Reverse((r, before, end)));
-            }
-        }
-        parts
+    if piece.len() < LONG_PIECE {
+        merge_short(lookup, piece)
+    } else {
+        merge_long(lookup, piece)
     }
 }
+
+/// The rank of `piece[starts[i]..starts[i + 2]]`, the pair of parts `i` and `i + 1`.
+fn pair_rank(lookup: &Lookup, piece: &[u8], starts: &[usize], i: usize) -> u32 {
+    match starts.get(i + 2) {
+        Some(&end) => lookup.rank(&piece[starts[i]..end]).unwrap_or(NO_PAIR),
+        None => NO_PAIR,
+    }
+}
+
+/// The merge by repeated scans for the lowest pair: quadratic, fast for short pieces.
+fn merge_short(lookup: &Lookup, piece: &[u8]) -> usize {
+    // starts[i]: where part i begins; the last element is the piece's end.
+    let mut starts: Vec<usize> = (0..=piece.len()).collect();
+    let mut ranks: Vec<u32> = (0..piece.len())
+        .map(|i| pair_rank(lookup, piece, &starts, i))
+        .collect();
+    loop {
+        let mut best = (NO_PAIR, 0);
+        for (i, &r) in ranks.iter().enumerate() {
+            if r < best.0 {
+                best = (r, i);
+            }
+        }
+        let (rank, i) = best;
+        if rank == NO_PAIR {
+            return starts.len() - 1;
+        }
+        starts.remove(i + 1);
+        ranks.remove(i + 1);
+        ranks[i] = pair_rank(lookup, piece, &starts, i);
+        if i > 0 {
+            ranks[i - 1] = pair_rank(lookup, piece, &starts, i - 1);
+        }
+    }
+}
+
+/// The same merge with a heap of candidate pairs and linked parts: `n log n` for long
+/// pieces (a run of spaces, a long word). A heap entry is stale once either part of its
+/// pair has changed; it is then skipped.
+fn merge_long(lookup: &Lookup, piece: &[u8]) -> usize {
+    let n = piece.len();
+    // Parts are named by their start; next[s] is the start of the following part (n at
+    // the end), prev[s] the start of the one before, alive[s] whether s still starts one.
+    let mut next: Vec<usize> = (1..=n).collect();
+    let mut prev: Vec<usize> = (0..n).map(|s| s.wrapping_sub(1)).collect();
+    let mut alive = vec![true; n];
+    let rank_of = |start: usize, end: usize| lookup.rank(&piece[start..end]);
+    let mut heap = BinaryHeap::new();
+    for s in 0..n - 1 {
+        if let Some(r) = rank_of(s, s + 2) {
+            heap.push(Reverse((r, s, s + 2)));
+        }
+    }
+    let mut parts = n;
+    while let Some(Reverse((_, s, end))) = heap.pop() {
+        let mid = if s < n && alive[s] { next[s] } else { continue };
+        if mid >= n || next[mid] != end {
+            continue;
+        }
+        // Merge the parts at s and mid.
+        alive[mid] = false;
+        next[s] = end;
+        if end < n {
+            prev[end] = s;
+        }
+        parts -= 1;
+        if end < n
+            && let Some(r) = rank_of(s, next[end])
+        {
+            heap.push(Reverse((r, s, next[end])));
+        }
+        let before = prev[s];
+        if before < n
+            && let Some(r) = rank_of(before, end)
+        {
+            heap.push(Reverse((r, before, end)));
+        }
+    }
+    parts
+}
+
+/// The rank of a pair that is not a token (higher than every rank).
+const NO_PAIR: u32 = u32::MAX;
 
 /// Pieces from this length on are merged with the heap.
 const LONG_PIECE: usize = 64;

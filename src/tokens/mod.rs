@@ -8,6 +8,7 @@
 mod bpe;
 mod cache;
 mod chars4;
+mod lookup;
 mod table;
 mod tiktoken;
 
