@@ -26,7 +26,6 @@
 //! compaction entry (DESIGN.md, deviation 1), so compactd plans over more messages.
 #![allow(clippy::print_stdout)] // A benchmark's job is to print its table.
 
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -36,9 +35,9 @@ mod support;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Parser;
-use devtools::{GenerateOptions, SizePreset, generate_session};
+use devtools::SizePreset;
 use serde::Deserialize;
-use support::{cached_session, cpu_model, utc_now};
+use support::{cached_session, cpu_model, median, utc_now, write_session};
 
 #[derive(Parser)]
 #[command(about = "compactd plan beside the reference (oh-my-pi under Bun) on the same files")]
@@ -192,21 +191,6 @@ fn run_compactd(home: &Path, file: &Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn write_session(path: &Path, preset: SizePreset, seed: u64) -> Result<()> {
-    let file = std::fs::File::create(path).with_context(|| format!("creating {path:?}"))?;
-    generate_session(
-        BufWriter::with_capacity(1 << 20, file),
-        &GenerateOptions::for_size(preset, seed),
-    )?;
-    Ok(())
-}
-
-fn median(reps: usize, mut f: impl FnMut() -> Result<Duration>) -> Result<Duration> {
-    let mut times = (0..reps.max(1)).map(|_| f()).collect::<Result<Vec<_>>>()?;
-    times.sort();
-    Ok(times[times.len() / 2])
 }
 
 fn median_ms(mut runs: Vec<f64>) -> f64 {

@@ -35,7 +35,6 @@
 //! is running: compare the two columns of one run, not runs on different machines.
 #![allow(clippy::print_stdout)] // A benchmark's job is to print its table.
 
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,7 +42,7 @@ use std::time::{Duration, Instant};
 #[path = "support/mod.rs"]
 mod support;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use clap::Parser;
 use compactd::compaction::{CompactionParams, prepare_compaction};
 use compactd::session::CompactionEntry;
@@ -51,8 +50,8 @@ use compactd::session::{AgentMessage, EntryKind};
 use compactd::session::{CreateOptions, Session, import_file};
 use compactd::session::{PgOptions, PgStore};
 use compactd::tokens::Chars4;
-use devtools::{GenerateOptions, SizePreset, generate_session};
-use support::{cached_session, cached_target, cpu_model, utc_now};
+use devtools::SizePreset;
+use support::{cached_session, cached_target, cpu_model, median, utc_now, write_session};
 
 #[derive(Parser)]
 #[command(about = "compactd storage backends: files and PostgreSQL (issue 17)")]
@@ -287,15 +286,6 @@ fn open_versus_history(args: &Args, store: &Arc<PgStore>, scratch: &Path) -> Res
     Ok(())
 }
 
-fn write_session(path: &Path, preset: SizePreset, seed: u64) -> Result<()> {
-    let file = std::fs::File::create(path).with_context(|| format!("creating {path:?}"))?;
-    generate_session(
-        BufWriter::with_capacity(1 << 20, file),
-        &GenerateOptions::for_size(preset, seed),
-    )?;
-    Ok(())
-}
-
 fn connect(url: &str) -> Result<Arc<PgStore>> {
     connect_with(url, true)
 }
@@ -307,12 +297,6 @@ fn connect_with(url: &str, fresh_reads: bool) -> Result<Arc<PgStore>> {
         timeout: Duration::from_secs(30),
         fresh_reads,
     })?)
-}
-
-fn median(reps: usize, mut f: impl FnMut() -> Result<Duration>) -> Result<Duration> {
-    let mut times = (0..reps.max(1)).map(|_| f()).collect::<Result<Vec<_>>>()?;
-    times.sort();
-    Ok(times[times.len() / 2])
 }
 
 fn ms(d: Duration) -> String {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use devtools::SizePreset;
 use devtools::generate::GENERATOR_VERSION;
 
@@ -75,4 +75,26 @@ pub fn utc_now() -> String {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default()
+}
+
+/// Writes the generated session of `preset` and `seed` to `path` (for [`cached_session`]).
+#[allow(dead_code)] // Each bench compiles this module; `bench` and `daemon` report as they write.
+pub fn write_session(path: &Path, preset: SizePreset, seed: u64) -> Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("creating {path:?}"))?;
+    devtools::generate_session(
+        std::io::BufWriter::with_capacity(1 << 20, file),
+        &devtools::GenerateOptions::for_size(preset, seed),
+    )?;
+    Ok(())
+}
+
+/// The median of `reps` timings of `f` (at least one).
+#[allow(dead_code)] // Each bench compiles this module; not every one times this way.
+pub fn median(
+    reps: usize,
+    mut f: impl FnMut() -> Result<std::time::Duration>,
+) -> Result<std::time::Duration> {
+    let mut times = (0..reps.max(1)).map(|_| f()).collect::<Result<Vec<_>>>()?;
+    times.sort();
+    Ok(times[times.len() / 2])
 }

@@ -105,13 +105,18 @@ fn fresh_session_id() -> String {
 /// Loads the session named by `path` afresh (a second reader, as another process would),
 /// every entry of it (a stored session opens with only what its context needs).
 pub fn load(path: &Path) -> (Session, LoadReport) {
-    let (mut session, report) = match stored_id(path) {
+    let (mut session, report) = open_where_it_lives(path);
+    session.load_whole().expect("the whole session loads");
+    (session, report)
+}
+
+/// The session named by `path` opened as the engine opens it (a stored one partly).
+fn open_where_it_lives(path: &Path) -> (Session, LoadReport) {
+    match stored_id(path) {
         Some(id) => Session::open_in(test_store(), id),
         None => Session::open(path),
     }
-    .expect("session opens");
-    session.load_whole().expect("the whole session loads");
-    (session, report)
+    .expect("session opens")
 }
 
 /// [`load`] without the report.
@@ -121,12 +126,7 @@ pub fn reopen(path: &Path) -> Session {
 
 /// The session named by `path`, opened as the engine opens it, to hand to the engine.
 pub fn open(path: &Path) -> SharedSession {
-    let (session, _) = match stored_id(path) {
-        Some(id) => Session::open_in(test_store(), id),
-        None => Session::open(path),
-    }
-    .expect("session opens");
-    Arc::new(tokio::sync::RwLock::new(session))
+    Arc::new(tokio::sync::RwLock::new(open_where_it_lives(path).0))
 }
 
 /// Everything stored for the session named by `path`, as JSONL: the file's bytes, or the
