@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+mod fast;
+
 /// Fields a struct does not model, kept as they were read.
 pub type Extra = Map<String, Value>;
 
@@ -440,7 +442,16 @@ impl AgentMessage {
 
     /// Parses a message from JSON, keeping unknown roles and fields.
     pub fn from_value(value: Value) -> Result<Self, serde_json::Error> {
+        if fast::accepts(&value) {
+            return Ok(fast::convert(value));
+        }
         serde_json::from_value(value)
+    }
+
+    /// Whether [`AgentMessage::from_value`] surely succeeds on `value`: it is a message of a
+    /// common role in the usual shape (then it is also converted without serde's overhead).
+    pub(crate) fn surely_parses(value: &Value) -> bool {
+        fast::accepts(value)
     }
 
     pub fn to_value(&self) -> Value {

@@ -90,14 +90,19 @@ impl Entry {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
-        let original = map.clone();
+        // Kept to fall back on if the fields do not fit the type; a message in the usual
+        // shape surely fits, and copying it whole was a fifth of parsing it.
+        let surely_fits =
+            type_name == "message" && map.get("message").is_some_and(AgentMessage::surely_parses);
+        let original = (!surely_fits).then(|| map.clone());
         for k in ["type", "id", "parentId", "timestamp"] {
             map.remove(k);
         }
         match parse_kind(&type_name, &mut map) {
             Some(kind) => Ok(Entry::with_extra(id, parent_id, timestamp, kind, map)),
             None => {
-                let mut extra = original;
+                let mut extra =
+                    original.expect("a message that surely parses is never refused by parse_kind");
                 for k in ["type", "id", "parentId", "timestamp"] {
                     extra.remove(k);
                 }
