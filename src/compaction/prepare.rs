@@ -101,9 +101,12 @@ struct Window<'a> {
 }
 
 fn last_compaction<'a>(path: &[&'a Entry]) -> Option<(usize, &'a CompactionEntry)> {
+    // The wire type is known without parsing the body; a line of that type whose body does
+    // not parse is no compaction, hence the second look.
     path.iter()
         .enumerate()
         .rev()
+        .filter(|(_, e)| e.type_name() == "compaction")
         .find_map(|(i, e)| match e.kind() {
             EntryKind::Compaction(c) => Some((i, c)),
             _ => None,
@@ -137,7 +140,10 @@ fn window<'a>(path: &[&'a Entry], mode: CutMode) -> Window<'a> {
         .map(|k| k..at)
         .into_iter()
         .flatten()
-        .filter(|&i| !matches!(path[i].kind(), EntryKind::Compaction(_)));
+        .filter(|&i| {
+            path[i].type_name() != "compaction"
+                || !matches!(path[i].kind(), EntryKind::Compaction(_))
+        });
     Window {
         indices: kept.chain(at + 1..path.len()).collect(),
         previous: Some(previous),
@@ -196,6 +202,8 @@ pub fn prepare_compaction(
     if entries.is_empty() {
         return None;
     }
+    // Everything below reads every entry of the window.
+    Entry::parse_all(&entries);
     let usage = last_usage(path);
     let keep = adjusted_keep(params.keep_recent_tokens, usage, &entries, counter);
     let cut = find_cut_point_with(&entries, 0, entries.len(), keep, counter, params.mode);
@@ -257,6 +265,7 @@ pub fn prepare_compaction_at(
     counter: &dyn TokenCounter,
 ) -> Result<CompactionPreparation, BoundaryError> {
     let (window, entries, cut) = boundary_cut(path, first_kept_entry_id)?;
+    Entry::parse_all(&entries);
     let usage = last_usage(path);
     // Not used for the cut, which the caller chose; reported for comparison.
     let keep = adjusted_keep(params.keep_recent_tokens, usage, &entries, counter);

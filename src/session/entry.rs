@@ -394,6 +394,57 @@ impl Entry {
     pub fn is_leaf_move(&self) -> bool {
         self.type_name() == LEAF_MOVE_TYPE
     }
+
+    /// Bytes of the raw line still to be parsed; 0 once parsed or for a built entry.
+    fn unparsed_len(&self) -> usize {
+        match &self.body {
+            Body::Raw { line, parsed } if parsed.get().is_none() => line.len(),
+            _ => 0,
+        }
+    }
+
+    /// Parses the bodies of `entries` that are still raw, on the machine's cores when there
+    /// are enough bytes to pay for the threads. The result is what parsing each on first use
+    /// would give (an entry's body is parsed once, whichever thread gets there); only the wall
+    /// time changes. For callers about to read every entry of a long window.
+    pub fn parse_all(entries: &[&Entry]) {
+        /// Below this many bytes a second thread costs more than it saves.
+        const MIN_PARALLEL_BYTES: usize = 256 << 10;
+        let pending: Vec<&Entry> = entries
+            .iter()
+            .copied()
+            .filter(|e| e.unparsed_len() > 0)
+            .collect();
+        let total: usize = pending.iter().map(|e| e.unparsed_len()).sum();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+        if threads < 2 || total < MIN_PARALLEL_BYTES {
+            return;
+        }
+        // Contiguous chunks of about equal bytes, one per thread; this thread takes the last.
+        let share = total.div_ceil(threads);
+        let mut chunks: Vec<&[&Entry]> = Vec::with_capacity(threads);
+        let (mut from, mut bytes) = (0, 0);
+        for (i, e) in pending.iter().enumerate() {
+            bytes += e.unparsed_len();
+            if bytes >= share && chunks.len() + 1 < threads {
+                chunks.push(&pending[from..=i]);
+                (from, bytes) = (i + 1, 0);
+            }
+        }
+        chunks.push(&pending[from..]);
+        let parse = |chunk: &[&Entry]| {
+            for e in chunk {
+                e.fields();
+            }
+        };
+        std::thread::scope(|s| {
+            let (last, others) = chunks.split_last().expect("at least one chunk");
+            for chunk in others {
+                s.spawn(move || parse(chunk));
+            }
+            parse(last);
+        });
+    }
 }
 
 /// The message an entry contributes to a conversation (spec §3.1 step 4, §4.6 step 8, §6.2).

@@ -98,6 +98,11 @@ fn shared_type_name(name: Cow<'_, str>) -> Cow<'static, str> {
 }
 
 impl RawSpan {
+    /// The line's length in bytes.
+    pub(super) fn len(&self) -> usize {
+        self.end - self.start
+    }
+
     /// Whether `entry`'s header fields are still the ones this line holds, so the line can be
     /// written back verbatim.
     pub(super) fn head_matches(&self, entry: &Entry) -> bool {
