@@ -46,7 +46,14 @@ impl Hash for Key {
 
 impl PartialEq for Key {
     fn eq(&self, other: &Key) -> bool {
-        Borrow::<[u8]>::borrow(self) == Borrow::<[u8]>::borrow(other)
+        match (self, other) {
+            // Bytes past `len` are zero, so whole arrays compare: a few vector compares
+            // instead of a call to `memcmp`.
+            (Key::Inline { len: a, bytes: x }, Key::Inline { len: b, bytes: y }) => {
+                a == b && x == y
+            }
+            _ => Borrow::<[u8]>::borrow(self) == Borrow::<[u8]>::borrow(other),
+        }
     }
 }
 
@@ -58,20 +65,26 @@ pub(super) struct IdIndex(HashMap<Key, usize, foldhash::fast::RandomState>);
 
 impl IdIndex {
     pub(super) fn get(&self, id: &str) -> Option<&usize> {
-        self.0.get(id.as_bytes())
+        if id.len() <= INLINE {
+            self.0.get(&Key::new(id))
+        } else {
+            self.0.get(id.as_bytes())
+        }
     }
 
     pub(super) fn contains_key(&self, id: &str) -> bool {
-        self.0.contains_key(id.as_bytes())
+        self.get(id).is_some()
     }
 
     /// Maps `id` to `at` unless it is already there; returns whether it was added.
     pub(super) fn insert_new(&mut self, id: &str, at: usize) -> bool {
-        if self.contains_key(id) {
-            return false;
+        match self.0.entry(Key::new(id)) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(at);
+                true
+            }
         }
-        self.0.insert(Key::new(id), at);
-        true
     }
 
     pub(super) fn clear(&mut self) {

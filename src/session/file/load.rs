@@ -81,11 +81,11 @@ impl Session {
             Err(e) => return Ok(Some(Err(e))),
         };
         progress(LoadStep::Parsing { bytes: len });
-        let (items, end) = stream::scan_file(&src, session.disk.consumed, len)?;
+        let (parts, end) = stream::scan_file(&src, session.disk.consumed, len)?;
         let mut tail = vec![0u8; (len - end) as usize];
         read_exact_at(f, &mut tail, end)?;
-        let mut parsed = Vec::with_capacity(items.len());
-        for item in items {
+        let mut parsed = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+        for item in parts.into_iter().flatten() {
             session.disk.lines += 1;
             match item {
                 stream::Item::Lazy(entry) => parsed.push((entry, session.disk.lines)),
@@ -182,10 +182,27 @@ impl Session {
         progress(LoadStep::Linking {
             entries: parsed.len() as u64,
         });
-        self.entries.reserve_exact(parsed.len());
         self.index.reserve(parsed.len());
-        for (entry, line) in parsed {
-            self.push_entry(entry, line, report);
+        if self.entries.is_empty() {
+            // The entries stay where they were read (`collect` reuses the vector): copying
+            // them into a new one cost a page fault per 4 KiB of a large session's entries.
+            let mut lines = Vec::with_capacity(parsed.len());
+            self.entries = parsed
+                .into_iter()
+                .map(|(entry, line)| {
+                    lines.push(line);
+                    entry
+                })
+                .collect();
+            self.revision = next_revision();
+            for (at, line) in lines.into_iter().enumerate() {
+                self.index_entry(at, line, report);
+            }
+        } else {
+            self.entries.reserve_exact(parsed.len());
+            for (entry, line) in parsed {
+                self.push_entry(entry, line, report);
+            }
         }
         self.file_leaf = file_leaf_of(&self.entries);
         self.leaf = self.file_leaf.clone();
@@ -297,14 +314,20 @@ impl Session {
 
     pub(super) fn push_entry(&mut self, entry: Entry, line: usize, report: &mut LoadReport) {
         self.revision = next_revision();
-        if !self.index.insert_new(&entry.id, self.entries.len()) {
+        self.entries.push(entry);
+        self.index_entry(self.entries.len() - 1, line, report);
+    }
+
+    /// Adds `entries[at]`, read from `line`, to the id index; a duplicate id is reported.
+    fn index_entry(&mut self, at: usize, line: usize, report: &mut LoadReport) {
+        let id = &self.entries[at].id;
+        if !self.index.insert_new(id, at) {
             self.duplicate_ids = true;
             report.duplicate_ids.push(DuplicateId {
-                id: entry.id.clone(),
+                id: id.clone(),
                 line,
             });
         }
-        self.entries.push(entry);
     }
 }
 
