@@ -26,8 +26,8 @@ pub use cut_point::{
 };
 pub use file_ops::{FileOps, compute_file_lists, file_lists_details, format_file_operations};
 pub use prepare::{
-    BoundaryError, CompactionParams, CompactionPreparation, effective_window, prepare_compaction,
-    prepare_compaction_at, validate_boundary,
+    BoundaryError, CompactionParams, CompactionPreparation, CompactionSummary, effective_window,
+    prepare_compaction, prepare_compaction_at, summarize_compaction, validate_boundary,
 };
 pub use prune::{
     PruneConfig, PrunePlan, PrunedOutput, apply_prune, prune_notice, prune_tool_outputs,

@@ -277,3 +277,64 @@ fn deviation1_chained_compactions_lose_no_message() {
     }
     assert_eq!(second.previous_summary.as_deref(), Some("first"));
 }
+
+/// `summarize_compaction` reports what `prepare_compaction` prepares, without the messages.
+#[test]
+fn the_summary_counts_what_the_preparation_holds() {
+    let mut split = PathBuilder::new();
+    split.user(&t("u0"));
+    split.assistant(&t("a1"));
+    split.user(&t("u2"));
+    split.calls(&[("c1", "read", json!({"path":"seen.rs"}))]);
+    split.result("c1", "read", &t("r"));
+    split.branch_summary("left branch");
+    for tag in ["a5", "a6", "a7"] {
+        split.assistant(&t(tag));
+    }
+    let mut files = PathBuilder::new();
+    files.user(&t("u0"));
+    files.calls(&[("c1", "write", json!({"path":"new.rs"}))]);
+    files.result("c1", "write", &t("r"));
+    files.compaction(
+        "e0",
+        "s",
+        json!({"readFiles":["old.rs"],"modifiedFiles":[]}),
+    );
+    files.user(&t("u4"));
+    files.calls(&[("c2", "edit", json!({"path":"kept.rs"}))]);
+    files.result("c2", "edit", &t("r"));
+    files.user(&t("u7"));
+    let mut compared = 0;
+    for b in [compacted_path(), split, files] {
+        let path = b.refs();
+        for mode in [CutMode::Fixed, CutMode::Parity] {
+            for keep in [50, 150, 250, 450, 10_000] {
+                let params = params(keep, mode);
+                let Some(p) = prepare_compaction(&path, &params, &Chars4) else {
+                    assert_eq!(summarize_compaction(&path, &params, &Chars4), None);
+                    continue;
+                };
+                let s = summarize_compaction(&path, &params, &Chars4).expect("a summary");
+                assert_eq!(
+                    s,
+                    CompactionSummary {
+                        first_kept_entry_id: p.first_kept_entry_id.clone(),
+                        first_kept_entry_index: p.first_kept_entry_index,
+                        is_split_turn: p.is_split_turn,
+                        turn_start_index: p.turn_start_index,
+                        messages_to_summarize: p.messages_to_summarize.len(),
+                        turn_prefix_messages: p.turn_prefix_messages.len(),
+                        recent_messages: p.recent_messages.len(),
+                        tokens_before: p.tokens_before,
+                        has_previous_summary: p.previous_summary.is_some(),
+                        file_ops: p.file_ops.clone(),
+                        keep_recent_tokens: p.keep_recent_tokens,
+                    },
+                    "keep {keep}, {mode:?}"
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 20, "only {compared} plans compared");
+}
