@@ -603,7 +603,8 @@ async fn a_daemon_survives_the_edges_at_once_and_loses_nothing() {
             assert!(
                 context["messages"]
                     .as_array()
-                    .is_some_and(|m| !m.is_empty())
+                    .is_some_and(|m| !m.is_empty()),
+                "round {round}, read {id}: a context without messages: {context}"
             );
         }
         let fifo_error = a.read_until_response(last_id).await;
