@@ -52,7 +52,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         },
     };
     let path = session.path_to_leaf();
-    let Some(prep) = summarize_compaction(&path, &params, counter.as_ref()) else {
+    let Some(summary) = summarize_compaction(&path, &params, counter.as_ref()) else {
         let why = if path.last().is_some_and(|e| e.type_name() == "compaction") {
             "Already compacted"
         } else {
@@ -62,25 +62,25 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     };
     // Indices over the file's entries (markers included, as they are lines of the file).
     let file_index = |id: &str| session.entries().iter().position(|e| e.id == id);
-    let turn_start_index = prep
+    let turn_start_index = summary
         .turn_start_index
         .and_then(|i| path.get(i))
         .and_then(|e| file_index(&e.id));
-    let (read_files, modified_files) = compute_file_lists(&prep.file_ops);
+    let (read_files, modified_files) = compute_file_lists(&summary.file_ops);
     let report = CompactionPlan {
-        first_kept_entry_index: file_index(&prep.first_kept_entry_id),
+        first_kept_entry_index: file_index(&summary.first_kept_entry_id),
         first_kept_entry_kind: session
-            .get(&prep.first_kept_entry_id)
+            .get(&summary.first_kept_entry_id)
             .map_or_else(String::new, kind_of),
-        first_kept_entry_id: prep.first_kept_entry_id.clone(),
-        is_split_turn: prep.is_split_turn,
+        first_kept_entry_id: summary.first_kept_entry_id.clone(),
+        is_split_turn: summary.is_split_turn,
         turn_start_index,
-        messages_to_summarize: prep.messages_to_summarize,
-        turn_prefix_messages: prep.turn_prefix_messages,
-        recent_messages: prep.recent_messages,
-        tokens_before: prep.tokens_before,
-        keep_recent_tokens: prep.keep_recent_tokens,
-        previous_summary: prep.has_previous_summary,
+        messages_to_summarize: summary.messages_to_summarize,
+        turn_prefix_messages: summary.turn_prefix_messages,
+        recent_messages: summary.recent_messages,
+        tokens_before: summary.tokens_before,
+        keep_recent_tokens: summary.keep_recent_tokens,
+        previous_summary: summary.has_previous_summary,
         read_files,
         modified_files,
         tokenizer: counter.name().to_owned(),

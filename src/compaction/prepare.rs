@@ -370,17 +370,17 @@ impl<'a> Plan<'a> {
             .filter_map(|&e| e.agent_message(false).map(|m| (m, e)))
     }
 
-    /// What the summarised messages read and modified, carried on from the previous
-    /// compaction.
-    fn file_ops(&self) -> FileOps {
+    /// What `summarized` (the history and the turn prefix) read and modified, carried on
+    /// from the previous compaction.
+    fn file_ops<M: std::ops::Deref<Target = AgentMessage>>(
+        &self,
+        summarized: impl Iterator<Item = M>,
+    ) -> FileOps {
         let mut file_ops = FileOps::default();
         if let Some(previous) = self.window.previous {
             file_ops.add_compaction(previous);
         }
-        for (m, _) in self
-            .messages(0..self.history_end)
-            .chain(self.messages(self.prefix.clone()))
-        {
+        for m in summarized {
             file_ops.add_message(&m);
         }
         file_ops
@@ -398,7 +398,11 @@ impl<'a> Plan<'a> {
             recent_messages: count(self.cut.first_kept_entry_index..self.entries.len()),
             tokens_before: self.usage.map_or(0, Usage::context_tokens),
             has_previous_summary: self.window.previous.is_some(),
-            file_ops: self.file_ops(),
+            file_ops: self.file_ops(
+                self.messages(0..self.history_end)
+                    .chain(self.messages(self.prefix.clone()))
+                    .map(|(m, _)| m),
+            ),
             keep_recent_tokens: self.keep,
         }
     }
@@ -421,7 +425,7 @@ impl<'a> Plan<'a> {
         CompactionPreparation {
             first_kept_entry_id: self.first_kept().id.clone(),
             first_kept_entry_index: self.window.indices[self.cut.first_kept_entry_index],
-            file_ops: self.file_ops(),
+            file_ops: self.file_ops(messages_to_summarize.iter().chain(&turn_prefix_messages)),
             messages_to_summarize,
             turn_prefix_messages,
             recent_messages,

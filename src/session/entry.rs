@@ -521,4 +521,49 @@ mod tests {
         assert!(SessionHeader::from_value(json!({"type":"message","id":"abc"})).is_none());
         assert!(SessionHeader::from_value(json!({"type":"session","id":5})).is_none());
     }
+
+    /// Lines of ~1 KB, enough of them for `parse_all` to use its threads, one of them with a
+    /// body serde refuses (a number beyond `f64`).
+    fn raw_entries(src: &std::sync::Arc<LineSource>) -> Vec<Entry> {
+        let bytes = src.bytes();
+        let mut entries = Vec::new();
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', bytes) {
+            entries.push(Entry::from_shared_line(src, start, end).expect("a usual header"));
+            start = end + 1;
+        }
+        entries
+    }
+
+    #[test]
+    fn parse_all_parses_every_raw_body_as_parsing_each_would() {
+        let mut text = String::new();
+        for i in 0..600 {
+            let line = if i == 300 {
+                json!({"type":"message","id":format!("e{i}"),"parentId":null,"timestamp":"t",
+                       "message":{"role":"user","content":"x","n":1}})
+                .to_string()
+                .replace("\"n\":1", "\"n\":1e400")
+            } else {
+                json!({"type":"message","id":format!("e{i}"),"parentId":null,"timestamp":"t",
+                       "message":{"role":"assistant","content":[{"type":"text","text":"y".repeat(1000)}]}})
+                .to_string()
+            };
+            text.push_str(&line);
+            text.push('\n');
+        }
+        assert!(text.len() > 512 << 10, "more than one thread's share");
+        let src = LineSource::memory(text.into_bytes());
+        let (threaded, one_by_one) = (raw_entries(&src), raw_entries(&src));
+        let refs: Vec<&Entry> = threaded.iter().collect();
+        assert!(refs.iter().all(|e| e.unparsed_len() > 0));
+        Entry::parse_all(&refs);
+        for (a, b) in threaded.iter().zip(&one_by_one) {
+            assert_eq!(a.unparsed_len(), 0, "{} was left unparsed", a.id);
+            assert_eq!(a.kind(), b.kind());
+            assert_eq!(a.extra(), b.extra());
+        }
+        assert!(matches!(threaded[300].kind(), EntryKind::Unknown { .. }));
+        assert!(matches!(threaded[299].kind(), EntryKind::Message(_)));
+    }
 }

@@ -454,6 +454,13 @@ impl AgentMessage {
         fast::accepts(value)
     }
 
+    /// [`AgentMessage::from_value`] of a value [`AgentMessage::surely_parses`] took, without
+    /// checking it again.
+    pub(crate) fn from_checked(value: Value) -> Self {
+        debug_assert!(fast::accepts(&value));
+        fast::convert(value)
+    }
+
     pub fn to_value(&self) -> Value {
         // Serialising these types cannot fail: every map key is a string.
         serde_json::to_value(self).expect("message serialises")

@@ -90,19 +90,28 @@ impl Entry {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
-        // Kept to fall back on if the fields do not fit the type; a message in the usual
-        // shape surely fits, and copying it whole was a fifth of parsing it.
-        let surely_fits =
-            type_name == "message" && map.get("message").is_some_and(AgentMessage::surely_parses);
-        let original = (!surely_fits).then(|| map.clone());
+        // A message in the usual shape is converted at once: it surely fits, so nothing is
+        // kept to fall back on (copying it whole was a fifth of parsing it).
+        if type_name == "message"
+            && let Some(message) = map.get("message")
+            && AgentMessage::surely_parses(message)
+        {
+            for k in ["type", "id", "parentId", "timestamp"] {
+                map.remove(k);
+            }
+            let message = map.remove("message").expect("looked up just above");
+            let kind = EntryKind::Message(AgentMessage::from_checked(message));
+            return Ok(Entry::with_extra(id, parent_id, timestamp, kind, map));
+        }
+        // Kept to fall back on if the fields do not fit the type.
+        let original = map.clone();
         for k in ["type", "id", "parentId", "timestamp"] {
             map.remove(k);
         }
         match parse_kind(&type_name, &mut map) {
             Some(kind) => Ok(Entry::with_extra(id, parent_id, timestamp, kind, map)),
             None => {
-                let mut extra =
-                    original.expect("a message that surely parses is never refused by parse_kind");
+                let mut extra = original;
                 for k in ["type", "id", "parentId", "timestamp"] {
                     extra.remove(k);
                 }

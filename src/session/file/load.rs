@@ -182,27 +182,21 @@ impl Session {
         progress(LoadStep::Linking {
             entries: parsed.len() as u64,
         });
+        debug_assert!(self.entries.is_empty(), "a load starts from no entries");
         self.index.reserve(parsed.len());
-        if self.entries.is_empty() {
-            // The entries stay where they were read (`collect` reuses the vector): copying
-            // them into a new one cost a page fault per 4 KiB of a large session's entries.
-            let mut lines = Vec::with_capacity(parsed.len());
-            self.entries = parsed
-                .into_iter()
-                .map(|(entry, line)| {
-                    lines.push(line);
-                    entry
-                })
-                .collect();
-            self.revision = next_revision();
-            for (at, line) in lines.into_iter().enumerate() {
-                self.index_entry(at, line, report);
-            }
-        } else {
-            self.entries.reserve_exact(parsed.len());
-            for (entry, line) in parsed {
-                self.push_entry(entry, line, report);
-            }
+        // The entries stay where they were read (`collect` reuses the vector): copying them
+        // into a new one cost a page fault per 4 KiB of a large session's entries.
+        let mut lines = Vec::with_capacity(parsed.len());
+        self.entries = parsed
+            .into_iter()
+            .map(|(entry, line)| {
+                lines.push(line);
+                entry
+            })
+            .collect();
+        self.revision = next_revision();
+        for (at, line) in lines.into_iter().enumerate() {
+            self.index_entry(at, line, report);
         }
         self.file_leaf = file_leaf_of(&self.entries);
         self.leaf = self.file_leaf.clone();
