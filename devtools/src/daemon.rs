@@ -340,6 +340,34 @@ impl DaemonProcess {
         id
     }
 
+    /// Sends requests in one write, so the server reads them all before it answers any;
+    /// returns their ids.
+    pub async fn send_burst(&mut self, requests: Vec<(&str, Value)>) -> Vec<i64> {
+        let mut bytes = String::new();
+        let mut ids = Vec::new();
+        for (method, params) in requests {
+            let id = self.next_id;
+            self.next_id += 1;
+            let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            let body = message.to_string();
+            if let Some(transcript) = &mut self.transcript {
+                transcript.push(Transcribed {
+                    from_client: true,
+                    message,
+                });
+            }
+            match self.framing {
+                Framing::Ndjson => bytes.push_str(&format!("{body}\n")),
+                Framing::Lsp => {
+                    bytes.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()))
+                }
+            }
+            ids.push(id);
+        }
+        self.send_raw(bytes.as_bytes()).await;
+        ids
+    }
+
     pub async fn send_notification(&mut self, method: &str, params: Value) {
         self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}))
             .await;

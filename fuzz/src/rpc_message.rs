@@ -51,6 +51,12 @@ async fn ask(_: (), ctx: RequestCtx, params: Value) -> Result<Value, RpcError> {
         .map_err(RpcError::internal)
 }
 
+/// A long session job: lets the session's later reads pass, then steps.
+async fn session_long(_: (), ctx: RequestCtx, params: SessionParams) -> Result<Value, RpcError> {
+    ctx.let_reads_pass();
+    session_step((), ctx, params).await
+}
+
 async fn initialize(_: (), _: RequestCtx, _: Value) -> Result<Value, RpcError> {
     Ok(serde_json::json!({ "capabilities": {} }))
 }
@@ -68,6 +74,8 @@ fn router() -> Router<()> {
         .request("shutdown", Concurrency::GlobalSerial, shutdown)
         .request("echo", Concurrency::Parallel, echo)
         .request("session/step", Concurrency::SessionSerial, session_step)
+        .request("session/long", Concurrency::SessionSerial, session_long)
+        .request("session/peek", Concurrency::SessionRead, session_step)
         .request("ask", Concurrency::Parallel, ask)
         .notification("initialized", Concurrency::Parallel, note)
         .notification("session/note", Concurrency::SessionSerial, note)

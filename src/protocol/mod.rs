@@ -164,6 +164,7 @@ pub fn concurrency_name(concurrency: Concurrency) -> &'static str {
         Concurrency::Parallel => "parallel",
         Concurrency::GlobalSerial => "globalSerial",
         Concurrency::SessionSerial => "sessionSerial",
+        Concurrency::SessionRead => "sessionRead",
     }
 }
 
@@ -310,11 +311,11 @@ protocol_table! {
         /// Appends entries at the leaf; an assistant message runs the auto-compaction check.
         SessionAppend = "session/append", SessionSerial, SessionAppendParams => SessionAppendResult;
         /// The LLM-ready messages of the branch and their token figures.
-        SessionContext = "session/context", Parallel, SessionContextParams => SessionContextResult;
+        SessionContext = "session/context", SessionRead, SessionContextParams => SessionContextResult;
         /// Every entry as a flat tree.
-        SessionTree = "session/tree", Parallel, SessionTreeParams => SessionTreeResult;
+        SessionTree = "session/tree", SessionRead, SessionTreeParams => SessionTreeResult;
         /// Context size, window, threshold and whether a compaction runs.
-        SessionUsage = "session/usage", Parallel, SessionRef => SessionUsageResult;
+        SessionUsage = "session/usage", SessionRead, SessionRef => SessionUsageResult;
         /// Sets or clears an entry's label (appends a `label` entry).
         SessionSetLabel = "session/setLabel", SessionSerial, SetLabelParams => SetLabelResult;
         /// Compacts now; answers when done, with progress and summary deltas meanwhile.

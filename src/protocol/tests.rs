@@ -31,13 +31,15 @@ fn session_serial_methods_require_a_session_id() {
     // The transport keys session-serial queues on `params.sessionId`; a method without it
     // would fail every call with -32602.
     for m in METHODS {
-        if m.concurrency == Some(Concurrency::SessionSerial) {
+        if let Some(class @ (Concurrency::SessionSerial | Concurrency::SessionRead)) = m.concurrency
+        {
             let schema = m.params.root_schema().to_value();
             let required = schema["required"].as_array().cloned().unwrap_or_default();
             assert!(
                 required.contains(&json!("sessionId")),
-                "{} is sessionSerial but its params do not require sessionId: {schema}",
-                m.name
+                "{} is {} but its params do not require sessionId: {schema}",
+                m.name,
+                concurrency_name(class)
             );
         }
     }

@@ -108,6 +108,8 @@ pub struct RequestCtx {
     pub(super) peer: PeerHandle,
     /// Output reserved by the handler; given back once its response is queued.
     pub(super) reserved: Arc<Mutex<Vec<Reservation>>>,
+    /// For a session-serial request: cancelled to let later reads of the session run.
+    pub(super) reads_may_pass: Option<CancellationToken>,
 }
 
 impl RequestCtx {
@@ -145,6 +147,16 @@ impl RequestCtx {
     /// The running peer.
     pub fn peer(&self) -> &PeerHandle {
         &self.peer
+    }
+
+    /// For a long session-serial request (a compaction, a branch summary): the session's
+    /// reads that arrived after it stop waiting for it to finish and run now, seeing the
+    /// session as it is meanwhile. Calls queued after it still wait. Does nothing for other
+    /// classes.
+    pub fn let_reads_pass(&self) {
+        if let Some(token) = &self.reads_may_pass {
+            token.cancel();
+        }
     }
 
     /// Before building a result of about `bytes` (a whole context): waits until the output

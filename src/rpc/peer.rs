@@ -32,7 +32,7 @@ use super::handle::{ExitReason, NotificationCtx, PeerHandle, PeerShared, Phase, 
 use super::lock;
 use super::message::{Incoming, RequestId, RpcError, parse_incoming, parse_params, response_json};
 use super::router::{Concurrency, NotificationFn, RequestFn, Router};
-use super::serial::{QueueKey, SerialQueues, Slot};
+use super::serial::{QueueKey, ReadTicket, SerialQueues, Slot};
 
 const INITIALIZE: &str = "initialize";
 const SHUTDOWN: &str = "shutdown";
@@ -315,7 +315,7 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
         let Some((&name, entry)) = self.router.requests.get_key_value(method) else {
             return Err(RpcError::method_not_found(method));
         };
-        let queue = queue_key(entry.concurrency, name, params.as_deref())?;
+        let order = order_of(entry.concurrency, name, params.as_deref())?;
         let token = self.shared.cancel_all.child_token();
         {
             let mut requests = lock(&self.shared.requests);
@@ -336,6 +336,7 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
         if let Some(phase) = next_phase {
             *lock(&self.shared.phase) = phase;
         }
+        let place = Place::take(&self.queues, order);
         let job = RequestJob {
             handler: Arc::clone(&entry.handler),
             state: self.router.state.clone(),
@@ -345,9 +346,10 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
                 token,
                 peer: PeerHandle::new(&self.shared),
                 reserved: Arc::default(),
+                reads_may_pass: place.reads_may_pass(),
             },
             params,
-            slot: queue.map(|key| self.queues.enter(key)),
+            place,
             in_flight,
             is_initialize: self.router.lifecycle && name == INITIALIZE,
         };
@@ -415,8 +417,8 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
         let Some((&name, entry)) = self.router.notifications.get_key_value(method) else {
             return;
         };
-        let queue = match queue_key(entry.concurrency, name, params.as_deref()) {
-            Ok(queue) => queue,
+        let order = match order_of(entry.concurrency, name, params.as_deref()) {
+            Ok(order) => order,
             Err(error) => {
                 tracing::warn!(%error, "dropping a notification");
                 return;
@@ -434,7 +436,7 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
                 peer: PeerHandle::new(&self.shared),
             },
             params,
-            slot: queue.map(|key| self.queues.enter(key)),
+            place: Place::take(&self.queues, order),
             in_flight: InFlight {
                 shared: Arc::clone(&self.shared),
                 id: None,
@@ -460,25 +462,68 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
     }
 }
 
-/// The queue a call joins, from its class (and `params.sessionId` for session-serial ones).
-fn queue_key(
+/// How a call is ordered, from its class (and `params.sessionId` for session ones).
+enum Order {
+    Free,
+    Queue(QueueKey),
+    ReadOf(QueueKey),
+}
+
+fn order_of(
     concurrency: Concurrency,
     method: &str,
     params: Option<&RawValue>,
-) -> Result<Option<QueueKey>, RpcError> {
+) -> Result<Order, RpcError> {
     #[derive(Deserialize)]
     struct SessionKey {
         #[serde(rename = "sessionId")]
         session_id: String,
     }
+    let session = || -> Result<QueueKey, RpcError> {
+        let key: SessionKey = parse_params(method, params)?;
+        Ok(QueueKey::Session(key.session_id))
+    };
     Ok(match concurrency {
-        Concurrency::Parallel => None,
-        Concurrency::GlobalSerial => Some(QueueKey::Global),
-        Concurrency::SessionSerial => {
-            let key: SessionKey = parse_params(method, params)?;
-            Some(QueueKey::Session(key.session_id))
-        }
+        Concurrency::Parallel => Order::Free,
+        Concurrency::GlobalSerial => Order::Queue(QueueKey::Global),
+        Concurrency::SessionSerial => Order::Queue(session()?),
+        Concurrency::SessionRead => Order::ReadOf(session()?),
     })
+}
+
+/// Where an accepted call stands in the order, taken on the reader task in arrival order.
+enum Place {
+    Free,
+    /// A serial call's slot, held until its answer is queued.
+    Queued(Slot),
+    /// A read's place between the serial calls before and after it.
+    Reading(ReadTicket),
+}
+
+impl Place {
+    fn take(queues: &Arc<SerialQueues>, order: Order) -> Self {
+        match order {
+            Order::Free => Self::Free,
+            Order::Queue(key) => Self::Queued(queues.enter(key)),
+            Order::ReadOf(key) => Self::Reading(queues.read(key)),
+        }
+    }
+
+    /// Resolves when the call may run. Cancel-safe.
+    async fn wait(&mut self) {
+        match self {
+            Self::Free => {}
+            Self::Queued(slot) => slot.wait_turn().await,
+            Self::Reading(ticket) => ticket.wait_turn().await,
+        }
+    }
+
+    fn reads_may_pass(&self) -> Option<CancellationToken> {
+        match self {
+            Self::Queued(slot) => Some(slot.reads_may_pass()),
+            Self::Free | Self::Reading(_) => None,
+        }
+    }
 }
 
 /// One accepted request, run on its own task.
@@ -487,7 +532,7 @@ struct RequestJob<S> {
     state: S,
     ctx: RequestCtx,
     params: Option<Box<RawValue>>,
-    slot: Option<Slot>,
+    place: Place,
     in_flight: InFlight,
     is_initialize: bool,
 }
@@ -499,18 +544,16 @@ impl<S: Send + 'static> RequestJob<S> {
             state,
             ctx,
             params,
-            mut slot,
+            mut place,
             in_flight,
             is_initialize,
         } = self;
         let started = Instant::now();
         let mut cancelled_in_queue = false;
-        if let Some(slot) = &mut slot {
-            tokio::select! {
-                biased;
-                () = slot.wait_turn() => {}
-                () = ctx.token.cancelled() => cancelled_in_queue = true,
-            }
+        tokio::select! {
+            biased;
+            () = place.wait() => {}
+            () = ctx.token.cancelled() => cancelled_in_queue = true,
         }
         let result = if cancelled_in_queue || ctx.token.is_cancelled() {
             Err(RpcError::request_cancelled())
@@ -551,7 +594,7 @@ impl<S: Send + 'static> RequestJob<S> {
         lock(&ctx.reserved).clear();
         // A request cancelled while queued keeps its place until the jobs before it end, so
         // the ones after it still run one at a time.
-        if let Some(mut slot) = slot {
+        if let Place::Queued(mut slot) = place {
             slot.wait_turn().await;
         }
     }
@@ -563,22 +606,20 @@ struct NotificationJob<S> {
     state: S,
     ctx: NotificationCtx,
     params: Option<Box<RawValue>>,
-    slot: Option<Slot>,
+    place: Place,
     in_flight: InFlight,
 }
 
 impl<S: Send + 'static> NotificationJob<S> {
     async fn run(mut self) {
-        if let Some(slot) = &mut self.slot {
-            slot.wait_turn().await;
-        }
+        self.place.wait().await;
         let method = self.ctx.method;
         let call = (self.handler)(self.state, self.ctx, self.params);
         if AssertUnwindSafe(call).catch_unwind().await.is_err() {
             tracing::error!(method, "notification handler panicked");
         }
         drop(self.in_flight);
-        drop(self.slot);
+        drop(self.place);
     }
 }
 

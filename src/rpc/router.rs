@@ -27,6 +27,10 @@ pub enum Concurrency {
     /// One at a time per `params.sessionId` (a string), in arrival order; different sessions
     /// run concurrently.
     SessionSerial,
+    /// A read of `params.sessionId`: runs alongside other reads, once the session-serial calls
+    /// that arrived before it have finished (or, like a compaction waiting on its model, let
+    /// reads pass with [`RequestCtx::let_reads_pass`]). It never holds up later calls.
+    SessionRead,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;

@@ -131,6 +131,18 @@ async fn global_wait(
     Ok(params.tag)
 }
 
+/// A long session-serial job, like a compaction waiting on its model: lets later reads pass,
+/// then waits on the gate named after its session.
+async fn session_long(
+    state: TestState,
+    ctx: RequestCtx,
+    params: WaitParams,
+) -> Result<String, RpcError> {
+    ctx.let_reads_pass();
+    state.pass(&params.tag, &params.session_id).await;
+    Ok(params.tag)
+}
+
 async fn record(state: TestState, _: RequestCtx, params: RecordParams) -> Result<u32, RpcError> {
     state.event(format!("rec:{}", params.n));
     Ok(params.n)
@@ -180,6 +192,8 @@ fn router(state: TestState) -> Router<TestState> {
         .request("wait", Parallel, wait)
         .request("session/wait", SessionSerial, session_wait)
         .request("session/record", SessionSerial, record)
+        .request("session/long", SessionSerial, session_long)
+        .request("session/peek", SessionRead, wait)
         .request("global/wait", GlobalSerial, global_wait)
         .request("cancellable", Parallel, cancellable)
         .request("abort", Parallel, abort)
@@ -428,6 +442,99 @@ async fn session_serial_keeps_arrival_order() {
         for n in 0..100 {
             assert_eq!(h.recv().await["id"], n, "answers leave in order too");
         }
+        h.close().await;
+    })
+    .await;
+}
+
+/// Asserts no handler starts within a moment: what must wait has had time not to.
+async fn nothing_starts(events: &mut mpsc::UnboundedReceiver<String>, why: &str) {
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(events.try_recv().ok(), None, "{why}");
+}
+
+async fn two_events(events: &mut mpsc::UnboundedReceiver<String>) -> Vec<String> {
+    let mut two = vec![next_event(events).await, next_event(events).await];
+    two.sort();
+    two
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_reads_see_the_writes_sent_before_them_and_none_after() {
+    within(async {
+        let (state, mut events) = TestState::new();
+        let mut h = Harness::start(router(state.clone()), PeerConfig::default());
+        let write = |tag: &str| json!({ "sessionId": "s", "tag": tag });
+        let read =
+            |session: &str, tag: &str| json!({ "sessionId": session, "tag": tag, "gate": "r" });
+        h.request(1, "session/wait", write("w1")).await;
+        h.request(2, "session/peek", read("s", "r1")).await;
+        h.request(3, "session/peek", read("s", "r2")).await;
+        h.request(4, "session/wait", write("w2")).await;
+        h.request(5, "session/peek", read("s", "r3")).await;
+        h.request(6, "session/peek", read("t", "t1")).await;
+
+        assert_eq!(
+            two_events(&mut events).await,
+            ["start:t1", "start:w1"],
+            "another session's read runs at once"
+        );
+        nothing_starts(&mut events, "reads wait for the write sent before them").await;
+        state.open("s", 1);
+        assert_eq!(h.recv().await["result"], "w1");
+        assert_eq!(
+            two_events(&mut events).await,
+            ["start:r1", "start:r2"],
+            "reads run together"
+        );
+        nothing_starts(&mut events, "a write waits for the reads sent before it").await;
+        state.open("r", 3);
+        let mut answered = [h.recv().await, h.recv().await, h.recv().await];
+        answered.sort_by_key(|a| a["id"].as_i64());
+        assert_eq!(
+            answered.iter().map(|a| a["id"].clone()).collect::<Vec<_>>(),
+            [2, 3, 6]
+        );
+        assert_eq!(next_event(&mut events).await, "start:w2");
+        nothing_starts(&mut events, "r3 waits for w2").await;
+        state.open("s", 1);
+        assert_eq!(h.recv().await["result"], "w2");
+        assert_eq!(next_event(&mut events).await, "start:r3");
+        state.open("r", 1);
+        assert_eq!(h.recv().await["result"], "r3");
+        h.close().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_write_lets_reads_pass_but_not_writes() {
+    within(async {
+        let (state, mut events) = TestState::new();
+        let mut h = Harness::start(router(state.clone()), PeerConfig::default());
+        h.request(1, "session/long", json!({ "sessionId": "s", "tag": "l1" }))
+            .await;
+        h.request(
+            2,
+            "session/peek",
+            json!({ "sessionId": "s", "tag": "r1", "gate": "r" }),
+        )
+        .await;
+        h.request(3, "session/wait", json!({ "sessionId": "s", "tag": "w2" }))
+            .await;
+        assert_eq!(two_events(&mut events).await, ["start:l1", "start:r1"]);
+        state.open("r", 1);
+        assert_eq!(
+            h.recv().await["result"],
+            "r1",
+            "the read ends while l1 runs"
+        );
+        nothing_starts(&mut events, "a write still waits for the long one").await;
+        state.open("s", 1);
+        assert_eq!(h.recv().await["result"], "l1");
+        assert_eq!(next_event(&mut events).await, "start:w2");
+        state.open("s", 1);
+        assert_eq!(h.recv().await["result"], "w2");
         h.close().await;
     })
     .await;

@@ -1,10 +1,11 @@
 //! Concurrency through the daemon: slow compactions on several sessions do not hold up cheap
 //! requests; a background auto-compaction (`waitForCompaction: false`) still orders later
-//! mutating requests on its session behind it; raw entries keep their fields.
+//! mutating requests on its session behind it; pipelined reads see exactly the writes sent
+//! before them, and pass a running compaction; raw entries keep their fields.
 
 use std::time::Duration;
 
-use devtools::daemon::{DaemonProcess, Framing, assistant, conversation};
+use devtools::daemon::{DaemonProcess, Framing, assistant, conversation, user};
 use devtools::fake_llm::{FakeLlm, StreamEnd};
 use serde_json::{Value, json};
 
@@ -138,6 +139,115 @@ async fn a_background_auto_compaction_answers_at_once_and_later_appends_wait_for
     let nodes = path["nodes"].as_array().unwrap();
     let node = nodes.iter().find(|n| n["id"] == leaf).unwrap();
     assert_eq!(node["parentId"], finished[0]["result"]["entryId"], "{node}");
+    d.finish().await;
+}
+
+/// One write holds 30 appends, each followed by a context read and a tree read (and the
+/// first append preceded by one of each): every read sees exactly the appends sent before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_reads_see_exactly_the_writes_sent_before_them() {
+    let mut d = DaemonProcess::spawn().await;
+    let session = d.start_session().await;
+    let reads = |session: &str| {
+        [
+            ("session/context", json!({"sessionId": session})),
+            ("session/tree", json!({"sessionId": session})),
+        ]
+    };
+    let mut burst = Vec::from(reads(&session));
+    for i in 0..30 {
+        let append = json!({"sessionId": session, "entries": [user(&format!("m{i}"))]});
+        burst.push(("session/append", append));
+        burst.extend(reads(&session));
+    }
+    let ids = d.send_burst(burst).await;
+    let (first, rest) = ids.split_at(2);
+    check_reads_after(&mut d, 0, first).await;
+    for (i, group) in rest.chunks(3).enumerate() {
+        d.response_result(group[0]).await.expect("an append");
+        check_reads_after(&mut d, i + 1, &group[1..]).await;
+    }
+    d.take_all("session/entriesAppended");
+    d.finish().await;
+}
+
+/// The context and tree reads `ids` show the `n` appends `m0`..: `n` messages, the last `m{n-1}`.
+async fn check_reads_after(d: &mut DaemonProcess, n: usize, ids: &[i64]) {
+    let context = d.response_result(ids[0]).await.expect("a context read");
+    let messages = context["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), n, "read after {n} appends: {context}");
+    if n > 0 {
+        let last = format!("\"m{}\"", n - 1);
+        assert!(messages[n - 1].to_string().contains(&last), "{context}");
+    }
+    let tree = d.response_result(ids[1]).await.expect("a tree read");
+    assert_eq!(tree["nodes"].as_array().map(Vec::len), Some(n), "{tree}");
+}
+
+/// A read sent right behind a compaction (whose model never answers) is answered while the
+/// compaction runs, with the session as it was; an append sent behind both waits for the
+/// compaction.
+#[tokio::test]
+async fn reads_pass_a_running_compaction_and_writes_wait_for_it() {
+    let llm = FakeLlm::start().await;
+    llm.set_default(
+        devtools::fake_llm::openai_sse(&["## Goal\n"], "stop")
+            .first_chunks(1)
+            .ending(StreamEnd::Hang),
+    );
+    let mut d = DaemonProcess::spawn_with(Framing::Ndjson, None).await;
+    let settings = json!({
+        "providers": {"fake": {"kind": "openai", "baseUrl": llm.url(), "apiKey": "test",
+                               "models": {"fake-model": {"contextWindow": 100000}}}},
+        "summarizer": {"kind": "openai", "model": "fake/fake-model"},
+        "compaction": {"keepRecentTokens": 200}
+    });
+    d.initialize(json!({}), json!({"settings": settings})).await;
+    let session = d.create_session().await;
+    d.append(&session, conversation(4, 40)).await;
+    let before = d.ok("session/context", json!({"sessionId": session})).await;
+    let s = json!({"sessionId": session});
+    let append = json!({"sessionId": session, "entries": [user("after the compaction")]});
+    let ids = d
+        .send_burst(vec![
+            ("session/compact", s.clone()),
+            ("session/context", s.clone()),
+            ("session/usage", s.clone()),
+            ("session/append", append),
+        ])
+        .await;
+    let [compact, context, usage, append] = ids[..] else {
+        unreachable!()
+    };
+    let read = d.response_result(context).await.expect("a context read");
+    assert_eq!(
+        read["messages"], before["messages"],
+        "the session as it was"
+    );
+    let usage = d.response_result(usage).await.expect("a usage read");
+    assert_eq!(usage["isCompacting"], true, "{usage}");
+    llm.wait_for_requests(1, Duration::from_secs(30)).await;
+    assert!(!d.has_response(compact), "the compaction still runs");
+    assert!(
+        !d.has_response(append),
+        "the append waits for the compaction"
+    );
+    d.ok("session/abortCompaction", s.clone()).await;
+    let compacted = d.response_result(compact).await.expect_err("aborted");
+    assert_eq!(compacted["data"]["kind"], "cancelled", "{compacted}");
+    d.response_result(append)
+        .await
+        .expect("the append, once the compaction ended");
+    let after = d.ok("session/context", s).await;
+    let messages = after["messages"].as_array().unwrap();
+    assert_eq!(
+        messages.len(),
+        before["messages"].as_array().unwrap().len() + 1
+    );
+    d.take_all("session/compactionStarted");
+    d.take_all("session/compactionFinished");
+    d.take_all("session/compactionDelta");
+    d.take_all("session/entriesAppended");
     d.finish().await;
 }
 

@@ -31,6 +31,9 @@ pub async fn compact(
         progress,
         cancel.clone(),
     );
+    // Reads of the session sent after this request run meanwhile (they see it running)
+    // rather than wait for a model; requests that change the session still wait.
+    ctx.let_reads_pass();
     let observer = OpObserver {
         hub: daemon.hub.clone(),
         session_id: session_id.clone(),

@@ -28,6 +28,11 @@ pub async fn navigate(
         progress,
         cancel.clone(),
     );
+    if summarize {
+        // Reads of the session sent after this request run meanwhile (they see it running)
+        // rather than wait for a model; requests that change the session still wait.
+        ctx.let_reads_pass();
+    }
     let observer = OpObserver {
         hub: daemon.hub.clone(),
         session_id: session_id.clone(),
