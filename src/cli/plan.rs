@@ -61,7 +61,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         return Err(CliError(format!("{}: {why}", args.session.display())));
     };
     // Indices over the file's entries (markers included, as they are lines of the file).
-    let file_index = |id: &str| session.entries().iter().position(|e| e.id == id);
+    let file_index = |id: &str| session.position(id);
     let turn_start_index = summary
         .turn_start_index
         .and_then(|i| path.get(i))

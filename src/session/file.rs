@@ -326,6 +326,11 @@ impl Session {
         self.index.get(id).map(|&i| &self.entries[i])
     }
 
+    /// Where the entry `id` is in [`Self::entries`] (the first, if a broken file repeats it).
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+
     /// Whether the next write rewrites the whole file (a migrated version 1 or 2 file, or
     /// one that vanished) rather than appending to it: a pass over every entry.
     pub fn rewrites_on_next_write(&self) -> bool {

@@ -84,17 +84,9 @@ impl Session {
         let (parts, end) = stream::scan_file(&src, session.disk.consumed, len)?;
         let mut tail = vec![0u8; (len - end) as usize];
         read_exact_at(f, &mut tail, end)?;
-        let mut parsed = Vec::with_capacity(parts.iter().map(Vec::len).sum());
-        for item in parts.into_iter().flatten() {
-            session.disk.lines += 1;
-            match item {
-                stream::Item::Lazy(entry) => parsed.push((entry, session.disk.lines)),
-                stream::Item::Bytes(bytes) => {
-                    let n = bytes.len();
-                    let line = LineSource::memory(bytes);
-                    session.take_line(&line, 0, n, report, &mut parsed);
-                }
-            }
+        let mut parsed = Vec::new();
+        for part in parts {
+            session.take_part(part, report, &mut parsed);
         }
         session.disk.consumed = end;
         session.read_lines(
@@ -106,6 +98,46 @@ impl Session {
         );
         session.finish_load(parsed, report, progress);
         Ok(Some(Ok(session)))
+    }
+
+    /// Takes a scanned region's lines into `out`, numbering them on from `disk.lines`. The
+    /// first region's vector becomes `out` and the next ones are moved onto its end, so no
+    /// entry is copied twice.
+    fn take_part(
+        &mut self,
+        part: stream::Part,
+        report: &mut LoadReport,
+        out: &mut Vec<(Entry, usize)>,
+    ) {
+        let base = self.disk.lines;
+        let stream::Part {
+            mut entries,
+            odd,
+            lines,
+        } = part;
+        for (_, line) in &mut entries {
+            *line += base;
+        }
+        if odd.is_empty() {
+            if out.is_empty() {
+                *out = entries;
+            } else {
+                out.append(&mut entries);
+            }
+        } else {
+            let mut entries = entries.into_iter().peekable();
+            for (line, bytes) in odd {
+                let line = base + line;
+                while let Some(entry) = entries.next_if(|(_, l)| *l < line) {
+                    out.push(entry);
+                }
+                self.disk.lines = line;
+                let n = bytes.len();
+                self.take_line(&LineSource::memory(bytes), 0, n, report, out);
+            }
+            out.extend(entries);
+        }
+        self.disk.lines = base + lines;
     }
 
     /// A session with the header of `bytes` (the file's first line, or all of it) and no
@@ -194,6 +226,9 @@ impl Session {
                 entry
             })
             .collect();
+        // A streamed load reserved generously (`stream::Part`); give back the address space.
+        // Shrinking moves nothing.
+        self.entries.shrink_to_fit();
         self.revision = next_revision();
         for (at, line) in lines.into_iter().enumerate() {
             self.index_entry(at, line, report);

@@ -37,8 +37,44 @@ const BUF_BYTES: usize = if cfg!(test) { 2 << 10 } else { 64 << 10 };
 /// header scan, so the header of an ordinary line is always in the buffer.
 const HEAD_BYTES: usize = if cfg!(test) { 256 } else { 4 << 10 };
 
+/// The complete lines of one region of the file, in order: the entries the scanner took,
+/// each with its line number counted from 1 at the region's start, and the lines it gave up
+/// on (read whole, for the ordinary loader to decide), with theirs.
+pub(super) struct Part {
+    pub(super) entries: Vec<(Entry, usize)>,
+    pub(super) odd: Vec<(usize, Vec<u8>)>,
+    /// How many lines the region held.
+    pub(super) lines: usize,
+}
+
+impl Part {
+    /// Room for the lines of `bytes` bytes, guessed generously: the room is only address
+    /// space until it is written, while growing a vector of entries copies it.
+    fn with_room_for(bytes: u64) -> Self {
+        let guess = (bytes / ROOM_BYTES_PER_LINE).min(ROOM_MAX_LINES) as usize + 16;
+        Self {
+            entries: Vec::with_capacity(guess),
+            odd: Vec::new(),
+            lines: 0,
+        }
+    }
+
+    fn push(&mut self, item: Item) {
+        self.lines += 1;
+        match item {
+            Item::Lazy(entry) => self.entries.push((entry, self.lines)),
+            Item::Bytes(bytes) => self.odd.push((self.lines, bytes)),
+        }
+    }
+}
+
+/// Sessions average kilobytes a line; a region is given room for a line per this many bytes.
+const ROOM_BYTES_PER_LINE: u64 = 512;
+/// ... and at most this many lines' room before it grows as it goes.
+const ROOM_MAX_LINES: u64 = 1 << 20;
+
 /// One complete line of the file.
-pub(super) enum Item {
+enum Item {
     /// Its header fields; its bytes stay in the file.
     Lazy(Entry),
     /// The whole line, for the ordinary loader to decide.
@@ -46,30 +82,26 @@ pub(super) enum Item {
 }
 
 /// The complete lines of `file[from..to]` (`from` a line start), in parts to be taken in
-/// order (one per thread, not joined: that would copy every entry once more), and the offset
-/// after the last of them: the start of an unterminated tail, or `to`.
-pub(super) fn scan_file(
-    src: &Arc<LineSource>,
-    from: u64,
-    to: u64,
-) -> io::Result<(Vec<Vec<Item>>, u64)> {
+/// order (one per thread; the first has room for the others' entries), and the offset after
+/// the last of them: the start of an unterminated tail, or `to`.
+pub(super) fn scan_file(src: &Arc<LineSource>, from: u64, to: u64) -> io::Result<(Vec<Part>, u64)> {
     let LineSource::File(file) = &**src else {
         return Err(io::Error::other("not a file source"));
     };
     let Some(cut) = split_point(file, from, to)? else {
-        let (items, end) = scan_range(src, file, from, to)?;
-        return Ok((vec![items], end));
+        let (part, end) = scan_range(src, file, from, to, Part::with_room_for(to - from))?;
+        return Ok((vec![part], end));
     };
     let (first, second) = std::thread::scope(|s| {
-        let other = s.spawn(|| scan_range(src, file, cut, to));
-        let first = scan_range(src, file, from, cut);
+        let other = s.spawn(|| scan_range(src, file, cut, to, Part::with_room_for(to - cut)));
+        let first = scan_range(src, file, from, cut, Part::with_room_for(to - from));
         // Cannot fail unless the scan panicked, which would be a bug worth surfacing.
         (first, other.join().expect("the scan thread finished"))
     });
-    let (items, first_end) = first?;
+    let (part, first_end) = first?;
     let (more, end) = second?;
     debug_assert_eq!(first_end, cut, "the first half ends at a line boundary");
-    Ok((vec![items, more], end))
+    Ok((vec![part, more], end))
 }
 
 /// Where to cut `from..to` for two threads: just after the first `\n` at or after the middle.
@@ -140,7 +172,8 @@ fn scan_range(
     file: &File,
     from: u64,
     to: u64,
-) -> io::Result<(Vec<Item>, u64)> {
+    mut part: Part,
+) -> io::Result<(Part, u64)> {
     let mut w = Window {
         file,
         buf: vec![0u8; BUF_BYTES],
@@ -148,7 +181,6 @@ fn scan_range(
         filled: 0,
         to,
     };
-    let mut items = Vec::new();
     let mut at = 0;
     loop {
         if w.filled - at < HEAD_BYTES && w.unread() > 0 {
@@ -157,7 +189,7 @@ fn scan_range(
         if let Some(nl) = memchr::memchr(b'\n', &w.buf[at..w.filled]) {
             let line = &w.buf[at..at + nl];
             let start = w.base + at as u64;
-            items.push(match head::scan_line(line) {
+            part.push(match head::scan_line(line) {
                 Some(head) => {
                     Item::Lazy(Entry::lazy(src, start as usize, start as usize + nl, head))
                 }
@@ -168,7 +200,7 @@ fn scan_range(
         }
         if w.unread() == 0 {
             // What is left has no newline: the caller reads it as the file's tail.
-            return Ok((items, w.base + at as u64));
+            return Ok((part, w.base + at as u64));
         }
         if at > 0 {
             at = w.refill(at)?;
@@ -177,10 +209,10 @@ fn scan_range(
         // A line longer than the buffer, starting at its front.
         match long_line(src, &mut w)? {
             Some((item, next)) => {
-                items.push(item);
+                part.push(item);
                 at = next;
             }
-            None => return Ok((items, w.base)),
+            None => return Ok((part, w.base)),
         }
     }
 }

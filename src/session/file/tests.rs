@@ -127,6 +127,13 @@ fn malformed_lines_are_reported_and_kept_verbatim_by_a_rewrite() {
         Some("a3"),
         "first id wins"
     );
+    for (at, e) in s.entries().iter().enumerate() {
+        let first = s.entries().iter().position(|f| f.id == e.id);
+        assert_eq!(s.position(&e.id), first, "{}", e.id);
+        assert!(first <= Some(at));
+    }
+    assert!(s.entries().iter().filter(|e| e.id == "a4").count() > 1);
+    assert_eq!(s.position("nowhere"), None);
     assert_eq!(s.get("a3").unwrap().type_name(), "hologram");
     assert_eq!(
         fs::read(&path).unwrap().len(),
