@@ -344,6 +344,27 @@ impl Entry {
         }
     }
 
+    /// The address of the open file a lazy entry reads its line from.
+    #[cfg(test)]
+    pub(crate) fn file_source(&self) -> Option<*const LineSource> {
+        match &self.body {
+            Body::Raw { line, .. } if matches!(*line.src, LineSource::File(_)) => {
+                Some(Arc::as_ptr(&line.src))
+            }
+            _ => None,
+        }
+    }
+
+    /// A lazy entry whose line was read through `from` now reads it through `to`: another
+    /// handle on the same file.
+    pub(crate) fn rebind(&mut self, from: &Arc<LineSource>, to: &Arc<LineSource>) {
+        if let Body::Raw { line, .. } = &mut self.body
+            && Arc::ptr_eq(&line.src, from)
+        {
+            line.src = Arc::clone(to);
+        }
+    }
+
     /// For an entry whose body could not be parsed: rewrites its kept line so its `id`,
     /// `parentId` and `timestamp` are the entry's current ones (after a migration gave it new
     /// ids), every other member kept as written. Does nothing for other entries.

@@ -92,14 +92,26 @@ pub(super) fn scan_file(src: &Arc<LineSource>, from: u64, to: u64) -> io::Result
         let (part, end) = scan_range(src, file, from, to, Part::with_room_for(to - from))?;
         return Ok((vec![part], end));
     };
+    // The second thread reads through its own handle on the file (a duplicate descriptor),
+    // so the two threads do not bump one shared counter for every line; its entries are
+    // pointed at `src` afterwards.
+    let own = Arc::new(LineSource::File(file.try_clone()?));
     let (first, second) = std::thread::scope(|s| {
-        let other = s.spawn(|| scan_range(src, file, cut, to, Part::with_room_for(to - cut)));
+        let other = s.spawn(|| {
+            let LineSource::File(own_file) = &*own else {
+                unreachable!("made from a file just above")
+            };
+            scan_range(&own, own_file, cut, to, Part::with_room_for(to - cut))
+        });
         let first = scan_range(src, file, from, cut, Part::with_room_for(to - from));
         // Cannot fail unless the scan panicked, which would be a bug worth surfacing.
         (first, other.join().expect("the scan thread finished"))
     });
     let (part, first_end) = first?;
-    let (more, end) = second?;
+    let (mut more, end) = second?;
+    for (entry, _) in &mut more.entries {
+        entry.rebind(&own, src);
+    }
     debug_assert_eq!(first_end, cut, "the first half ends at a line boundary");
     Ok((vec![part, more], end))
 }

@@ -163,6 +163,14 @@ fn streamed_lines_of_every_length_load_as_read_whole() {
     for (a, b) in streamed.entries().iter().zip(whole.entries()) {
         assert_eq!(a.line_bytes().unwrap(), b.line_bytes().unwrap());
     }
+    // Both scan threads' entries read through one handle on the file: the second thread's
+    // own descriptor is closed once the load is done.
+    let sources: std::collections::HashSet<_> = streamed
+        .entries()
+        .iter()
+        .filter_map(Entry::file_source)
+        .collect();
+    assert_eq!(sources.len(), 1, "{sources:?}");
 }
 
 /// Another program cuts the file in place (no rename) under an open, streamed session: the
