@@ -318,6 +318,12 @@ impl DaemonProcess {
     }
 
     pub async fn send(&mut self, message: Value) {
+        let framed = self.framed(message);
+        self.send_raw(framed.as_bytes()).await;
+    }
+
+    /// `message` framed for the wire, recorded in the transcript if one is kept.
+    fn framed(&mut self, message: Value) -> String {
         let body = message.to_string();
         if let Some(transcript) = &mut self.transcript {
             transcript.push(Transcribed {
@@ -325,11 +331,10 @@ impl DaemonProcess {
                 message,
             });
         }
-        let framed = match self.framing {
+        match self.framing {
             Framing::Ndjson => format!("{body}\n"),
             Framing::Lsp => format!("Content-Length: {}\r\n\r\n{body}", body.len()),
-        };
-        self.send_raw(framed.as_bytes()).await;
+        }
     }
 
     pub async fn send_request(&mut self, method: &str, params: Value) -> i64 {
@@ -349,19 +354,7 @@ impl DaemonProcess {
             let id = self.next_id;
             self.next_id += 1;
             let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-            let body = message.to_string();
-            if let Some(transcript) = &mut self.transcript {
-                transcript.push(Transcribed {
-                    from_client: true,
-                    message,
-                });
-            }
-            match self.framing {
-                Framing::Ndjson => bytes.push_str(&format!("{body}\n")),
-                Framing::Lsp => {
-                    bytes.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()))
-                }
-            }
+            bytes.push_str(&self.framed(message));
             ids.push(id);
         }
         self.send_raw(bytes.as_bytes()).await;
