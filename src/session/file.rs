@@ -374,7 +374,7 @@ impl Session {
         if cache.end == Some(end) {
             return Arc::clone(&cache.indices);
         }
-        let lookup = |p: &str| self.parent_index(p);
+        let lookup = |child: usize, p: &str| self.parent_index(child, p);
         let (indices, state) = match cache.end.and_then(|old| self.extension(old, end, lookup)) {
             Some(below) => {
                 let mut path = Vec::with_capacity(cache.indices.len() + below.len());
@@ -398,7 +398,7 @@ impl Session {
         &self,
         old: usize,
         end: usize,
-        lookup: impl Fn(&str) -> Option<usize>,
+        lookup: impl Fn(usize, &str) -> Option<usize>,
     ) -> Option<Vec<usize>> {
         let mut below = Vec::new();
         let mut current = end;
@@ -410,7 +410,10 @@ impl Session {
             if !tree::is_marker(entry) {
                 below.push(current);
             }
-            current = entry.parent_id.as_deref().and_then(&lookup)?;
+            current = entry
+                .parent_id
+                .as_deref()
+                .and_then(|p| lookup(current, p))?;
         }
         None
     }

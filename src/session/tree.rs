@@ -22,17 +22,18 @@ pub(crate) fn walk_path(
     start: usize,
     lookup: impl Fn(&str) -> Option<usize>,
 ) -> Vec<&Entry> {
-    walk_path_indices(entries, start, lookup)
+    walk_path_indices(entries, start, |_, parent| lookup(parent))
         .into_iter()
         .map(|i| &entries[i])
         .collect()
 }
 
-/// [`walk_path`] as indices into `entries`.
+/// [`walk_path`] as indices into `entries`; `parent_of(child, parent_id)` finds the parent
+/// of `entries[child]`.
 pub(crate) fn walk_path_indices(
     entries: &[Entry],
     start: usize,
-    lookup: impl Fn(&str) -> Option<usize>,
+    parent_of: impl Fn(usize, &str) -> Option<usize>,
 ) -> Vec<usize> {
     // One bit per entry: cheaper than hashing every index of a long path.
     let mut seen = vec![0u64; entries.len().div_ceil(64)];
@@ -48,7 +49,7 @@ pub(crate) fn walk_path_indices(
         if !is_marker(entry) {
             out.push(i);
         }
-        current = entry.parent_id.as_deref().and_then(&lookup);
+        current = entry.parent_id.as_deref().and_then(|p| parent_of(i, p));
     }
     out.reverse();
     out
