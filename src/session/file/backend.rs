@@ -292,7 +292,7 @@ impl Session {
             Changes::Appended { lines, head } => {
                 let before = self.entries.len();
                 let mut report = LoadReport::default();
-                let mut parsed = Vec::new();
+                let mut parsed = super::load::Loaded::default();
                 self.read_lines(
                     &LineSource::memory(lines),
                     0,

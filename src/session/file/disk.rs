@@ -317,7 +317,7 @@ impl Session {
             file.read_to_end(&mut data).map_err(io_err(&self.path))?;
         }
         let mut report = LoadReport::default();
-        let mut parsed = Vec::new();
+        let mut parsed = super::load::Loaded::default();
         let data = LineSource::memory(data);
         let repair = self.read_lines(&data, 0, mode, &mut report, &mut parsed);
         if !parsed.is_empty() {

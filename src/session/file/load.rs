@@ -44,7 +44,7 @@ impl Session {
         let bytes = data.bytes();
         let header_end = memchr::memchr(b'\n', bytes);
         let mut session = Session::with_header(path, file, bytes, id)?;
-        let mut parsed = Vec::new();
+        let mut parsed = Loaded::default();
         let from = session.disk.consumed as usize;
         progress(LoadStep::Parsing {
             bytes: bytes.len() as u64,
@@ -84,7 +84,7 @@ impl Session {
         let (parts, end) = stream::scan_file(&src, session.disk.consumed, len)?;
         let mut tail = vec![0u8; (len - end) as usize];
         read_exact_at(f, &mut tail, end)?;
-        let mut parsed = Vec::new();
+        let mut parsed = Loaded::default();
         for part in parts {
             session.take_part(part, report, &mut parsed);
         }
@@ -103,19 +103,14 @@ impl Session {
     /// Takes a scanned region's lines into `out`, numbering them on from `disk.lines`. The
     /// first region's vector becomes `out` and the next ones are moved onto its end, so no
     /// entry is copied twice.
-    fn take_part(
-        &mut self,
-        part: stream::Part,
-        report: &mut LoadReport,
-        out: &mut Vec<(Entry, usize)>,
-    ) {
+    fn take_part(&mut self, part: stream::Part, report: &mut LoadReport, out: &mut Loaded) {
         let base = self.disk.lines;
         let stream::Part {
             mut entries,
             odd,
             lines,
         } = part;
-        for (_, line) in &mut entries {
+        for line in &mut entries.lines {
             *line += base;
         }
         if odd.is_empty() {
@@ -125,17 +120,19 @@ impl Session {
                 out.append(&mut entries);
             }
         } else {
-            let mut entries = entries.into_iter().peekable();
+            let mut entries = entries.entries.into_iter().zip(entries.lines).peekable();
             for (line, bytes) in odd {
                 let line = base + line;
-                while let Some(entry) = entries.next_if(|(_, l)| *l < line) {
-                    out.push(entry);
+                while let Some((entry, l)) = entries.next_if(|(_, l)| *l < line) {
+                    out.push(entry, l);
                 }
                 self.disk.lines = line;
                 let n = bytes.len();
                 self.take_line(&LineSource::memory(bytes), 0, n, report, out);
             }
-            out.extend(entries);
+            for (entry, l) in entries {
+                out.push(entry, l);
+            }
         }
         self.disk.lines = base + lines;
     }
@@ -197,7 +194,7 @@ impl Session {
     /// Migrates and indexes the loaded entries; the leaf is what the file implies.
     fn finish_load(
         &mut self,
-        mut parsed: Vec<(Entry, usize)>,
+        mut parsed: Loaded,
         report: &mut LoadReport,
         progress: &dyn Fn(LoadStep),
     ) {
@@ -207,7 +204,7 @@ impl Session {
                 from_version: version,
             });
         }
-        if let Some(from) = migrate(&mut self.header, &mut parsed) {
+        if let Some(from) = migrate(&mut self.header, &mut parsed.entries, &parsed.lines) {
             report.migrated_from = Some(from);
             self.needs_rewrite = true;
         }
@@ -216,16 +213,10 @@ impl Session {
         });
         debug_assert!(self.entries.is_empty(), "a load starts from no entries");
         self.index.reserve(parsed.len());
-        // The entries stay where they were read (`collect` reuses the vector): copying them
-        // into a new one cost a page fault per 4 KiB of a large session's entries.
-        let mut lines = Vec::with_capacity(parsed.len());
-        self.entries = parsed
-            .into_iter()
-            .map(|(entry, line)| {
-                lines.push(line);
-                entry
-            })
-            .collect();
+        // The entries stay where they were read: copying them into a new vector cost a page
+        // fault per 4 KiB of a large session's entries.
+        let Loaded { entries, lines } = parsed;
+        self.entries = entries;
         // A streamed load reserved generously (`stream::Part`); give back the address space.
         // Shrinking moves nothing.
         self.entries.shrink_to_fit();
@@ -245,7 +236,7 @@ impl Session {
         from: usize,
         mode: TailMode,
         report: &mut LoadReport,
-        out: &mut Vec<(Entry, usize)>,
+        out: &mut Loaded,
     ) -> TailRepair {
         let data = &buf.bytes()[from..];
         let mut start = 0;
@@ -279,7 +270,7 @@ impl Session {
                 self.disk.lines = line;
                 self.disk.consumed += tail.len() as u64;
                 self.disk.missing_newline = true;
-                out.push((entry, line));
+                out.push(entry, line);
                 TailRepair::AddNewline
             }
             Err(_) if tail.iter().all(u8::is_ascii_whitespace) => {
@@ -299,7 +290,7 @@ impl Session {
         start: usize,
         end: usize,
         report: &mut LoadReport,
-        out: &mut Vec<(Entry, usize)>,
+        out: &mut Loaded,
     ) {
         let bytes = &buf.bytes()[start..end];
         if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -307,7 +298,7 @@ impl Session {
         }
         let line = self.disk.lines;
         match self.parse_span(buf, start, end) {
-            Ok(entry) => out.push((entry, line)),
+            Ok(entry) => out.push(entry, line),
             Err(reason) => {
                 tracing::warn!(path = %self.path.display(), line, %reason, "skipping malformed line");
                 report.skipped.push(SkippedLine { line, reason });
@@ -365,4 +356,50 @@ pub(super) fn parse_line(bytes: &[u8]) -> Result<Entry, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?;
     let value: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
     Entry::from_value(value).map_err(|e| e.to_string())
+}
+
+/// Entries read from a file, each with the number of the line it came from, in two vectors
+/// so that the entries become the session's without being moved.
+#[derive(Debug, Default)]
+pub(super) struct Loaded {
+    pub(super) entries: Vec<Entry>,
+    pub(super) lines: Vec<usize>,
+}
+
+impl Loaded {
+    /// Room for `n` entries (address space until written).
+    pub(super) fn with_capacity(n: usize) -> Self {
+        Self {
+            entries: Vec::with_capacity(n),
+            lines: Vec::with_capacity(n),
+        }
+    }
+
+    pub(super) fn push(&mut self, entry: Entry, line: usize) {
+        self.entries.push(entry);
+        self.lines.push(line);
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Moves `other`'s entries onto the end of these.
+    pub(super) fn append(&mut self, other: &mut Loaded) {
+        self.entries.append(&mut other.entries);
+        self.lines.append(&mut other.lines);
+    }
+}
+
+impl IntoIterator for Loaded {
+    type Item = (Entry, usize);
+    type IntoIter = std::iter::Zip<std::vec::IntoIter<Entry>, std::vec::IntoIter<usize>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.into_iter().zip(self.lines)
+    }
 }

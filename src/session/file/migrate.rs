@@ -31,15 +31,19 @@ fn derived_id(line: &str, number: usize, taken: &HashSet<String>) -> String {
 
 /// Migrates entries of a version 1 or 2 file to version 3 in place (spec §1.5). Returns the
 /// version migrated from, `None` when the file is already current.
-pub(super) fn migrate(header: &mut SessionHeader, entries: &mut [(Entry, usize)]) -> Option<u64> {
+pub(super) fn migrate(
+    header: &mut SessionHeader,
+    entries: &mut [Entry],
+    lines: &[usize],
+) -> Option<u64> {
     let from = header.version.unwrap_or(1);
     if from >= CURRENT_SESSION_VERSION {
         return None;
     }
     if from < 2 {
-        migrate_v1_ids(entries);
+        migrate_v1_ids(entries, lines);
     }
-    for (entry, _) in entries.iter_mut() {
+    for entry in entries.iter_mut() {
         // Known `hookMessage`s already parse as `custom`; this catches ones kept as unknown.
         let (kind, extra) = entry.parts_mut();
         if let EntryKind::Unknown { type_name } = kind
@@ -61,10 +65,11 @@ pub(super) fn migrate(header: &mut SessionHeader, entries: &mut [(Entry, usize)]
 /// at random as the reference does: every reader of the same bytes (a second handle, another
 /// process, a copy of the file) sees the same ids, and they stay the same when the first write
 /// rewrites the file as version 3.
-pub(super) fn migrate_v1_ids(entries: &mut [(Entry, usize)]) {
+pub(super) fn migrate_v1_ids(entries: &mut [Entry], lines: &[usize]) {
     let mut taken = HashSet::new();
     let new_ids: Vec<String> = entries
         .iter()
+        .zip(lines)
         .map(|(entry, line)| {
             let id = derived_id(&entry.to_line(), *line, &taken);
             taken.insert(id.clone());
@@ -72,7 +77,7 @@ pub(super) fn migrate_v1_ids(entries: &mut [(Entry, usize)]) {
         })
         .collect();
     let mut previous: Option<String> = None;
-    for (i, (entry, _)) in entries.iter_mut().enumerate() {
+    for (i, entry) in entries.iter_mut().enumerate() {
         entry.id = new_ids[i].clone();
         entry.parent_id = previous.replace(new_ids[i].clone());
         if entry.type_name() != "compaction" {
@@ -105,7 +110,7 @@ pub(super) fn migrate_v1_ids(entries: &mut [(Entry, usize)]) {
         }
     }
     // A line kept as written (its body does not parse) takes its new ids into its text.
-    for (entry, _) in entries.iter_mut() {
+    for entry in entries.iter_mut() {
         entry.rehead_unparsed();
     }
 }

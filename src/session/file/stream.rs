@@ -23,6 +23,7 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
+use super::load::Loaded;
 use crate::session::entry::{Entry, LineSource, head, read_exact_at};
 
 /// Files from this size on are streamed; smaller ones are read whole. Unit tests use small
@@ -41,7 +42,7 @@ const HEAD_BYTES: usize = if cfg!(test) { 256 } else { 4 << 10 };
 /// each with its line number counted from 1 at the region's start, and the lines it gave up
 /// on (read whole, for the ordinary loader to decide), with theirs.
 pub(super) struct Part {
-    pub(super) entries: Vec<(Entry, usize)>,
+    pub(super) entries: Loaded,
     pub(super) odd: Vec<(usize, Vec<u8>)>,
     /// How many lines the region held.
     pub(super) lines: usize,
@@ -53,7 +54,7 @@ impl Part {
     fn with_room_for(bytes: u64) -> Self {
         let guess = (bytes / ROOM_BYTES_PER_LINE).min(ROOM_MAX_LINES) as usize + 16;
         Self {
-            entries: Vec::with_capacity(guess),
+            entries: Loaded::with_capacity(guess),
             odd: Vec::new(),
             lines: 0,
         }
@@ -62,7 +63,7 @@ impl Part {
     fn push(&mut self, item: Item) {
         self.lines += 1;
         match item {
-            Item::Lazy(entry) => self.entries.push((entry, self.lines)),
+            Item::Lazy(entry) => self.entries.push(entry, self.lines),
             Item::Bytes(bytes) => self.odd.push((self.lines, bytes)),
         }
     }
@@ -109,7 +110,7 @@ pub(super) fn scan_file(src: &Arc<LineSource>, from: u64, to: u64) -> io::Result
     });
     let (part, first_end) = first?;
     let (mut more, end) = second?;
-    for (entry, _) in &mut more.entries {
+    for entry in &mut more.entries.entries {
         entry.rebind(&own, src);
     }
     debug_assert_eq!(first_end, cut, "the first half ends at a line boundary");
