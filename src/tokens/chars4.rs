@@ -24,8 +24,13 @@ pub struct Chars4;
 /// every byte but a continuation byte (`10xxxxxx`) starts a character, one unit, and a
 /// character beyond U+FFFF (4 bytes, lead byte 0xF0 or above) is a surrogate pair, one more.
 pub fn utf16_len(s: &str) -> u64 {
+    utf16_units(s.as_bytes())
+}
+
+/// [`utf16_len`] of UTF-8 bytes. The count is a sum over bytes, so the bytes of a text may
+/// be counted in pieces cut anywhere.
+fn utf16_units(bytes: &[u8]) -> u64 {
     const TOP_BITS: u64 = 0x8080_8080_8080_8080;
-    let bytes = s.as_bytes();
     let mut chunks = bytes.chunks_exact(8);
     let (mut continuation, mut four_byte_leads) = (0u64, 0u64);
     for chunk in &mut chunks {
@@ -40,6 +45,27 @@ pub fn utf16_len(s: &str) -> u64 {
         four_byte_leads += u64::from(b >= 0xF0);
     }
     bytes.len() as u64 - continuation + four_byte_leads
+}
+
+/// [`utf16_len`] of `value` as compact JSON (`JSON.stringify`), counted as serde_json writes
+/// it instead of from a string built for the purpose: tool-call arguments hold whole files.
+pub(crate) fn json_utf16_len(value: &serde_json::Value) -> u64 {
+    struct Units(u64);
+    impl std::io::Write for Units {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += utf16_units(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut units = Units(0);
+    // Writing a `Value` cannot fail, and neither can this writer.
+    match serde_json::to_writer(&mut units, value) {
+        Ok(()) => units.0,
+        Err(_) => utf16_len(&value.to_string()),
+    }
 }
 
 fn text_chars(blocks: &[ContentBlock]) -> u64 {
@@ -77,7 +103,7 @@ fn message_chars(msg: &AgentMessage) -> u64 {
                 ContentBlock::ToolCall(c) => {
                     let args = match &c.arguments {
                         serde_json::Value::Null => 0,
-                        v => utf16_len(&v.to_string()),
+                        v => json_utf16_len(v),
                     };
                     utf16_len(&c.name) + args
                 }

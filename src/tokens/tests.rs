@@ -28,6 +28,28 @@ proptest::proptest! {
     fn utf16_len_counts_what_encode_utf16_yields(s in "(\\PC|[\u{80}-\u{7ff}\u{800}-\u{ffff}\u{10000}-\u{10ffff}]){0,64}") {
         proptest::prop_assert_eq!(utf16_len(&s), s.encode_utf16().count() as u64);
     }
+
+    /// Tool-call arguments are counted as they are written, equal to counting the string.
+    #[test]
+    fn json_is_counted_as_written(
+        keys in proptest::collection::vec("(\\PC|[\"\\\\\u{1}\u{10000}-\u{10ffff}]){0,12}", 0..6),
+        texts in proptest::collection::vec("(\\PC|[\"\\\\\n\t\u{7f}\u{10000}-\u{10ffff}]){0,40}", 6),
+        number in proptest::num::f64::NORMAL,
+        int in proptest::num::i64::ANY,
+    ) {
+        let mut object = serde_json::Map::new();
+        for (i, key) in keys.iter().enumerate() {
+            object.insert(key.clone(), serde_json::Value::from(texts[i].clone()));
+        }
+        object.insert("n".into(), json!(number));
+        object.insert("i".into(), json!(int));
+        object.insert("nested".into(), json!([texts[5].clone(), null, true, {"k": 1.5}]));
+        let value = serde_json::Value::Object(object);
+        proptest::prop_assert_eq!(
+            chars4::json_utf16_len(&value),
+            utf16_len(&value.to_string())
+        );
+    }
 }
 
 #[test]
