@@ -197,6 +197,8 @@ struct Stats {
     rewrites_seen_applied: usize,
     rewrites_seen_old: usize,
     leftover_temp_files: usize,
+    /// Kills that cut the batch being written: part of it is the file's last line.
+    torn_tails: usize,
 }
 
 #[test]
@@ -337,8 +339,28 @@ fn sigkill_at_random_moments_loses_nothing_acknowledged() {
             "{ctx}: malformed lines {report:?}"
         );
         assert!(report.duplicate_ids.is_empty(), "{ctx}: {report:?}");
-        if scenario != Scenario::Migration {
-            assert!(report.torn_tail.is_none(), "{ctx}: torn tail {report:?}");
+        // A kill that lands while the kernel copies a batch into the file stops the copy at
+        // a page boundary (a pending fatal signal ends `write` early), so the first part of
+        // a batch that crosses one can be the file's last line: never acknowledged (the
+        // checks below find every acknowledged entry among the parsed ones), skipped on load
+        // and cut away by the next write (the long-lived file of the append and compaction
+        // runs is written again by a later iteration; a torn line left in its middle would be
+        // a skipped line, which the check above refuses).
+        if let Some(torn) = &report.torn_tail {
+            stats.torn_tails += 1;
+            let bytes = std::fs::read(&path).unwrap();
+            let lines = bytes
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .count();
+            assert_eq!(
+                torn.line, lines,
+                "{ctx}: a torn line before the end {report:?}"
+            );
+            assert!(
+                !bytes.ends_with(b"\n"),
+                "{ctx}: a torn line ends in a newline"
+            );
         }
         if matches!(scenario, Scenario::Appends | Scenario::Compaction) {
             acked_long.extend(acked.clone());
