@@ -1255,7 +1255,6 @@ fn the_cached_branch_state_stays_exact_after_appends_navigation_and_compaction()
 #[test]
 fn a_walk_takes_the_first_entry_of_a_repeated_id_as_the_parent() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.jsonl");
     let header = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
     let line = |id: &str, parent: &str, text: &str| {
         let parent = if parent.is_empty() {
@@ -1267,15 +1266,21 @@ fn a_walk_takes_the_first_entry_of_a_repeated_id_as_the_parent() {
             r#"{{"type":"message","id":"{id}","parentId":{parent},"timestamp":"t","message":{{"role":"user","content":"{text}","timestamp":1}}}}"#
         )
     };
-    let chain = [
-        line("a", "", "root"),
-        line("b", "a", "child"),
-        // The same id again, right before the entry that names it as its parent.
-        line("a", "b", "repeat"),
-        line("c", "a", "leaf"),
-    ];
-    fs::write(&path, format!("{header}\n{}\n", chain.join("\n"))).unwrap();
-    let (s, report) = Session::open(&path).unwrap();
+    let open = |name: &str, lines: [String; 4]| {
+        let path = dir.path().join(name);
+        fs::write(&path, format!("{header}\n{}\n", lines.join("\n"))).unwrap();
+        Session::open(&path).unwrap()
+    };
+    let (s, report) = open(
+        "s.jsonl",
+        [
+            line("a", "", "root"),
+            line("b", "a", "child"),
+            // The same id again, right before the entry that names it as its parent.
+            line("a", "b", "repeat"),
+            line("c", "a", "leaf"),
+        ],
+    );
     assert_eq!(report.duplicate_ids.len(), 1);
     let texts = |path: Vec<&Entry>| -> Vec<String> {
         path.iter()
@@ -1290,14 +1295,15 @@ fn a_walk_takes_the_first_entry_of_a_repeated_id_as_the_parent() {
     };
     assert_eq!(texts(s.path_to_leaf()), ["root", "leaf"]);
     // Without a repeat, the same shape walks through the line before at every step.
-    let path2 = dir.path().join("t.jsonl");
-    let unique = [
-        line("a", "", "root"),
-        line("b", "a", "child"),
-        line("d", "b", "middle"),
-        line("c", "d", "leaf"),
-    ];
-    fs::write(&path2, format!("{header}\n{}\n", unique.join("\n"))).unwrap();
-    let (t, _) = Session::open(&path2).unwrap();
+    let (t, report) = open(
+        "t.jsonl",
+        [
+            line("a", "", "root"),
+            line("b", "a", "child"),
+            line("d", "b", "middle"),
+            line("c", "d", "leaf"),
+        ],
+    );
+    assert!(report.duplicate_ids.is_empty());
     assert_eq!(texts(t.path_to_leaf()), ["root", "child", "middle", "leaf"]);
 }
