@@ -64,10 +64,17 @@ fn plain_bytes(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
     (body[close] == b'"').then(|| (&body[..close], at + 1 + close + 1))
 }
 
-/// [`plain_bytes`] as text; `None` also for invalid UTF-8.
+/// [`plain_bytes`] as text; `None` also for invalid UTF-8. Header strings are nearly always
+/// ASCII, which a word-at-a-time check confirms faster than a general validation sets up.
 fn plain_string(bytes: &[u8], at: usize) -> Option<(&str, usize)> {
     let (text, next) = plain_bytes(bytes, at)?;
-    Some((std::str::from_utf8(text).ok()?, next))
+    let text = if text.is_ascii() {
+        // SAFETY: ASCII bytes are valid UTF-8.
+        unsafe { std::str::from_utf8_unchecked(text) }
+    } else {
+        std::str::from_utf8(text).ok()?
+    };
+    Some((text, next))
 }
 
 /// Reads the header fields from `prefix`, the start of a line (or all of it). `None` when the
@@ -192,6 +199,25 @@ mod tests {
         }
     }
 
+    /// Header strings take an ASCII shortcut past UTF-8 validation; anything else is still
+    /// validated: kept when valid, left to serde (which refuses it) when not.
+    #[test]
+    fn header_strings_beyond_ascii_are_validated() {
+        let line = "{\"type\":\"message\",\"id\":\"é日😀\",\"parentId\":\"ä\",\"timestamp\":\"t\",\"b\":1}";
+        let head = scan_line(line.as_bytes()).expect("scanned");
+        assert_eq!(head.id.as_deref(), Some("é日😀"));
+        assert_eq!(head.parent_id.as_deref(), Some("ä"));
+        assert_eq!(Some(head), serde_head(line.as_bytes()));
+        for bad in [
+            &b"{\"type\":\"message\",\"id\":\"a\xc3\",\"parentId\":null,\"timestamp\":\"t\",\"b\":1}"[..],
+            b"{\"type\":\"message\",\"id\":\"a\",\"parentId\":\"\xed\xa0\x80\",\"timestamp\":\"t\",\"b\":1}",
+            b"{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"timestamp\":\"\x80t\",\"b\":1}",
+        ] {
+            assert_eq!(scan_line(bad), None, "{}", String::from_utf8_lossy(bad));
+            assert!(serde_head(bad).is_none());
+        }
+    }
+
     #[test]
     fn a_prefix_is_enough_for_a_body_but_not_for_a_bare_object() {
         let line = br#"{"type":"message","id":"a","parentId":"p","timestamp":"t","message":{}}"#;
@@ -214,6 +240,7 @@ mod tests {
                 prop_oneof![
                     Just("null".to_owned()),
                     "[a-z0-9:.\\-]{0,12}".prop_map(|s| format!("\"{s}\"")),
+                    "[a-zé日😀]{0,6}".prop_map(|s| format!("\"{s}\"")),
                     Just("\"\\u0041\"".to_owned()),
                     Just("7".to_owned()),
                 ],
