@@ -120,7 +120,7 @@ impl Session {
                 out.append(&mut entries);
             }
         } else {
-            let mut entries = entries.entries.into_iter().zip(entries.lines).peekable();
+            let mut entries = entries.into_iter().peekable();
             for (line, bytes) in odd {
                 let line = base + line;
                 while let Some((entry, l)) = entries.next_if(|(_, l)| *l < line) {
