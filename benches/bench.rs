@@ -330,10 +330,14 @@ struct Report {
     median_ms: f64,
     min_ms: f64,
     peak_rss_kb: u64,
+    /// `VmHWM` before the first run: the bench process's own memory, which a small file's
+    /// measurements cannot go below.
+    base_rss_kb: u64,
     note: String,
 }
 
 fn measure(m: &Measurement, file: &Path, reps: u32) -> Result<Report> {
+    let base_rss_kb = peak_rss_kb();
     let mut times = Vec::new();
     let mut note = String::new();
     for _ in 0..reps.max(1) {
@@ -350,6 +354,7 @@ fn measure(m: &Measurement, file: &Path, reps: u32) -> Result<Report> {
         median_ms: ms(times[times.len() / 2]),
         min_ms: ms(times[0]),
         peak_rss_kb: peak_rss_kb(),
+        base_rss_kb,
         note,
     })
 }
@@ -1007,11 +1012,23 @@ fn print_targets(results: &[(&str, Report)]) {
             );
         }
         if let Some(open) = get(size, "open") {
-            let ratio = open.peak_rss_kb as f64 * 1024.0 / open.file_bytes as f64;
+            // What the open added to the process, over the file: on S the bench process's own
+            // ~4 MB alone is 4x the file. The target is the large sessions' (issue 7 set it for
+            // L): a file under 4 MiB is read whole, so S holds its bytes and its entries.
+            let mb = |kb: u64| kb as f64 / 1024.0;
+            let added = open.peak_rss_kb.saturating_sub(open.base_rss_kb);
+            let ratio = added as f64 * 1024.0 / open.file_bytes as f64;
             println!(
-                "  {size}: peak RSS after open {:.0} MB = {ratio:.2}x the file (target <= 1.5x): {}",
-                open.peak_rss_kb as f64 / 1024.0,
-                verdict(ratio <= 1.5)
+                "  {size}: peak RSS after open {:.1} MB, {:.1} MB over the process's own {:.1} MB \
+                 = {ratio:.2}x the file{}",
+                mb(open.peak_rss_kb),
+                mb(added),
+                mb(open.base_rss_kb),
+                if size == "S" {
+                    ": - (the target, <= 1.5x, is for M and L; S is read whole)".to_owned()
+                } else {
+                    format!(" (target <= 1.5x): {}", verdict(ratio <= 1.5))
+                }
             );
         }
     }
