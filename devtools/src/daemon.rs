@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// Every read waits at most this long.
@@ -47,6 +47,10 @@ pub struct DaemonProcess {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
+    /// Bytes read from stdout that do not make a whole message yet. They live here, not in
+    /// a local of `read_message`, so a read cut short by a timeout (`pump`) loses nothing:
+    /// the next read goes on from them.
+    inbox: Vec<u8>,
     framing: Framing,
     buffer: VecDeque<Value>,
     next_id: i64,
@@ -157,6 +161,7 @@ impl DaemonProcess {
             child,
             stdin,
             stdout,
+            inbox: Vec::new(),
             framing,
             buffer: VecDeque::new(),
             next_id: 1,
@@ -375,31 +380,19 @@ impl DaemonProcess {
     /// Reads one message from stdout (`None` at EOF).
     async fn read_message(&mut self) -> Option<Value> {
         let read = async {
-            match self.framing {
-                Framing::Ndjson => {
-                    let mut line = String::new();
-                    let n = self.stdout.read_line(&mut line).await.expect("read stdout");
-                    (n > 0).then(|| serde_json::from_str(&line).expect("the server sends JSON"))
+            loop {
+                if let Some(message) = self.take_message() {
+                    return Some(message);
                 }
-                Framing::Lsp => {
-                    let mut length = None;
-                    loop {
-                        let mut line = String::new();
-                        if self.stdout.read_line(&mut line).await.expect("read") == 0 {
-                            return None;
-                        }
-                        let line = line.trim_end();
-                        if line.is_empty() {
-                            break;
-                        }
-                        if let Some(v) = line.strip_prefix("Content-Length: ") {
-                            length = Some(v.parse::<usize>().expect("a length"));
-                        }
-                    }
-                    let mut body = vec![0; length.expect("Content-Length header")];
-                    self.stdout.read_exact(&mut body).await.expect("read body");
-                    Some(serde_json::from_slice(&body).expect("the server sends JSON"))
+                // `fill_buf` consumes nothing, and the bytes move to the inbox before the
+                // next await: cancelling this future never drops what was read.
+                let chunk = self.stdout.fill_buf().await.expect("read stdout");
+                if chunk.is_empty() {
+                    return None;
                 }
+                let n = chunk.len();
+                self.inbox.extend_from_slice(chunk);
+                self.stdout.consume(n);
             }
         };
         let message: Option<Value> = tokio::time::timeout(READ_TIMEOUT, read)
@@ -412,6 +405,40 @@ impl DaemonProcess {
             });
         }
         message
+    }
+
+    /// The first whole message in the inbox, taken out of it.
+    fn take_message(&mut self) -> Option<Value> {
+        let (body, used) = match self.framing {
+            Framing::Ndjson => {
+                let end = self.inbox.iter().position(|&b| b == b'\n')?;
+                (0..end, end + 1)
+            }
+            Framing::Lsp => {
+                let head = self.inbox.windows(4).position(|w| w == b"\r\n\r\n")?;
+                let headers = std::str::from_utf8(&self.inbox[..head]).expect("ASCII headers");
+                let length: usize = headers
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .expect("Content-Length header")
+                    .parse()
+                    .expect("a length");
+                let from = head + 4;
+                if self.inbox.len() < from + length {
+                    return None;
+                }
+                (from..from + length, from + length)
+            }
+        };
+        let message = serde_json::from_slice(&self.inbox[body.clone()]).unwrap_or_else(|e| {
+            let text = String::from_utf8_lossy(&self.inbox[body]);
+            panic!(
+                "the server sends JSON: {e}: {:?}",
+                &text[..text.len().min(300)]
+            )
+        });
+        self.inbox.drain(..used);
+        Some(message)
     }
 
     async fn next_message(&mut self) -> Value {
