@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,8 @@ class SlowModel:
 class Base(unittest.TestCase):
     def setUp(self) -> None:
         self.dir = tempfile.mkdtemp(prefix="compactd-py-")
+        # Registered first, so it runs last: after every client made by the test has stopped.
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
         self.env = {"COMPACTD_CONFIG_DIR": os.path.join(self.dir, "config")}
 
     def client(self, settings: Any = BASE, **options: Any) -> Client:
@@ -119,6 +122,7 @@ class GeneratedTypes(unittest.TestCase):
         schema["$defs"]["SessionInfo"]["properties"]["addedByTheTest"] = {"type": "string"}
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as changed:
             json.dump(schema, changed)
+        self.addCleanup(os.unlink, changed.name)
         stale = subprocess.run([sys.executable, str(gen), "--check", "--schema", changed.name], capture_output=True, text=True)
         self.assertEqual(stale.returncode, 1)
         self.assertIn("stale", stale.stderr)

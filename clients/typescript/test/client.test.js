@@ -17,12 +17,25 @@ const { CompactdClient, CompactdError, CancellationTokenSource, errorKind, PROTO
 
 const repo = path.resolve(__dirname, '../../..');
 const bin = process.env.COMPACTD_BIN || path.join(repo, 'target/debug/compactd');
-const configDir = fs.mkdtempSync(path.join(os.tmpdir(), 'compactd-ts-config-'));
+/** Temp dirs made here, removed when the run passes (kept on failure, for a look). */
+/** @type {string[]} */
+const made = [];
+process.on('exit', (code) => {
+  if (code !== 0 || process.env.COMPACTD_KEEP_TMP) return;
+  for (const dir of made) fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+});
+/** @param {string} prefix */
+function tempDir(prefix) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  made.push(dir);
+  return dir;
+}
+const configDir = tempDir('compactd-ts-config-');
 const env = { ...process.env, COMPACTD_CONFIG_DIR: configDir };
 
 /** A fresh copy of the demo session (with its own id: one file per id is open at a time). */
 function demoCopy() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'compactd-ts-'));
+  const dir = tempDir('compactd-ts-');
   const file = path.join(dir, 'session.jsonl');
   const lines = fs.readFileSync(path.join(repo, 'examples/demo-session.jsonl'), 'utf8').trim().split('\n');
   lines[0] = JSON.stringify({ ...JSON.parse(lines[0]), id: crypto.randomBytes(8).toString('hex') });

@@ -9,6 +9,24 @@ const path = require('path');
 
 const repoRoot = path.resolve(__dirname, '../../..');
 
+/** Temp dirs this process made, removed when it exits with 0 (kept on failure, for a look). */
+/** @type {string[]} */
+const made = [];
+process.on('exit', (code) => {
+  if (code !== 0 || process.env.COMPACTD_KEEP_TMP) return;
+  for (const dir of made) fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+});
+
+/**
+ * A fresh temp dir named `prefix`…, removed when the process exits with 0.
+ * @param {string} prefix
+ */
+function tempDir(prefix) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  made.push(dir);
+  return dir;
+}
+
 /** The daemon under test: $COMPACTD_BIN, else the repository's debug build. */
 function daemonPath() {
   const bin = process.env.COMPACTD_BIN || path.join(repoRoot, 'target/debug/compactd');
@@ -22,7 +40,7 @@ function daemonPath() {
  * @returns {{ dir: string, file: string, entries: any[], branchUserId: string, firstUserId: string }}
  */
 function makeSession(name = 'session.jsonl') {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'compactd-vscode-'));
+  const dir = tempDir('compactd-vscode-');
   const file = path.join(dir, name);
   const lines = fs.readFileSync(path.join(repoRoot, 'examples/demo-session.jsonl'), 'utf8').trim().split('\n');
   const entries = lines.slice(1).map((l) => JSON.parse(l));
@@ -64,4 +82,4 @@ function withTimeout(promise, ms, what) {
   ]);
 }
 
-module.exports = { repoRoot, daemonPath, makeSession, waitFor, withTimeout };
+module.exports = { repoRoot, daemonPath, makeSession, tempDir, waitFor, withTimeout };

@@ -7,10 +7,8 @@ const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const cp = require('child_process');
 const fs = require('fs');
-const os = require('os');
-const path = require('path');
 const rpc = require('vscode-jsonrpc/node');
-const { daemonPath, makeSession, waitFor, withTimeout } = require('./helpers');
+const { daemonPath, makeSession, tempDir, waitFor, withTimeout } = require('./helpers');
 const { startFakeOpenAI, slowSummarizerSettings } = require('./fake-openai');
 
 const T = 30_000; // per-request timeout: nothing here should take a fraction of that
@@ -20,7 +18,7 @@ const T = 30_000; // per-request timeout: nothing here should take a fraction of
  * @param {{ settings?: object, summarizer?: (params: any) => any }} [opts]
  */
 async function startDaemon(opts = {}) {
-  const configDir = fs.mkdtempSync(path.join(os.tmpdir(), 'compactd-config-'));
+  const configDir = tempDir('compactd-config-');
   const proc = cp.spawn(daemonPath(), ['serve'], {
     stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...process.env, COMPACTD_CONFIG_DIR: configDir },

@@ -93,7 +93,11 @@ async function main() {
     XDG_DATA_HOME: path.join(root, 'home/data'),
     XDG_CACHE_HOME: path.join(root, 'home/cache'),
     COMPACTD_CONFIG_DIR: path.join(root, 'compactd-config'),
+    // Everything code-server and the suite make in a temp dir (sessions, IPC sockets) lands in
+    // `root`, which goes when the suite passes.
+    TMPDIR: path.join(root, 'tmp'),
   };
+  fs.mkdirSync(env.TMPDIR);
   const extensionsDir = path.join(root, 'ext');
   const install = cp.spawnSync(codeServer, ['--extensions-dir', extensionsDir, '--user-data-dir', path.join(root, 'ud'), '--install-extension', vsix], {
     env,
@@ -123,6 +127,7 @@ async function main() {
   process.on('exit', stopCodeServer);
 
   let browser;
+  let passed = false;
   try {
     await waitHealthy(`http://${authority}/healthz`, 60_000, cs);
     console.log(`code-server up after ${Date.now() - t0} ms (log: ${path.join(root, 'code-server.log')})`);
@@ -210,10 +215,22 @@ async function main() {
       const tail = fs.readFileSync(path.join(root, 'code-server.log'), 'utf8').split('\n').slice(-30).join('\n');
       console.log(`--- code-server.log (tail) ---\n${tail}`);
     }
-    return code === 0 ? 0 : 1;
+    passed = code === 0;
+    return passed ? 0 : 1;
   } finally {
     await browser?.close().catch(() => undefined);
     stopCodeServer();
+    // Kept on failure (the log and any screenshot are there); gone on success, once
+    // code-server is no longer writing into it.
+    if (passed && !process.env.COMPACTD_KEEP_TMP) {
+      if (cs.exitCode === null && cs.signalCode === null) {
+        await new Promise((resolve) => {
+          const timer = setTimeout(resolve, 10_000);
+          cs.once('exit', () => resolve(clearTimeout(timer)));
+        });
+      }
+      fs.rmSync(root, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+    }
   }
 }
 

@@ -25,7 +25,10 @@ beforeAll(() => {
   baseUrl = llm.start();
   dir = fs.mkdtempSync(path.join(os.tmpdir(), "compactd-omp-abort-"));
 });
-afterAll(() => llm.stop());
+afterAll(() => {
+  llm.stop();
+  if (!process.env.COMPACTD_KEEP_TMP) fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+});
 
 /** Waits until no held request is left: each was given up by its client. */
 async function abandonedAll(): Promise<void> {

@@ -155,6 +155,8 @@ class World {
 
   stop(): void {
     this.llm.stop();
+    // The agents' sessions and the record are kept only when asked for.
+    if (!process.env.COMPACTD_KEEP_TMP) fs.rmSync(this.root, { recursive: true, force: true, maxRetries: 3 });
   }
 }
 

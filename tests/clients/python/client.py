@@ -6,6 +6,7 @@ initialize -> session/create -> session/append -> session/compact (extractive, w
 
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -110,6 +111,9 @@ async def main():
     code = await asyncio.wait_for(server.wait(), TIMEOUT) if server else 0
     assert code == 0, code
     await client.stop()
+    # Kept when a check fails (the session is there to look at); gone on success.
+    if not os.environ.get("COMPACTD_KEEP_TMP"):
+        shutil.rmtree(home, ignore_errors=True)
     print("pygls client: ok")
 
 
