@@ -17,8 +17,7 @@ const { CompactdClient, CompactdError, CancellationTokenSource, errorKind, PROTO
 
 const repo = path.resolve(__dirname, '../../..');
 const bin = process.env.COMPACTD_BIN || path.join(repo, 'target/debug/compactd');
-/** Temp dirs made here, removed when the run passes (kept on failure, for a look). */
-/** @type {string[]} */
+/** @type {string[]} Temp dirs made here, removed when the run passes (kept on failure, for a look). */
 const made = [];
 process.on('exit', (code) => {
   if (code !== 0 || process.env.COMPACTD_KEEP_TMP) return;

@@ -9,8 +9,7 @@ const path = require('path');
 
 const repoRoot = path.resolve(__dirname, '../../..');
 
-/** Temp dirs this process made, removed when it exits with 0 (kept on failure, for a look). */
-/** @type {string[]} */
+/** @type {string[]} Temp dirs this process made, removed when it exits with 0 (kept on failure, for a look). */
 const made = [];
 process.on('exit', (code) => {
   if (code !== 0 || process.env.COMPACTD_KEEP_TMP) return;

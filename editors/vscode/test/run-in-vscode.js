@@ -226,7 +226,10 @@ async function main() {
       if (cs.exitCode === null && cs.signalCode === null) {
         await new Promise((resolve) => {
           const timer = setTimeout(resolve, 10_000);
-          cs.once('exit', () => resolve(clearTimeout(timer)));
+          cs.once('exit', () => {
+            clearTimeout(timer);
+            resolve(undefined);
+          });
         });
       }
       fs.rmSync(root, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
