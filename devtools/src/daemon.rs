@@ -12,8 +12,60 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// Bytes read from the daemon's stdout and not yet taken as a message or a line. Every read
+/// goes through it, not through a local of the reading call, so a read cut short by a timeout
+/// (`pump`) loses nothing: the next read goes on from its bytes.
+#[derive(Default)]
+struct Inbox {
+    bytes: Vec<u8>,
+    /// `bytes[..taken]` were taken. They are dropped at the next read, so taking the many
+    /// small messages of one read moves no bytes.
+    taken: usize,
+    /// `bytes[..searched]` hold no line end past `taken`: a line that comes in many reads is
+    /// searched once, not from its start at every read.
+    searched: usize,
+}
+
+impl Inbox {
+    /// Reads what `stdout` has onto the end; `false` at EOF. Cancel-safe: `read_buf` reads
+    /// nothing unless it completes.
+    async fn fill(&mut self, stdout: &mut ChildStdout) -> bool {
+        self.bytes.drain(..self.taken);
+        self.searched = self.searched.saturating_sub(self.taken);
+        self.taken = 0;
+        self.bytes.reserve(64 << 10);
+        stdout.read_buf(&mut self.bytes).await.expect("read stdout") > 0
+    }
+
+    fn unread(&self) -> &[u8] {
+        &self.bytes[self.taken..]
+    }
+
+    /// Takes the next `n` unread bytes.
+    fn take(&mut self, n: usize) -> &[u8] {
+        let from = self.taken;
+        self.taken += n;
+        &self.bytes[from..self.taken]
+    }
+
+    /// The length of the first unread line, its `\n` included; `None` until one has come.
+    fn line_len(&mut self) -> Option<usize> {
+        let from = self.searched.max(self.taken);
+        match self.bytes[from..].iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                self.searched = from + i;
+                Some(from + i + 1 - self.taken)
+            }
+            None => {
+                self.searched = self.bytes.len();
+                None
+            }
+        }
+    }
+}
 
 /// Every read waits at most this long.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -46,11 +98,8 @@ pub struct SpawnOptions {
 pub struct DaemonProcess {
     child: Child,
     stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    /// Bytes read from stdout that do not make a whole message yet. They live here, not in
-    /// a local of `read_message`, so a read cut short by a timeout (`pump`) loses nothing:
-    /// the next read goes on from them.
-    inbox: Vec<u8>,
+    stdout: ChildStdout,
+    inbox: Inbox,
     framing: Framing,
     buffer: VecDeque<Value>,
     next_id: i64,
@@ -156,12 +205,12 @@ impl DaemonProcess {
         }
         let mut child = command.spawn().expect("the compactd binary starts");
         let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let stdout = child.stdout.take().expect("piped stdout");
         DaemonProcess {
             child,
             stdin,
             stdout,
-            inbox: Vec::new(),
+            inbox: Inbox::default(),
             framing,
             buffer: VecDeque::new(),
             next_id: 1,
@@ -306,13 +355,22 @@ impl DaemonProcess {
     /// `None` at EOF. Not recorded in the transcript, and the buffer is not looked at.
     pub async fn receive_line(&mut self) -> Option<String> {
         assert_eq!(self.framing, Framing::Ndjson, "lines are NDJSON");
-        let mut line = String::new();
-        let read = self.stdout.read_line(&mut line);
-        let n = tokio::time::timeout(READ_TIMEOUT, read)
+        let read = async {
+            loop {
+                if let Some(n) = self.inbox.line_len() {
+                    break Some(self.inbox.take(n).to_vec());
+                }
+                if !self.inbox.fill(&mut self.stdout).await {
+                    // A last line without its newline, as `read_line` would give it.
+                    let rest = self.inbox.unread().len();
+                    break (rest > 0).then(|| self.inbox.take(rest).to_vec());
+                }
+            }
+        };
+        let line = tokio::time::timeout(READ_TIMEOUT, read)
             .await
-            .expect("compactd answered in time")
-            .expect("read stdout");
-        (n > 0).then_some(line)
+            .expect("compactd answered in time")?;
+        Some(String::from_utf8(line).expect("the server sends UTF-8"))
     }
 
     /// Writes raw bytes to the server's stdin.
@@ -384,15 +442,9 @@ impl DaemonProcess {
                 if let Some(message) = self.take_message() {
                     return Some(message);
                 }
-                // `fill_buf` consumes nothing, and the bytes move to the inbox before the
-                // next await: cancelling this future never drops what was read.
-                let chunk = self.stdout.fill_buf().await.expect("read stdout");
-                if chunk.is_empty() {
+                if !self.inbox.fill(&mut self.stdout).await {
                     return None;
                 }
-                let n = chunk.len();
-                self.inbox.extend_from_slice(chunk);
-                self.stdout.consume(n);
             }
         };
         let message: Option<Value> = tokio::time::timeout(READ_TIMEOUT, read)
@@ -411,12 +463,13 @@ impl DaemonProcess {
     fn take_message(&mut self) -> Option<Value> {
         let (body, used) = match self.framing {
             Framing::Ndjson => {
-                let end = self.inbox.iter().position(|&b| b == b'\n')?;
-                (0..end, end + 1)
+                let n = self.inbox.line_len()?;
+                (0..n - 1, n)
             }
             Framing::Lsp => {
-                let head = self.inbox.windows(4).position(|w| w == b"\r\n\r\n")?;
-                let headers = std::str::from_utf8(&self.inbox[..head]).expect("ASCII headers");
+                let unread = self.inbox.unread();
+                let head = unread.windows(4).position(|w| w == b"\r\n\r\n")?;
+                let headers = std::str::from_utf8(&unread[..head]).expect("ASCII headers");
                 let length: usize = headers
                     .lines()
                     .find_map(|l| l.strip_prefix("Content-Length: "))
@@ -424,20 +477,20 @@ impl DaemonProcess {
                     .parse()
                     .expect("a length");
                 let from = head + 4;
-                if self.inbox.len() < from + length {
+                if unread.len() < from + length {
                     return None;
                 }
                 (from..from + length, from + length)
             }
         };
-        let message = serde_json::from_slice(&self.inbox[body.clone()]).unwrap_or_else(|e| {
-            let text = String::from_utf8_lossy(&self.inbox[body]);
+        let bytes = &self.inbox.take(used)[body];
+        let message = serde_json::from_slice(bytes).unwrap_or_else(|e| {
+            let text = String::from_utf8_lossy(bytes);
             panic!(
                 "the server sends JSON: {e}: {:?}",
                 &text[..text.len().min(300)]
             )
         });
-        self.inbox.drain(..used);
         Some(message)
     }
 

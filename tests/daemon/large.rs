@@ -1,6 +1,7 @@
 //! Large sessions through the real daemon: opening one reports progress while it loads and
 //! keeps other requests flowing, and a client that pipelines reads of one without reading the
-//! answers cannot drive the daemon's memory without bound. Listed in `docs/robustness.md`.
+//! answers cannot drive the daemon's memory without bound; and the test driver keeps every byte
+//! of answers that large however its reads are cut. Listed in `docs/robustness.md`.
 
 use std::path::Path;
 
@@ -255,5 +256,56 @@ async fn a_client_that_reads_no_answers_cannot_grow_memory_without_bound() {
         grown_kib < 128 << 10,
         "the daemon's peak grew by {grown_kib} KiB with nobody reading"
     );
+    d.finish().await;
+}
+
+/// The test driver itself, on answers of megabytes: a read cut short by `pump`'s timeout in
+/// the middle of one keeps what it read (reads cut at line ends lost the start of a message
+/// and the next read began mid-message), and `receive_line` is served from what an earlier
+/// read already took off the pipe (it read the pipe past those bytes and waited for a line
+/// that had already come).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_loses_no_bytes_between_its_reads() {
+    let mut d = spawn().await;
+    let path = d.project().join("long.jsonl");
+    long_session(&path, 20, 200_000);
+    let info = d.ok("session/open", json!({"path": path})).await;
+    let s = info["sessionId"].as_str().unwrap().to_owned();
+
+    // Pumps of a millisecond: each ends wherever the 4 MB answer has got to, which passes
+    // the pipe 64 KiB at a time.
+    let id = d
+        .send_request("session/context", json!({"sessionId": s}))
+        .await;
+    let mut pumps = 0;
+    while !d.has_response(id) {
+        d.pump(std::time::Duration::from_millis(1)).await;
+        pumps += 1;
+        assert!(pumps < 100_000, "no answer");
+    }
+    let answer = d.take_response(id).expect("the answer");
+    assert_eq!(
+        answer["result"]["messages"].as_array().map(Vec::len),
+        Some(20)
+    );
+    assert!(pumps > 1, "the answer came in one pump");
+
+    // Two answers in the pipe at once: reading one message takes the other off the pipe
+    // too, and the next line is that other one.
+    let ids = d
+        .send_burst(vec![
+            ("session/usage", json!({"sessionId": s})),
+            ("session/usage", json!({"sessionId": s})),
+        ])
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let first = d.receive().await.expect("an answer");
+    let line = d.receive_line().await.expect("the other answer");
+    let mut answered = vec![
+        first["id"].as_i64().expect("a response"),
+        response_id(&line),
+    ];
+    answered.sort_unstable();
+    assert_eq!(answered, ids);
     d.finish().await;
 }
