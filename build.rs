@@ -29,7 +29,12 @@ fn main() {
     write_vocabularies();
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/tokens/table.rs");
-    println!("cargo:rerun-if-changed=.cargo_vcs_info.json");
+    // Only in a packaged crate: a watched file that does not exist reruns the script (and so
+    // recompiles the crate) on every build.
+    watch(
+        Path::new(&manifest_dir),
+        Some(".cargo_vcs_info.json".to_owned()),
+    );
 }
 
 /// The checkout's commit (12 hex digits), only when the git work tree is this crate's own: a

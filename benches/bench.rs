@@ -27,7 +27,8 @@ mod support;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use compactd::compaction::{
-    CompactionParams, PruneConfig, prepare_compaction, prune_tool_outputs, serialize_conversation,
+    CompactionParams, Ledger, PruneConfig, prepare_compaction, prune_tool_outputs,
+    serialize_conversation,
 };
 use compactd::engine::prune_live_cached;
 use compactd::session::CompactionEntry;
@@ -73,7 +74,7 @@ enum Cmd {
         /// Repetitions per measurement (default: by size).
         #[arg(long)]
         reps: Option<u32>,
-        /// Only the measurements whose name contains this.
+        /// Only the measurements whose name contains this (or one of these, comma-separated).
         #[arg(long)]
         only: Option<String>,
     },
@@ -207,6 +208,12 @@ const MEASUREMENTS: &[Measurement] = &[
         run: floor_wc,
     },
     Measurement {
+        name: "floor-grep",
+        about: "whole process: `grep -F -c NEEDLE FILE` for a needle in no line (every byte read); the floor of `cli-search`",
+        floor: true,
+        run: floor_grep,
+    },
+    Measurement {
         name: "floor-map",
         about: "mmap of the whole file + memchr line count (the page-cache read via a map)",
         floor: true,
@@ -285,6 +292,12 @@ const MEASUREMENTS: &[Measurement] = &[
         run: plan_chars4,
     },
     Measurement {
+        name: "plan-ledger-chars4",
+        about: "plan-chars4 + Ledger::derive of the same path (the progress ledger a compaction stores); compare with plan-chars4",
+        floor: false,
+        run: plan_ledger_chars4,
+    },
+    Measurement {
         name: "prune-dry",
         about: "context entries + prune_tool_outputs, o200k (open not timed)",
         floor: false,
@@ -307,6 +320,12 @@ const MEASUREMENTS: &[Measurement] = &[
         about: "whole process: `compactd plan --tokenizer o200k FILE` (loads the o200k tables)",
         floor: false,
         run: cli_plan_o200k,
+    },
+    Measurement {
+        name: "cli-search",
+        about: "whole process: `compactd search --all-branches FILE NEEDLE` for a needle in no entry (every entry searched, blob-stored full texts included)",
+        floor: false,
+        run: cli_search,
     },
     Measurement {
         name: "compact-no-llm",
@@ -393,6 +412,25 @@ fn floor_wc(path: &Path) -> Result<Timed> {
     Ok(Timed::from(format!(
         "{} lines, whole process",
         lines.split_whitespace().next().unwrap_or("?")
+    )))
+}
+
+/// A literal in no line of a generated session, so both `grep` and `compactd search` read
+/// every byte.
+const ABSENT_NEEDLE: &str = "compactd-bench-absent-needle";
+
+fn floor_grep(path: &Path) -> Result<Timed> {
+    let out = Command::new("grep")
+        .args(["-F", "-c", ABSENT_NEEDLE])
+        .arg(path)
+        .output()?;
+    // grep exits 1 when no line matches: that is the case measured.
+    if out.status.code() != Some(1) {
+        bail!("grep -F -c: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(Timed::from(format!(
+        "{} matching lines, whole process",
+        String::from_utf8_lossy(&out.stdout).trim()
     )))
 }
 
@@ -771,13 +809,31 @@ fn plan_chars4(path: &Path) -> Result<Timed> {
     plan_with(path, &Chars4)
 }
 
+fn plan_ledger_chars4(path: &Path) -> Result<Timed> {
+    let session = open(path)?;
+    let ((prep, ledger), t) = timed(|| {
+        let path = session.path_to_leaf();
+        let prep = prepare_compaction(&path, &CompactionParams::default(), &Chars4);
+        (prep, Ledger::derive(&path))
+    });
+    let note = format!(
+        "{} to summarise; ledger: {} requests, {} files, {} errors",
+        prep.map_or(0, |p| p.messages_to_summarize.len()),
+        ledger.requests.len(),
+        ledger.files.read.len() + ledger.files.modified.len(),
+        ledger.errors.len()
+    );
+    Ok(Timed { note, op: Some(t) })
+}
+
 fn prune_dry(path: &Path) -> Result<Timed> {
     let session = open(path)?;
     let counter = o200k();
     let (plan, t) = timed(|| {
         let ctx = session.context();
         let entries = context_entries(&session, &ctx);
-        prune_tool_outputs(&entries, counter.as_ref(), &PruneConfig::default())
+        let count = |e: &Entry| e.message().map_or(0, |m| counter.count_message(m));
+        prune_tool_outputs(&entries, &count, counter.as_ref(), &PruneConfig::default())
     });
     Ok(Timed {
         note: format!(
@@ -826,6 +882,30 @@ fn cli_plan(path: &Path, tokenizer: &str) -> Result<Timed> {
         .to_owned();
     Ok(Timed {
         note: format!("{first} (peak RSS column: this bench process, not compactd)"),
+        op: None,
+    })
+}
+
+fn cli_search(path: &Path) -> Result<Timed> {
+    let config = tempfile::tempdir()?;
+    let out = Command::new(env!("CARGO_BIN_EXE_compactd"))
+        .args(["search", "--all-branches", "--json"])
+        .arg(path)
+        .arg(ABSENT_NEEDLE)
+        .env("COMPACTD_CONFIG_DIR", config.path())
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "compactd search failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    Ok(Timed {
+        note: format!(
+            "{} hits (peak RSS column: this bench process, not compactd)",
+            result["hits"].as_array().map_or(0, Vec::len)
+        ),
         op: None,
     })
 }
@@ -923,7 +1003,7 @@ fn run(sizes: &str, seed: u64, reps: Option<u32>, only: Option<&str>) -> Result<
         let reps = reps.unwrap_or_else(|| default_reps(preset));
         let mut heads_ms = None;
         for m in MEASUREMENTS {
-            if only.is_some_and(|o| !m.name.contains(o)) {
+            if only.is_some_and(|o| !o.split(',').any(|part| m.name.contains(part))) {
                 continue;
             }
             let out = Command::new(&exe)
@@ -1009,6 +1089,14 @@ fn print_targets(results: &[(&str, Report)]) {
                     " (target <= {l}x): {}",
                     verdict(ratio <= l)
                 ))
+            );
+        }
+        if let (Some(search), Some(grep)) = (get(size, "cli-search"), get(size, "floor-grep")) {
+            let ratio = search.median_ms / grep.median_ms;
+            println!(
+                "  {size}: `compactd search` {} = {ratio:.1}x `grep -F -c` {} (issue 32: within a few times)",
+                fmt_ms(search.median_ms),
+                fmt_ms(grep.median_ms),
             );
         }
         if let Some(open) = get(size, "open") {

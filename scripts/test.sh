@@ -8,6 +8,26 @@ root=$(pwd)
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
+# Nothing a passing run makes may stay in /tmp. What /tmp holds now is noted; at the end, what
+# appeared and is still there is listed, and the run fails on any entry named as the tools of
+# this run name theirs (tempfile's `.tmp*`, Python's `tmp*`, the suites' `compactd-*`,
+# Neovim's `nvim.*`, Node's compile cache, ...). Other entries (another program's, on a shared
+# machine) are listed only.
+tmp_before=$(ls -A /tmp | sort)
+check_tmp() {
+  local new ours
+  new=$(comm -13 <(printf '%s\n' "$tmp_before") <(ls -A /tmp | sort) | sed '/^$/d')
+  [ -n "$new" ] || { echo "nothing new in /tmp" >&2; return 0; }
+  printf 'new in /tmp since the run started:\n%s\n' "$new" >&2
+  ours=$(grep -E '^(\.tmp|tmp|compactd|nvim\.|node-compile-cache|v8-compile-cache|pytest-of-|npm-|vscode|code-server|\.org\.chromium|playwright|bun-|omp-)' <<<"$new" || true)
+  if [ -n "$ours" ]; then
+    printf 'scripts/test.sh: the run left these in /tmp:\n%s\n' "$ours" >&2
+    exit 1
+  fi
+}
+# Node 22+ writes a compile cache to $TMPDIR/node-compile-cache when a tool enables it.
+export NODE_DISABLE_COMPILE_CACHE=1
+
 step "Rust toolchain components"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
@@ -29,10 +49,17 @@ cargo build
 step "cargo test"
 cargo test
 
-if [ "${1:-}" = "--quick" ]; then exit 0; fi
+if [ "${1:-}" = "--quick" ]; then
+  step "nothing left in /tmp"
+  check_tmp
+  exit 0
+fi
 
 for suite in scripts/test.d/*.sh; do
   [ -e "$suite" ] || continue
   step "$suite"
   bash "$suite"
 done
+
+step "nothing left in /tmp"
+check_tmp

@@ -101,6 +101,45 @@ pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     Ok(data)
 }
 
+/// Reads a regular file whole without following a symlink at `path` itself: a link (even
+/// to a regular file) is refused with a [`NotRegularFile`] of kind `symbolic link`, as is
+/// anything else that is not a regular file. For stores whose files only compactd writes (the
+/// blob store), where a link can only have been planted.
+pub fn read_regular_nofollow(path: &Path) -> io::Result<Vec<u8>> {
+    let symlink = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            NotRegularFile {
+                kind: "symbolic link",
+            },
+        )
+    };
+    let meta = fs::symlink_metadata(path)?;
+    if meta.file_type().is_symlink() {
+        return Err(symlink());
+    }
+    check_regular(&meta)?;
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NOFOLLOW: a link swapped in since the lstat above fails the open (ELOOP) rather
+        // than being followed; O_NONBLOCK: a FIFO swapped in cannot block it.
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let mut file = match options.open(path) {
+        Ok(file) => file,
+        #[cfg(unix)]
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(symlink()),
+        Err(e) => return Err(e),
+    };
+    check_regular(&file.metadata()?)?;
+    let mut data = Vec::new();
+    file.read_to_end(&mut data)?;
+    Ok(data)
+}
+
 /// Reads a regular file whole as UTF-8; see [`open_regular`].
 pub fn read_regular_to_string(path: &Path) -> io::Result<String> {
     String::from_utf8(read_regular(path)?)

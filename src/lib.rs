@@ -1,24 +1,40 @@
 //! compactd: keeps coding-agent conversations inside their LLM context window.
 //!
-//! Layers, each depending only on those below it (no cycle):
+//! The layers, top to bottom, and the layers each one imports (`crate::…` paths outside
+//! tests). `tests/contract/layers.rs` reads this table and fails when the code imports
+//! something the table does not list, stops importing something it lists, or when a layer
+//! imports one above it:
 //!
 //! ```text
-//! cli ──> server ──> protocol ──> rpc          the wire: handlers, method table and types, transport
-//!   │       │
-//!   └───────┴──> engine ──> summarize ─────────────┐
-//!                  │  └───> compaction ──> tokens ──┴──> session
-//!                  └──────────────────────> tokens
+//! layer        imports
+//! cli          mcp server engine protocol summarize compaction tokens session settings files
+//! mcp          engine session settings
+//! server       engine protocol rpc summarize session settings files
+//! protocol     rpc settings
+//! rpc          -
+//! engine       summarize compaction tokens session settings
+//! summarize    compaction tokens session settings files
+//! compaction   tokens session
+//! tokens       session
+//! session      settings files
+//! settings     files
+//! files        -
 //! ```
 //!
-//! `cli` is the command line (`src/main.rs` only calls [`cli::main`]): it runs one-shot
-//! commands on the engine and prints the protocol's types through `server`'s `to_proto`.
-//! Each layer's submodules are private; what other crates may use (the tests, benches and
-//! `compactd-devtools`) is re-exported at the layer's root.
+//! Imports point down, so there is no cycle. The same test holds three more rules of the
+//! design: `engine` never sees wire types (it imports none of `protocol`, `rpc` and `server`),
+//! `compaction` does no I/O (no file system, network, process, environment, clock or async
+//! runtime: it plans, the engine performs), and `rpc` holds no domain (it imports nothing of
+//! compactd). `src/main.rs` only calls [`cli::main`].
 //!
-//! `tokens` sits above `session`: it counts `session`'s messages, and `session` knows nothing
-//! of token counts. `settings` is read by all, and `files` (opening only regular files,
-//! without blocking) is used by all. `docs/architecture.md` follows one request through these
-//! layers, from the wire to the file.
+//! `cli` is the command line: it runs one-shot commands on the engine and prints the protocol's
+//! types through `server`'s `to_proto`. `server` is the daemon: the method table, one handler
+//! per method, and the only place domain values become wire values. `summarize` decides which
+//! summarizer writes a summary; `compaction` plans what to summarise and keep. `tokens` counts
+//! `session`'s messages, and `session` knows nothing of token counts. `files` opens only
+//! regular files, without blocking. Each layer's submodules are private; what other crates may
+//! use (the tests, benches and `compactd-devtools`) is re-exported at the layer's root.
+//! `docs/architecture.md` follows one request through these layers, from the wire to the file.
 //!
 //! Comments cite `spec §N` (the reference behaviour compactd reimplements) and `DESIGN §N`
 //! (its design notes); neither document is in this repository, and `docs/references.md` says
@@ -28,6 +44,7 @@ pub mod cli;
 pub mod compaction;
 pub mod engine;
 pub mod files;
+pub mod mcp;
 pub mod protocol;
 pub mod rpc;
 pub mod server;

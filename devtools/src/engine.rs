@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use compactd::engine::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactEnv,
-    CompactingReply, CompactingRequest, EngineHooks, NoHooks, SharedSession, SummarizerSet,
+    CompactingReply, CompactingRequest, EngineHooks, NoHooks, OperationObserver, Phase,
+    SharedSession, SummarizerSet, SummaryObserver,
 };
 use compactd::session::{
     AgentMessage, CreateOptions, EntryKind, LoadReport, PgOptions, PgStore, Session, import_file,
@@ -338,4 +339,17 @@ pub async fn timed<T>(fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(std::time::Duration::from_secs(30), fut)
         .await
         .expect("test timed out")
+}
+
+/// An operation observer that ignores everything (the engine tests that do not look at
+/// progress).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopObserver;
+
+impl OperationObserver for NoopObserver {
+    fn phase(&self, _phase: Phase, _message: &str, _percentage: Option<u32>) {}
+}
+
+impl SummaryObserver for NoopObserver {
+    fn delta(&self, _part: Purpose, _text: &str) {}
 }

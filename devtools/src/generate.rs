@@ -709,6 +709,7 @@ impl<W: Write> Generator<W> {
             cwd: format!("/home/dev/{}", self.rng.pick_str(CRATES)),
             parent_session: None,
             extra: Extra::new(),
+            title_line: None,
         };
         self.write_value(&header.to_value())?;
         self.emit_model_change()?;

@@ -56,4 +56,9 @@ step "cargo install --git file://$root --rev $head --locked --debug (the committ
 cargo install --git "file://$root" --rev "$(git rev-parse HEAD)" --locked --debug --root "$work/git-install" compactd 2>&1 | tail -2
 check_binary "$work/git-install/bin/compactd" "$head"
 
+step "a build with nothing changed compiles nothing (build.rs watches only files that exist)"
+cargo build --locked 2>&1 | tail -1
+again=$(cargo build --locked 2>&1)
+if grep -q 'Compiling' <<<"$again"; then die "a second cargo build recompiled: $again"; fi
+
 echo "install: done in $(( $(date +%s) - t0 )) s" >&2

@@ -7,11 +7,12 @@
 #            one queued to the one slot, the client told so in $/progress) and a branch summary;
 #   refused  the server's window (1200) is smaller than configured and unsaid: the history
 #            prompt (a long test output in it) is refused, planned again to the window and with
-#            the token count the refusal said, smaller, and the server accepts it; the model's
-#            short summary of this session passes the checks and is kept;
+#            the token count the refusal said, smaller, and the server accepts it;
 #   breaker  the server answers 503: the breaker stops asking after two same failures.
 # Whatever the model writes, every part must be kept-with-checks or rejected-with-reason (in the
-# result) and the extractive fallback. Installs are cached under target/model/. Every step must
+# result) and the extractive fallback; a kept part must name what the session asked (a keep that
+# names nothing of it fails the suite), and with every part rejected the offline summary must
+# carry the session's files. Installs are cached under target/model/. Every step must
 # pass.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

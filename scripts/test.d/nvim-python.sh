@@ -30,7 +30,11 @@ export COMPACTD_BIN="$root/target/debug/compactd"
 
 step "Neovim plugin tests (editors/nvim/tests)"
 start=$(date +%s)
-timeout 600 "$nvim" --headless -u NONE -i NONE -l editors/nvim/tests/run.lua \
+# Neovim keeps its temporary files in $TMPDIR/nvim.$USER and the runner's os.exit() skips
+# their cleanup: a directory of the suite's own, removed however the suite ends.
+nvim_tmp=$(mktemp -d)
+trap 'rm -rf "$nvim_tmp"' EXIT
+TMPDIR="$nvim_tmp" timeout 600 "$nvim" --headless -u NONE -i NONE -l editors/nvim/tests/run.lua \
   || die "Neovim plugin tests failed"
 echo "Neovim tests: $(( $(date +%s) - start )) s"
 

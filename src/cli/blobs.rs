@@ -4,12 +4,19 @@
 //!
 //! Only the sessions named are read, so `--gc` must be given every session that shares the
 //! store (the reference agent's included), or it deletes blobs another session still needs.
+//!
+//! A writer puts a blob in the store before the line that refers to it reaches the session
+//! file (and [`BlobStore::put`] refreshes the mtime of a blob it reuses), so a blob younger
+//! than `--grace` seconds (default one hour) is never deleted, even unreferenced: it may belong
+//! to an append in flight. Such blobs are reported as `keptRecent`. The mtime is read again
+//! just before each deletion.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::protocol::BlobsReport;
 use crate::session::size_controls::{BlobStore, blob_refs_in_line};
+
 use crate::settings::SettingsStack;
 
 use super::common::{self, CliError};
@@ -26,14 +33,34 @@ pub struct BlobsArgs {
     /// Delete the store's files that none of the sessions refers to.
     #[arg(long)]
     pub gc: bool,
+    /// With `--gc`: keep unreferenced blobs modified less than this many seconds ago (a
+    /// concurrent writer may be about to refer to them). `0` deletes every unreferenced blob.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_GRACE_SECONDS)]
+    pub grace: u64,
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--grace` by default: one hour, far longer than a blob waits for its line.
+pub const DEFAULT_GRACE_SECONDS: u64 = 3600;
+
+/// Whether the store file `path` was modified within `grace` (or its age cannot be told, or
+/// it is gone: nothing to delete then).
+fn is_recent(path: &Path, grace: std::time::Duration) -> bool {
+    match std::fs::symlink_metadata(path).and_then(|m| m.modified()) {
+        Ok(modified) => match std::time::SystemTime::now().duration_since(modified) {
+            Ok(age) => age < grace,
+            // Modified "in the future" (clock skew): young.
+            Err(_) => true,
+        },
+        Err(_) => true,
+    }
 }
 
 fn session_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), CliError> {
     if path.is_dir() {
         let mut children: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| CliError(format!("{}: {e}", path.display())))?
+            .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?
             .filter_map(|d| d.ok().map(|d| d.path()))
             .collect();
         children.sort();
@@ -55,7 +82,7 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
             let settings = SettingsStack::discover(None).effective()?;
             match crate::engine::blob_store(&settings) {
                 Some(store) => store.dir().to_path_buf(),
-                None => return Err(CliError("no home directory: pass --dir".into())),
+                None => return Err(CliError::new("no home directory: pass --dir")),
             }
         }
     };
@@ -67,7 +94,7 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
     let mut referenced: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for file in &files {
         let text = crate::files::read_regular_to_string(file)
-            .map_err(|e| CliError(format!("{}: {e}", file.display())))?;
+            .map_err(|e| CliError::new(format!("{}: {e}", file.display())))?;
         let mut refs = BTreeSet::new();
         for line in text.lines() {
             blob_refs_in_line(line, &mut refs);
@@ -97,11 +124,20 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
         .cloned()
         .collect();
     let mut deleted = Vec::new();
-    if args.gc {
-        for hex in &unreferenced {
-            std::fs::remove_file(dir.join(hex))
-                .map_err(|e| CliError(format!("{}: {e}", dir.join(hex).display())))?;
-            deleted.push(hex.clone());
+    let mut kept_recent = Vec::new();
+    let grace = std::time::Duration::from_secs(args.grace);
+    for hex in &unreferenced {
+        let path = dir.join(hex);
+        if is_recent(&path, grace) {
+            kept_recent.push(hex.clone());
+            continue;
+        }
+        if args.gc {
+            match std::fs::remove_file(&path) {
+                Ok(()) => deleted.push(hex.clone()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(CliError::new(format!("{}: {e}", path.display()))),
+            }
         }
     }
     let report = BlobsReport {
@@ -111,6 +147,8 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
         missing,
         unreferenced,
         deleted,
+        kept_recent,
+        grace_seconds: args.grace,
     };
     if args.json {
         return common::print_json(&report);
@@ -127,10 +165,24 @@ pub fn run(args: &BlobsArgs) -> Result<(), CliError> {
         text.push_str(&format!("  missing {hex}\n"));
     }
     for hex in &report.unreferenced {
-        let verb = if args.gc { "deleted" } else { "unreferenced" };
+        let verb = if report.kept_recent.contains(hex) {
+            "kept (recent)"
+        } else if args.gc {
+            "deleted"
+        } else {
+            "unreferenced"
+        };
         text.push_str(&format!("  {verb} {hex}\n"));
     }
-    if !args.gc && !report.unreferenced.is_empty() {
+    if !report.kept_recent.is_empty() {
+        text.push_str(&format!(
+            "({} unreferenced blob(s) modified in the last {} s are kept: a writer may be about \
+             to refer to them; see --grace)\n",
+            report.kept_recent.len(),
+            report.grace_seconds
+        ));
+    }
+    if !args.gc && report.unreferenced.len() > report.kept_recent.len() {
         text.push_str("(run again with --gc to delete the unreferenced blobs)\n");
     }
     common::print(&text)

@@ -5,9 +5,9 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::engine::events::SummaryReport;
 use crate::session::{LoadReport, Session};
 use crate::settings::{Settings, SettingsStack};
+use crate::summarize::SummaryReport;
 use crate::tokens::TokenCounter;
 
 /// `--tokenizer` values.
@@ -28,13 +28,33 @@ impl TokenizerArg {
     }
 }
 
-/// A failure to report on stderr; the message names the file (and line) concerned.
+/// A failure to report on stderr; the message names the file (and line) concerned. `code` is
+/// the exit status: [`EXIT_FAILURE`], or [`EXIT_NOTHING_TO_COMPACT`] for `compact` on a
+/// session with nothing to compact (README, Command line).
 #[derive(Debug)]
-pub struct CliError(pub String);
+pub struct CliError {
+    pub message: String,
+    pub code: u8,
+}
+
+/// The exit status of a command that failed.
+pub const EXIT_FAILURE: u8 = 1;
+/// `compactd compact` on a session with nothing to compact (it ends with a compaction, or is
+/// too small): nothing was written. Not a failure of the command, not a success either.
+pub const EXIT_NOTHING_TO_COMPACT: u8 = 3;
+
+impl CliError {
+    pub fn new(message: impl Into<String>) -> Self {
+        CliError {
+            message: message.into(),
+            code: EXIT_FAILURE,
+        }
+    }
+}
 
 impl<E: std::fmt::Display> From<E> for CliError {
     fn from(e: E) -> Self {
-        CliError(e.to_string())
+        CliError::new(e.to_string())
     }
 }
 
@@ -105,12 +125,16 @@ pub fn counter(
     )?)
 }
 
-/// Writes `text` to stdout.
+/// Writes `text` to stdout. A reader that stopped reading (`| head`) ends the output quietly,
+/// as Unix tools do: a closed pipe is not an error.
 pub fn print(text: &str) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
-    Ok(())
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::new(format!("cannot write to stdout: {error}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Writes `value` as pretty JSON and a newline to stdout.

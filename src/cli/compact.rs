@@ -5,13 +5,17 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::compaction::{CompactionParams, CutMode, summarize_compaction};
+use crate::engine::usage::context_view;
 use crate::engine::{
-    CompactEnv, CompactOptions, CompactOutcome, EnvSource, OperationObserver, Phase, Purpose,
-    SharedSession, SummarizerChoice, SummaryStatus, compact, session_window,
+    CompactEnv, CompactOptions, CompactOutcome, EngineError, EnvSource, OperationObserver, Phase,
+    Purpose, SharedSession, SummarizerChoice, SummaryObserver, SummaryStatus, compact,
+    session_window,
 };
 use crate::server::to_proto;
 use crate::session::Session;
 use crate::settings::{Settings, SummarizerKind};
+use crate::tokens::TokenCache;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{self, CliError, TokenizerArg};
@@ -57,19 +61,23 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
     let mut session = open_writable(&args.session)?;
     let mut settings = common::settings_for(&mut session);
     // A summarizer named here that cannot run is an error, not a silent extractive summary.
-    let choice = SummarizerChoice {
-        kind: args.summarizer.map(|kind| match kind {
-            SummarizerArg::Extractive => SummarizerKind::Extractive,
-            SummarizerArg::Openai => SummarizerKind::Openai,
-            SummarizerArg::Anthropic => SummarizerKind::Anthropic,
-            SummarizerArg::Remote => SummarizerKind::Remote,
-        }),
-        model: args.model.clone(),
-    };
+    let choice = summarizer_choice(args.summarizer, args.model.clone());
     if let Some(keep) = args.keep_recent_tokens {
         settings.compaction.keep_recent_tokens = keep;
     }
     let env = engine_env_with_choice(&session, settings, args.tokenizer, &choice)?;
+    // What a person compares: the context's size before and after, by the same counter (what
+    // `compactd context` reports), and what the cut summarises and keeps (what `plan` reports).
+    let cache = TokenCache::new(env.counter.clone());
+    let context_before = context_view(&session, &env.settings, &cache).total_tokens;
+    let cut = summarize_compaction(
+        &session.path_to_leaf(),
+        &CompactionParams {
+            keep_recent_tokens: env.settings.compaction.keep_recent_tokens,
+            mode: CutMode::Fixed,
+        },
+        env.counter.as_ref(),
+    );
     let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
     let opts = CompactOptions {
         custom_instructions: args.instructions.clone(),
@@ -82,11 +90,74 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
         async move { compact(shared, env, opts, cancel, progress).await }
     })?;
     progress.finish();
-    let outcome = outcome.map_err(|e| CliError(format!("{}: {e}", args.session.display())))?;
+    let outcome = outcome.map_err(|e| match e {
+        // Not a failure: the session is as compact as it gets, and nothing was written.
+        EngineError::AlreadyCompacted | EngineError::NothingToCompact => CliError {
+            message: format!(
+                "{}: nothing to compact: {} (nothing written)",
+                args.session.display(),
+                nothing_to_compact_why(&e)
+            ),
+            code: common::EXIT_NOTHING_TO_COMPACT,
+        },
+        e => CliError::new(format!("{}: {e}", args.session.display())),
+    })?;
     if args.json {
         return common::print_json(&to_proto::compact_result(&outcome));
     }
-    common::print(&pretty(&outcome, &args.session))
+    let context_after = match outcome.entry_id {
+        Some(_) => context_view(&shared.blocking_read(), &env.settings, &cache).total_tokens,
+        None => outcome.tokens_after,
+    };
+    let sizes = Sizes {
+        tokenizer: env.counter.name(),
+        before: context_before,
+        after: context_after,
+        cut: cut.map(|c| {
+            (
+                c.messages_to_summarize,
+                c.turn_prefix_messages,
+                c.recent_messages,
+            )
+        }),
+    };
+    common::print(&pretty(&outcome, &sizes, &args.session))
+}
+
+/// The figures `compact` prints beside the outcome.
+struct Sizes<'a> {
+    tokenizer: &'a str,
+    /// The context's estimated size at the leaf before and after, by `tokenizer`.
+    before: u64,
+    after: u64,
+    /// Messages summarised, in the turn prefix, and kept verbatim.
+    cut: Option<(usize, usize, usize)>,
+}
+
+/// Why there is nothing to compact, in a person's words.
+fn nothing_to_compact_why(e: &EngineError) -> &'static str {
+    match e {
+        EngineError::AlreadyCompacted => {
+            "the session ends with a compaction; nothing was added since"
+        }
+        _ => "the session is too small (all of it is within the recent part kept verbatim)",
+    }
+}
+
+/// The summarizer named by `--summarizer` and `--model`.
+pub(crate) fn summarizer_choice(
+    summarizer: Option<SummarizerArg>,
+    model: Option<String>,
+) -> SummarizerChoice {
+    SummarizerChoice {
+        kind: summarizer.map(|kind| match kind {
+            SummarizerArg::Extractive => SummarizerKind::Extractive,
+            SummarizerArg::Openai => SummarizerKind::Openai,
+            SummarizerArg::Anthropic => SummarizerKind::Anthropic,
+            SummarizerArg::Remote => SummarizerKind::Remote,
+        }),
+        model,
+    }
 }
 
 /// Opens a session file for writing; load warnings go to stderr.
@@ -106,7 +177,7 @@ pub(crate) fn engine_env(
 }
 
 /// [`engine_env`] with the summarizer the user named (`--summarizer`, `--model`).
-fn engine_env_with_choice(
+pub(crate) fn engine_env_with_choice(
     session: &Session,
     settings: Settings,
     tokenizer: Option<TokenizerArg>,
@@ -143,25 +214,49 @@ where
     }))
 }
 
-fn pretty(o: &CompactOutcome, file: &Path) -> String {
+fn pretty(o: &CompactOutcome, sizes: &Sizes, file: &Path) -> String {
     let entry = match &o.entry_id {
         Some(id) => format!("compaction entry {id} appended to {}", file.display()),
         None => format!("preview (nothing written) of {}", file.display()),
     };
-    let mut text = format!(
-        "{entry}\nfirst kept entry: {}\ntokens before: {}\ntokens after (estimated): {}\nsummarizer: {}\n",
-        o.first_kept_entry_id, o.tokens_before, o.tokens_after, o.summarizer
-    );
+    let mut text = format!("{entry}\nfirst kept entry: {}\n", o.first_kept_entry_id);
+    let saved = match sizes.before {
+        0 => String::new(),
+        before => format!(
+            ", {:.0}% smaller",
+            100.0 * before.saturating_sub(sizes.after) as f64 / before as f64
+        ),
+    };
+    text.push_str(&format!(
+        "context size ({} estimate, as `compactd context` counts it): {} tokens before, {} after{saved}\n",
+        sizes.tokenizer, sizes.before, sizes.after
+    ));
+    if let Some((summarized, prefix, kept)) = sizes.cut {
+        text.push_str(&format!(
+            "messages: {summarized} summarised, {prefix} turn prefix, {kept} kept\n"
+        ));
+    }
+    text.push_str(&format!(
+        "tokensBefore in the entry (the usage the model last reported): {}\nsummarizer: {}\n",
+        o.tokens_before, o.summarizer
+    ));
     text.push_str(&common::fallback_lines(
         o.reports.iter().map(|(part, report)| (*part, report)),
     ));
+    // The two summaries cover different spans: the short one the whole session (the kept
+    // messages included), the long one only what was compacted. Saying so keeps a change made
+    // in the kept messages from reading as a contradiction of an "In Progress" summary.
     if let Some(short) = &o.short_summary {
         text.push_str(&format!(
-            "short summary: {}\n",
+            "short summary (the whole session, kept messages included): {}\n",
             common::one_line(short, 200)
         ));
     }
-    text.push('\n');
+    let kept = match sizes.cut {
+        Some((_, _, kept)) => format!("the {kept} kept messages follow it verbatim"),
+        None => "the kept messages follow it verbatim".to_owned(),
+    };
+    text.push_str(&format!("\nsummary of the compacted part only ({kept}):\n"));
     text.push_str(o.summary.trim_end());
     text.push('\n');
     text
@@ -212,7 +307,9 @@ impl OperationObserver for StderrProgress {
             let _ = writeln!(std::io::stderr(), "{message}");
         }
     }
+}
 
+impl SummaryObserver for StderrProgress {
     fn restart(&self, _part: Purpose) {
         if let Ok(mut state) = self.state.lock() {
             state.1 = 0;

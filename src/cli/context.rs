@@ -36,7 +36,7 @@ pub fn run(args: &ContextArgs) -> Result<(), CliError> {
             tokenizer: view.tokenizer.clone(),
             usage: to_proto::usage_result(
                 &view.usage,
-                to_proto::Activity {
+                crate::engine::SessionActivity {
                     auto_compaction_enabled: settings.compaction.enabled,
                     ..Default::default()
                 },

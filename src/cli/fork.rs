@@ -25,7 +25,7 @@ pub struct ForkArgs {
 
 pub fn run(args: &ForkArgs) -> Result<(), CliError> {
     if args.out.extension().is_none_or(|e| e != "jsonl") {
-        return Err(CliError(format!(
+        return Err(CliError::new(format!(
             "{} is not a .jsonl session file",
             args.out.display()
         )));
@@ -33,7 +33,10 @@ pub fn run(args: &ForkArgs) -> Result<(), CliError> {
     let source = common::open(&args.session)?;
     let settings = common::settings_of(&source);
     let options = CreateOptions {
-        title: args.title.clone().or_else(|| source.header().title.clone()),
+        title: args
+            .title
+            .clone()
+            .or_else(|| source.header().display_title().map(str::to_owned)),
         parent_session: Some(match &args.at {
             Some(_) => args.session.to_string_lossy().into_owned(),
             None => source.header().id.clone(),
@@ -45,7 +48,7 @@ pub fn run(args: &ForkArgs) -> Result<(), CliError> {
         Some(at) => source.create_branched(at, &args.out, options),
         None => source.fork_to(&args.out, options),
     }
-    .map_err(|e| CliError(e.to_string()))?;
+    .map_err(|e| CliError::new(e.to_string()))?;
     common::print(&format!(
         "{} ({} entries, leaf {})\n",
         made.path().display(),

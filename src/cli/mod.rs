@@ -10,10 +10,13 @@ mod blobs;
 mod common;
 mod compact;
 mod context;
+mod eval;
 mod fork;
+mod ledger;
 mod navigate;
 mod plan;
 mod prune;
+mod recall;
 mod store;
 mod tree;
 
@@ -51,6 +54,9 @@ struct ServeArgs {
 enum Command {
     /// Run the JSON-RPC daemon on stdin/stdout (the default).
     Serve,
+    /// Run an MCP server on stdin/stdout: recall (search_history, read_history_entry) and
+    /// context_usage as tools for any agent that speaks the Model Context Protocol.
+    Mcp,
     /// Write the JSON Schemas of the protocol and the settings into a directory.
     Schema {
         /// The directory to write into (created if missing), e.g. `schema`.
@@ -67,8 +73,17 @@ enum Command {
     Tree(tree::TreeArgs),
     /// Where a compaction would cut now (no summary, nothing written).
     Plan(plan::PlanArgs),
+    /// The progress ledger of the session's branch: requests, files, errors, pins, next step.
+    Ledger(ledger::LedgerArgs),
+    /// Compact the session at several points (nothing written) and score what each summary
+    /// kept of its progress ledger: requests, files, unresolved errors, pins.
+    Eval(eval::EvalArgs),
     /// Prune old tool outputs in the live context (originals stay recoverable in the file).
     Prune(prune::PruneArgs),
+    /// Find text in a session, compacted history and blob-stored full texts included.
+    Search(recall::SearchArgs),
+    /// Print one entry as written, full texts and pruned originals restored.
+    Show(recall::ShowArgs),
     /// Report the blob references of session files; `--gc` deletes unreferenced blobs.
     Blobs(blobs::BlobsArgs),
     /// Write a new session from a branch of this one (`--at ID`) or from a copy of all of it.
@@ -96,21 +111,28 @@ enum Command {
 pub fn main() -> ExitCode {
     crate::files::ignore_file_size_signal();
     let cli = Cli::parse();
-    if !matches!(cli.command, None | Some(Command::Serve))
-        && let Err(message) = init_logging(&cli.serve, "warn")
+    // One-shot commands report a file's malformed, torn or duplicate lines themselves, as
+    // `FILE:LINE: warning: …` (cli/common.rs); the loader's own log line would say it twice.
+    if !matches!(cli.command, None | Some(Command::Serve | Command::Mcp))
+        && let Err(message) = init_logging(&cli.serve, "warn,compactd::session::file::load=error")
     {
         eprintln!("compactd: {message}");
         return ExitCode::FAILURE;
     }
     let result = match &cli.command {
         None | Some(Command::Serve) => return serve(&cli.serve),
+        Some(Command::Mcp) => return mcp(&cli.serve),
         Some(Command::Schema { out }) => schema(out),
         Some(Command::Compact(args)) => compact::run(args),
         Some(Command::Navigate(args)) => navigate::run(args),
         Some(Command::Context(args)) => context::run(args),
         Some(Command::Tree(args)) => tree::run(args),
         Some(Command::Plan(args)) => plan::run(args),
+        Some(Command::Ledger(args)) => ledger::run(args),
+        Some(Command::Eval(args)) => eval::run(args),
         Some(Command::Prune(args)) => prune::run(args),
+        Some(Command::Search(args)) => recall::run_search(args),
+        Some(Command::Show(args)) => recall::run_show(args),
         Some(Command::Blobs(args)) => blobs::run(args),
         Some(Command::Fork(args)) => fork::run(args),
         Some(Command::Import(args)) => store::import(args),
@@ -120,16 +142,17 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(common::CliError(message)) => {
+        Err(common::CliError { message, code }) => {
             eprintln!("compactd: {message}");
-            ExitCode::FAILURE
+            ExitCode::from(code)
         }
     }
 }
 
 fn schema(out: &std::path::Path) -> Result<(), common::CliError> {
-    let paths = crate::protocol::write_schemas(out)
-        .map_err(|error| common::CliError(format!("cannot write to {}: {error}", out.display())))?;
+    let paths = crate::protocol::write_schemas(out).map_err(|error| {
+        common::CliError::new(format!("cannot write to {}: {error}", out.display()))
+    })?;
     eprintln!("wrote {} schema files to {}", paths.len(), out.display());
     Ok(())
 }
@@ -143,13 +166,7 @@ fn completions(shell: clap_complete::Shell) -> Result<(), common::CliError> {
 
 /// Writes `bytes` to stdout; a closed pipe (`| head`) is not an error.
 fn write_stdout(bytes: &[u8]) -> Result<(), common::CliError> {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(bytes) {
-        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(common::CliError(format!("cannot write to stdout: {error}")))
-        }
-        _ => Ok(()),
-    }
+    common::print(&String::from_utf8_lossy(bytes))
 }
 
 /// Man pages generated from the CLI definition: all of them into `out`, or the top one on stdout.
@@ -161,7 +178,7 @@ fn man(out: Option<&std::path::Path>) -> Result<(), common::CliError> {
         return write_stdout(&page);
     };
     let failed = |error: std::io::Error| {
-        common::CliError(format!("cannot write to {}: {error}", out.display()))
+        common::CliError::new(format!("cannot write to {}: {error}", out.display()))
     };
     std::fs::create_dir_all(out).map_err(failed)?;
     clap_mangen::generate_to(command, out).map_err(failed)?;
@@ -207,6 +224,33 @@ fn serve(args: &ServeArgs) -> ExitCode {
             }
         }
     });
+    std::process::exit(code);
+}
+
+/// Runs the MCP server until stdin ends, then exits the process (as [`serve`]).
+fn mcp(args: &ServeArgs) -> ExitCode {
+    if let Err(message) = init_logging(args, "warn") {
+        eprintln!("compactd: {message}");
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("compactd: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let settings = crate::settings::SettingsStack::discover(None);
+    let code = match runtime.block_on(crate::mcp::serve_stdio(settings)) {
+        Ok(()) => 0,
+        Err(error) => {
+            tracing::error!(%error, "compactd mcp stops on an I/O error");
+            1
+        }
+    };
     std::process::exit(code);
 }
 

@@ -48,7 +48,7 @@ pub fn run(args: &NavigateArgs) -> Result<(), CliError> {
         async move { navigate_tree(shared, env, target, opts, cancel, progress).await }
     })?;
     progress.finish();
-    let outcome = outcome.map_err(|e| CliError(format!("{}: {e}", args.session.display())))?;
+    let outcome = outcome.map_err(|e| CliError::new(format!("{}: {e}", args.session.display())))?;
     if args.json {
         return common::print_json(&to_proto::navigate_result(outcome));
     }

@@ -53,12 +53,27 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     };
     let path = session.path_to_leaf();
     let Some(summary) = summarize_compaction(&path, &params, counter.as_ref()) else {
-        let why = if path.last().is_some_and(|e| e.type_name() == "compaction") {
-            "Already compacted"
-        } else {
-            "Nothing to compact (session too small)"
+        // An answer to the question, not a failure of the command: exit 0 with the reason.
+        // `--json` has no plan to print: it says so on stderr with the exit status of
+        // `compact` in the same case.
+        let why = match path.last() {
+            Some(last) if last.type_name() == "compaction" => format!(
+                "the session ends with a compaction (entry {}); nothing was added since",
+                last.id
+            ),
+            _ => format!(
+                "the session is too small: all of it is within the {} recent tokens kept verbatim",
+                params.keep_recent_tokens
+            ),
         };
-        return Err(CliError(format!("{}: {why}", args.session.display())));
+        let text = format!("nothing to compact now: {why}\n");
+        if args.json {
+            return Err(CliError {
+                message: format!("{}: {}", args.session.display(), text.trim_end()),
+                code: common::EXIT_NOTHING_TO_COMPACT,
+            });
+        }
+        return common::print(&text);
     };
     // Indices over the file's entries (markers included, as they are lines of the file).
     let file_index = |id: &str| session.position(id);

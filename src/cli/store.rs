@@ -50,11 +50,11 @@ pub struct ExportArgs {
 fn connect(url: Option<&str>) -> Result<Arc<PgStore>, CliError> {
     let mut settings = SettingsStack::discover(None)
         .effective()
-        .map_err(|e| CliError(e.to_string()))?;
+        .map_err(|e| CliError::new(e.to_string()))?;
     if let Some(url) = url {
         settings.storage.postgres.url = Some(crate::settings::DatabaseUrl::new(url));
     }
-    crate::engine::registry::connect_store(&settings).map_err(|e| CliError(e.to_string()))
+    crate::engine::registry::connect_store(&settings).map_err(|e| CliError::new(e.to_string()))
 }
 
 /// Prints a progress line at most every half second.
@@ -218,7 +218,7 @@ pub fn import(args: &ImportArgs) -> Result<(), CliError> {
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(CliError(format!(
+        Err(CliError::new(format!(
             "{} of {total} files were not imported: {}",
             failures.len(),
             failures.join(", ")
@@ -238,17 +238,17 @@ pub fn export(args: &ExportArgs) -> Result<(), CliError> {
                 .write(true)
                 .create_new(true)
                 .open(path)
-                .map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+                .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
             let mut out = std::io::BufWriter::new(file);
             let n = store
                 .export(&args.id, &mut out, &mut tick)
-                .map_err(|e| CliError(e.to_string()));
+                .map_err(|e| CliError::new(e.to_string()));
             let flushed = out
                 .into_inner()
-                .map_err(|e| CliError(format!("{}: {e}", path.display())))
+                .map_err(|e| CliError::new(format!("{}: {e}", path.display())))
                 .and_then(|f| {
                     f.sync_all()
-                        .map_err(|e| CliError(format!("{}: {e}", path.display())))
+                        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))
                 });
             match (n, flushed) {
                 (Ok(n), Ok(())) => n,
@@ -263,8 +263,9 @@ pub fn export(args: &ExportArgs) -> Result<(), CliError> {
             let mut out = std::io::BufWriter::new(stdout.lock());
             let n = store
                 .export(&args.id, &mut out, &mut tick)
-                .map_err(|e| CliError(e.to_string()))?;
-            out.flush().map_err(|e| CliError(format!("stdout: {e}")))?;
+                .map_err(|e| CliError::new(e.to_string()))?;
+            out.flush()
+                .map_err(|e| CliError::new(format!("stdout: {e}")))?;
             n
         }
     };

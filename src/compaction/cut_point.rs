@@ -162,26 +162,8 @@ fn valid_cut_points(entries: &[&Entry], start: usize, end: usize, mode: CutMode)
 }
 
 /// The first kept entry for a budget of `keep_recent_tokens` within `entries[start..end)`,
-/// with compactd's rules ([`CutMode::Fixed`]).
+/// with the rules of `mode`.
 pub fn find_cut_point(
-    entries: &[&Entry],
-    start: usize,
-    end: usize,
-    keep_recent_tokens: u64,
-    counter: &dyn TokenCounter,
-) -> CutPoint {
-    find_cut_point_with(
-        entries,
-        start,
-        end,
-        keep_recent_tokens,
-        counter,
-        CutMode::Fixed,
-    )
-}
-
-/// [`find_cut_point`] with the rules of `mode`.
-pub fn find_cut_point_with(
     entries: &[&Entry],
     start: usize,
     end: usize,
@@ -246,7 +228,7 @@ fn cut_at(entries: &[&Entry], start: usize, cut: usize, mode: CutMode) -> CutPoi
         CutMode::Parity => role(entries[judged]) == Some("user"),
         CutMode::Fixed => is_turn_start(entries[judged], mode),
     };
-    let turn_start_index = find_turn_start_index_with(entries, judged, start, mode);
+    let turn_start_index = find_turn_start_index(entries, judged, start, mode);
     CutPoint {
         first_kept_entry_index: cut,
         turn_start_index,
@@ -286,7 +268,7 @@ pub(crate) fn cut_point_at(
     }
     let judged = content;
     let starts_turn = is_turn_start(entries[judged], mode);
-    let turn_start_index = find_turn_start_index_with(entries, judged, start, mode);
+    let turn_start_index = find_turn_start_index(entries, judged, start, mode);
     Ok(CutPoint {
         first_kept_entry_index: first_kept,
         turn_start_index,
@@ -305,14 +287,10 @@ pub(crate) enum CutRejection {
 }
 
 /// The start of the turn containing `index`: scanning back from `index` (inclusive) to
-/// `start`, the first turn start (compactd's rules). `None` if there is none.
-pub fn find_turn_start_index(entries: &[&Entry], index: usize, start: usize) -> Option<usize> {
-    find_turn_start_index_with(entries, index, start, CutMode::Fixed)
-}
-
-/// [`find_turn_start_index`] with the rules of `mode` (the reference's turn starts are
-/// `branch_summary`, `custom_message`, and `user` / `bashExecution` messages).
-pub fn find_turn_start_index_with(
+/// `start`, the first turn start under the rules of `mode` (the reference's turn starts are
+/// `branch_summary`, `custom_message`, and `user` / `bashExecution` messages). `None` if
+/// there is none.
+pub fn find_turn_start_index(
     entries: &[&Entry],
     index: usize,
     start: usize,

@@ -1,7 +1,8 @@
 //! Pure compaction planning, no I/O and no LLM: where to cut (spec §4.8), what to summarise
 //! and keep (§4.6), file-operation tracking (§4.13), the summarizer's transcript (§4.11),
-//! the threshold test (§4.2), tool-output pruning (§5) and the entries a
-//! branch summary covers (§6.1, §6.2).
+//! tool-output pruning (§5), the entries a branch summary covers (§6.1, §6.2) and the
+//! progress ledger (DESIGN §8). The threshold (§4.2) is a setting's:
+//! `Settings::threshold_tokens`.
 //!
 //! Every function takes entries and a [`TokenCounter`](crate::tokens::TokenCounter) and
 //! returns a plan; the engine performs it.
@@ -9,10 +10,10 @@
 pub(crate) mod branch;
 pub(crate) mod cut_point;
 pub(crate) mod file_ops;
+pub(crate) mod ledger;
 pub(crate) mod prepare;
 pub(crate) mod prune;
 pub(crate) mod serialize;
-pub(crate) mod threshold;
 
 #[cfg(test)]
 mod test_support;
@@ -20,18 +21,18 @@ mod test_support;
 pub use branch::{
     BranchCollection, PreparedBranch, collect_entries_for_branch_summary, prepare_branch_entries,
 };
-pub use cut_point::{
-    CutMode, CutPoint, find_cut_point, find_cut_point_with, find_turn_start_index,
-    find_turn_start_index_with,
-};
+pub use cut_point::{CutMode, CutPoint, find_cut_point, find_turn_start_index};
 pub use file_ops::{FileOps, compute_file_lists, file_lists_details, format_file_operations};
+pub use ledger::{
+    FileOp, Ledger, LedgerError, LedgerFile, LedgerFiles, LedgerPin, LedgerRequest,
+    PIN_CUSTOM_TYPE, RequestStatus, UNPIN_CUSTOM_TYPE, gist as ledger_gist,
+    record_in_details as record_ledger_in_details, render_block as render_ledger_block,
+};
 pub use prepare::{
-    BoundaryError, CompactionParams, CompactionPreparation, CompactionSummary, effective_window,
-    prepare_compaction, prepare_compaction_at, summarize_compaction, validate_boundary,
+    BoundaryError, CompactionParams, CompactionPreparation, CompactionSummary, prepare_compaction,
+    prepare_compaction_at, summarize_compaction, validate_boundary,
 };
 pub use prune::{
-    PruneConfig, PrunePlan, PrunedOutput, apply_prune, prune_notice, prune_tool_outputs,
-    prune_tool_outputs_counted, unprune,
+    PruneConfig, PrunePlan, PrunedOutput, apply_prune, prune_notice, prune_tool_outputs, unprune,
 };
 pub use serialize::serialize_conversation;
-pub use threshold::{context_tokens_from_usage, should_compact};

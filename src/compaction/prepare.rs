@@ -19,7 +19,7 @@ use crate::session::entry::CompactionEntry;
 use crate::session::{AgentMessage, Entry, EntryKind, Usage};
 use crate::tokens::{TokenCounter, is_chars4};
 
-use super::cut_point::{CutMode, CutPoint, CutRejection, cut_point_at, find_cut_point_with};
+use super::cut_point::{CutMode, CutPoint, CutRejection, cut_point_at, find_cut_point};
 use super::file_ops::FileOps;
 
 /// The settings a preparation needs.
@@ -120,8 +120,10 @@ fn last_compaction<'a>(path: &[&'a Entry]) -> Option<(usize, &'a CompactionEntry
 /// [`CutMode::Fixed`]: the effective context sequence, i.e. the previous compaction's kept
 /// region (from its `firstKeptEntryId`, compaction entries skipped) then the entries after it.
 /// A `firstKeptEntryId` not on the path keeps nothing, as context rebuilding does.
-/// [`CutMode::Parity`]: the entries after the previous compaction.
-pub fn effective_window(path: &[&Entry], mode: CutMode) -> Vec<usize> {
+/// [`CutMode::Parity`]: the entries after the previous compaction. (Compaction plans with
+/// the window itself; the tests look at its indices.)
+#[cfg(test)]
+pub(crate) fn effective_window(path: &[&Entry], mode: CutMode) -> Vec<usize> {
     window(path, mode).indices
 }
 
@@ -246,7 +248,7 @@ fn plan<'a>(
     Entry::parse_all(&entries);
     let usage = last_usage(path);
     let keep = adjusted_keep(params.keep_recent_tokens, usage, &entries, counter);
-    let cut = find_cut_point_with(&entries, 0, entries.len(), keep, counter, params.mode);
+    let cut = find_cut_point(&entries, 0, entries.len(), keep, counter, params.mode);
     Plan::new(window, entries, cut, usage, keep, params.mode)
 }
 
@@ -417,7 +419,11 @@ impl<'a> Plan<'a> {
         let (turn_prefix_messages, prefix_ids) = owned(self.prefix.clone());
         summarize_entry_ids.extend(prefix_ids);
         let (recent_messages, _) = owned(self.cut.first_kept_entry_index..self.entries.len());
-        let previous_summary = self.window.previous.map(|c| c.summary.clone());
+        // The ledger block is re-rendered by each compaction; the summarizer gets the prose.
+        let previous_summary = self
+            .window
+            .previous
+            .map(|c| super::ledger::strip_block(&c.summary));
         let reuse_previous_summary = self.mode == CutMode::Fixed
             && self.cut.is_split_turn
             && messages_to_summarize.is_empty()

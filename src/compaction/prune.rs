@@ -10,12 +10,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::session::ORIGINAL_CONTENT_FIELD;
 use crate::session::message::{ContentBlock, Extra, ToolResultMessage};
-use crate::session::{AgentMessage, Entry, EntryKind};
+use crate::session::{AgentMessage, Entry, EntryKind, FULL_TEXT_FIELD};
 use crate::tokens::TokenCounter;
-
-/// Field of a pruned tool result that holds its original `content`.
-pub const ORIGINAL_CONTENT_FIELD: &str = "originalContent";
 
 /// Pruning thresholds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,24 +79,11 @@ fn notice_message(notice: &str) -> AgentMessage {
 /// Plans pruning over `context_entries`, the entries of the live context in order (the
 /// caller passes exactly those). Walks newest to oldest: already-pruned outputs and those of
 /// protected tools count toward the protected window without being pruned; once
-/// `protect_tokens` have been seen, the remaining outputs are candidates.
+/// `protect_tokens` have been seen, the remaining outputs are candidates. The tokens of each
+/// tool-result entry come from `count` (e.g. a [`crate::tokens::TokenCache`], so a dry run
+/// does not re-tokenise the context), which must agree with `counter.count_message` of the
+/// entry's message.
 pub fn prune_tool_outputs(
-    context_entries: &[&Entry],
-    counter: &dyn TokenCounter,
-    config: &PruneConfig,
-) -> PrunePlan {
-    prune_tool_outputs_counted(
-        context_entries,
-        &|e: &Entry| e.message().map_or(0, |m| counter.count_message(m)),
-        counter,
-        config,
-    )
-}
-
-/// [`prune_tool_outputs`] with the tokens of each tool-result entry from `count` (e.g. a
-/// [`crate::tokens::TokenCache`], so a dry run does not re-tokenise the context). `count` must
-/// agree with `counter.count_message` of the entry's message.
-pub fn prune_tool_outputs_counted(
     context_entries: &[&Entry],
     count: &dyn Fn(&Entry) -> u64,
     counter: &dyn TokenCounter,
@@ -161,11 +146,39 @@ pub fn apply_prune(entry: &mut Entry, notice: &str, pruned_at_ms: i64) -> bool {
         .extra
         .insert(ORIGINAL_CONTENT_FIELD.to_owned(), original);
     result.pruned_at = Some(Value::from(pruned_at_ms));
+    move_full_text_pointers(entry, CONTENT_POINTER, ORIGINAL_POINTER);
     true
+}
+
+/// Where a tool result's content sits in its entry, and where pruning moves it.
+const CONTENT_POINTER: &str = "/message/content";
+const ORIGINAL_POINTER: &str = "/message/originalContent";
+
+/// Points the entry's full-text references (strings the size controls truncated on disk,
+/// `compactdFullText`) at the content's new place: left at `/message/content/…`, they would
+/// put the whole original text back over the prune notice when the entry is read.
+fn move_full_text_pointers(entry: &mut Entry, from: &str, to: &str) {
+    let Some(Value::Object(refs)) = entry.extra_mut().get_mut(FULL_TEXT_FIELD) else {
+        return;
+    };
+    let moved = std::mem::take(refs)
+        .into_iter()
+        .map(|(pointer, reference)| match pointer.strip_prefix(from) {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                (format!("{to}{rest}"), reference)
+            }
+            _ => (pointer, reference),
+        })
+        .collect();
+    *refs = moved;
 }
 
 /// Restores a tool result pruned by [`apply_prune`]. Returns false if there is nothing to
 /// restore (not a tool result, or pruned by the reference, which kept no original).
+///
+/// Nothing in the daemon calls it yet: reading history back (search and read of compacted
+/// and pruned entries, DESIGN §8 "Nothing is gone") will restore pruned outputs with it.
+/// Until then the engine tests use it to show that a prune keeps every original.
 pub fn unprune(entry: &mut Entry) -> bool {
     let Some(result) = tool_result_mut(entry) else {
         return false;
@@ -179,6 +192,7 @@ pub fn unprune(entry: &mut Entry) -> bool {
     result.content = content;
     result.pruned_at = None;
     result.extra.remove(ORIGINAL_CONTENT_FIELD);
+    move_full_text_pointers(entry, ORIGINAL_POINTER, CONTENT_POINTER);
     true
 }
 
@@ -190,6 +204,12 @@ mod tests {
     use crate::compaction::test_support::{PathBuilder, text};
     use crate::tokens::Chars4;
     use serde_json::json;
+
+    /// The plan with every entry counted by chars4, as the engine counts without a cache.
+    fn plan_with_chars4(entries: &[&Entry], config: &PruneConfig) -> PrunePlan {
+        let count = |e: &Entry| e.message().map_or(0, |m| Chars4.count_message(m));
+        prune_tool_outputs(entries, &count, &Chars4, config)
+    }
 
     fn small_config() -> PruneConfig {
         PruneConfig {
@@ -207,7 +227,7 @@ mod tests {
         let read = b.result("c2", "read", &text(2400)); // protected tool
         let crossing = b.result("c3", "bash", &text(2400)); // crosses 1000: still protected
         b.result("c4", "bash", &text(2400)); // newest
-        let plan = prune_tool_outputs(&b.refs(), &Chars4, &small_config());
+        let plan = plan_with_chars4(&b.refs(), &small_config());
         // c4 (0 seen) and c3 (600 seen) protected; c2 protected tool; c1 pruned.
         assert_eq!(plan.pruned_count, 1);
         assert_eq!(plan.candidates[0].entry_id, old);
@@ -228,7 +248,7 @@ mod tests {
         let mut b = PathBuilder::new();
         b.result("c1", "bash", &text(400));
         b.result("c2", "bash", &text(4000));
-        let plan = prune_tool_outputs(&b.refs(), &Chars4, &small_config());
+        let plan = plan_with_chars4(&b.refs(), &small_config());
         assert_eq!(plan, PrunePlan::default());
     }
 
@@ -250,7 +270,7 @@ mod tests {
         };
         let whole = b.refs();
         // The reference scans the whole branch: c1 and c2 push it over the minimum.
-        let reference = prune_tool_outputs(&whole, &Chars4, &config);
+        let reference = plan_with_chars4(&whole, &config);
         assert_eq!(reference.pruned_count, 4);
         assert_eq!(reference.tokens_saved, 3 * 992 + 392);
         // compactd passes the live context only, where pruning would save too little.
@@ -262,11 +282,8 @@ mod tests {
             context.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
             ["e3", "e4", "e5", "e7"]
         );
-        assert_eq!(
-            prune_tool_outputs(&context, &Chars4, &config),
-            PrunePlan::default()
-        );
-        let plan = prune_tool_outputs(&context, &Chars4, &small_config());
+        assert_eq!(plan_with_chars4(&context, &config), PrunePlan::default());
+        let plan = plan_with_chars4(&context, &small_config());
         assert_eq!(plan.pruned_count, 2);
         assert_eq!(plan.tokens_saved, 992 + 392);
     }
@@ -302,5 +319,29 @@ mod tests {
         user.user("hi");
         assert!(!apply_prune(&mut user.entries[0], "x", 1));
         assert!(!unprune(&mut user.entries[0]));
+    }
+
+    /// A tool result whose text the size controls truncated on disk keeps a reference to the
+    /// full text by JSON pointer; pruning moves that pointer with the content it names, and
+    /// unpruning moves it back (otherwise reading the pruned entry put the whole text back over
+    /// the notice).
+    #[test]
+    fn pruning_moves_full_text_references_with_the_content() {
+        let mut b = PathBuilder::new();
+        b.result("c1", "bash", "truncated copy");
+        let mut entry = b.entries.remove(0);
+        let refs = json!({"/message/content/0/text": "blob:sha256:ab",
+            "/message/details/log": "blob:sha256:cd"});
+        entry
+            .extra_mut()
+            .insert(FULL_TEXT_FIELD.to_owned(), refs.clone());
+        assert!(apply_prune(&mut entry, "[Output truncated - 9 tokens]", 1));
+        assert_eq!(
+            entry.extra()[FULL_TEXT_FIELD],
+            json!({"/message/originalContent/0/text": "blob:sha256:ab",
+                "/message/details/log": "blob:sha256:cd"})
+        );
+        assert!(unprune(&mut entry));
+        assert_eq!(entry.extra()[FULL_TEXT_FIELD], refs);
     }
 }

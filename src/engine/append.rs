@@ -123,7 +123,7 @@ pub(crate) async fn append(
     };
     let (action, auto, pending) = match plan {
         None => (AppendAction::Continue, None, None),
-        Some(plan) if options.wait_for_compaction => {
+        Some(plan) if options.wait_for_compaction || plan.commits_at_once() => {
             let (action, result) = plan.execute(observer).await?;
             (action, Some(result), None)
         }
@@ -146,7 +146,7 @@ pub(crate) async fn append(
 /// Appends `entries` at `session`'s leaf (held under its write lock), after reading what other
 /// writers added and checking the expected leaf and the labels' targets; returns the entries
 /// written.
-fn write_batch(
+pub(crate) fn write_batch(
     state: &SessionState,
     session: &mut Session,
     entries: Vec<NewEntry>,

@@ -24,7 +24,9 @@ use crate::tokens::TokenCache;
 
 use super::env::{EnvSource, token_counter};
 use super::events::new_operation_id;
+use super::events::{DiscardReason, PauseReason};
 use super::overflow::is_context_overflow;
+use super::run::run_commit;
 use super::run::run_compaction;
 use super::state::{AutoMemory, OpGuard, OpKind, SessionState};
 use super::{
@@ -76,6 +78,9 @@ pub enum Skip {
     UnknownWindow,
     /// The context is within the threshold.
     BelowThreshold { tokens: u64, threshold: u64 },
+    /// Automatic compaction is paused for the session (thrash guard or circuit breaker) until
+    /// the user acts.
+    Paused(PauseReason),
 }
 
 /// The outcome of [`decide`].
@@ -155,6 +160,9 @@ pub fn decide(
     };
     let tokens = usage.context_tokens().saturating_sub(pruned_tokens);
     if tokens > threshold {
+        if let Some(reason) = memory.paused {
+            return Nothing(Skip::Paused(reason));
+        }
         AutoDecision::CompactThreshold { tokens, threshold }
     } else {
         Nothing(Skip::BelowThreshold { tokens, threshold })
@@ -218,11 +226,42 @@ pub(crate) async fn plan(
         };
         let window = reply_window(last, &session, &settings);
         let path: Vec<Entry> = session.path_to_leaf().into_iter().cloned().collect();
-        let decision = decide(&path, last, &settings, window, pruned, &state.auto_memory());
+        let decision = {
+            let mut memory = state.auto_memory();
+            let decision = decide(&path, last, &settings, window, pruned, &memory);
+            if !matches!(
+                decision,
+                AutoDecision::Nothing(Skip::StaleUsage | Skip::NotAssistant | Skip::Disabled)
+            ) {
+                memory.count_reply();
+            }
+            decision
+        };
         let counted = super::usage::estimate_context_through(&session, &cache, &last.id);
         (decision, window, counted)
     };
+    if let AutoDecision::CompactThreshold { .. } = &decision {
+        let paused = state.auto_memory().compaction_due();
+        if let Some(reason) = paused {
+            // The context refills as fast as it is compacted: compacting again would not help.
+            super::background::discard(state, events.as_ref(), DiscardReason::Aborted);
+            report_pause(state, events.as_ref(), reason);
+            return Ok(None);
+        }
+    }
     let reason = match &decision {
+        AutoDecision::Nothing(Skip::BelowThreshold { tokens, threshold }) => {
+            let lead = settings.compaction.background.lead(*threshold);
+            if settings.compaction.background.enabled
+                && *tokens >= threshold.saturating_sub(lead)
+                && !state.ops.is_compacting()
+                && state.auto_memory().paused.is_none()
+            {
+                let env = source.env(&state.id, settings, window, None)?;
+                super::background::start(state, Some(last.id.clone()), env, events);
+            }
+            return Ok(None);
+        }
         AutoDecision::Nothing(_) => return Ok(None),
         AutoDecision::RecoverOverflow { .. } | AutoDecision::RecoveryExhausted { .. } => {
             CompactReason::Overflow
@@ -274,6 +313,15 @@ impl AutoPlan {
         &self.operation_id
     }
 
+    /// Whether it writes an armed background result that is ready: then it takes no longer
+    /// than an append, and runs before the answer even without `waitForCompaction`.
+    pub fn commits_at_once(&self) -> bool {
+        matches!(
+            self.decision,
+            AutoDecision::CompactThreshold { .. } | AutoDecision::RecoverOverflow { .. }
+        ) && super::background::is_ready(&self.state)
+    }
+
     /// What an append answers while this plan runs in the background.
     pub fn running_action(&self) -> AppendAction {
         match self.reason {
@@ -314,11 +362,7 @@ impl AutoPlan {
                 let Some(guard) = guard else {
                     return Err(EngineError::CompactionInProgress);
                 };
-                let opts = CompactOptions {
-                    reason,
-                    ..CompactOptions::manual()
-                };
-                run_compaction(events, state, env, opts, guard, observer).await
+                compact_auto(events, state, env, reason, guard, observer, overhead).await
             }
         };
         let action = match decision {
@@ -353,15 +397,21 @@ impl AutoPlan {
             }
             AutoDecision::CompactThreshold { threshold, .. } => match compact(guard).await {
                 Ok(outcome) => {
-                    let after = {
-                        let session = state.session.read().await;
-                        super::usage::estimate_context(&session, &cache) + overhead
-                    };
+                    let target = target_after(threshold);
+                    let mut after = measure(&state, &cache, overhead).await;
+                    if after > target && env.settings.compaction.prune_enabled {
+                        // The summary and the kept turns are too big: drop old tool outputs.
+                        let mut session = state.session.write().await;
+                        let pruned = super::prune::prune_live_cached(&mut session, &cache, false)?;
+                        state.invalidate_counts(&pruned.entry_ids);
+                        drop(session);
+                        after = measure(&state, &cache, overhead).await;
+                    }
                     result.outcome = Some(outcome);
-                    if after > threshold {
+                    if after > target {
                         let e = EngineError::CannotGetUnderThreshold {
                             tokens: after,
-                            threshold,
+                            threshold: target,
                         };
                         result.error_kind = Some(e.kind());
                         result.error_message = Some(format!("{AUTO_FAILED_PREFIX}{e}"));
@@ -375,6 +425,16 @@ impl AutoPlan {
             },
             AutoDecision::Nothing(_) => AppendAction::Continue,
         };
+        if reason == CompactReason::Threshold
+            && matches!(action, AppendAction::Compacted | AppendAction::Failed)
+        {
+            let paused = state
+                .auto_memory()
+                .compaction_ended(action == AppendAction::Compacted);
+            if let Some(pause) = paused {
+                report_pause(&state, events.as_ref(), pause);
+            }
+        }
         events.emit(EngineEvent::AutoCompactionFinished {
             session_id: session_id.clone(),
             operation_id,
@@ -443,6 +503,93 @@ fn reply_window(last: &Entry, session: &Session, settings: &Settings) -> u64 {
         Some(m) => super::usage::window_for(Some(&m), settings),
         None => super::usage::session_window(session, settings),
     }
+}
+
+/// The most context an automatic compaction may leave: 80% of the threshold, so the next
+/// turns do not cross it again at once.
+pub fn target_after(threshold: u64) -> u64 {
+    threshold.saturating_mul(4) / 5
+}
+
+/// The estimated context at the leaf plus the provider's fixed `overhead`.
+async fn measure(state: &SessionState, cache: &TokenCache, overhead: u64) -> u64 {
+    let session = state.session.read().await;
+    super::usage::estimate_context(&session, cache) + overhead
+}
+
+/// Reports that automatic compaction paused for `state`'s session.
+fn report_pause(state: &SessionState, events: &dyn EventSink, reason: PauseReason) {
+    let count = {
+        let memory = state.auto_memory();
+        match reason {
+            PauseReason::Thrashing => memory.quick_refills,
+            PauseReason::RepeatedFailures => memory.consecutive_failures,
+        }
+    };
+    tracing::warn!(
+        session = state.id,
+        reason = reason.name(),
+        count,
+        "automatic compaction paused"
+    );
+    events.emit(EngineEvent::AutoCompactionPaused {
+        session_id: state.id.clone(),
+        reason,
+        count,
+    });
+}
+
+/// One automatic compaction in the slot `guard` holds: the session's armed background result
+/// when there is one that fits at the leaf (waiting for it if it still runs), else a
+/// compaction of the branch as it is now.
+async fn compact_auto(
+    events: &dyn EventSink,
+    state: &SessionState,
+    env: &CompactEnv,
+    reason: CompactReason,
+    guard: OpGuard,
+    observer: &dyn OperationObserver,
+    overhead: u64,
+) -> Result<super::CompactOutcome, EngineError> {
+    let armed = super::background::take_for_commit(state, events, guard.token()).await;
+    if let Some((background_id, armed)) = armed {
+        let limit = env
+            .settings
+            .threshold_tokens(env.context_window)
+            .map(target_after);
+        let fits = {
+            let session = state.session.read().await;
+            let path = session.path_to_leaf();
+            armed.fits(&path).and_then(|()| {
+                let after = armed.tokens_after_on(&path, env.counter.as_ref()) + overhead;
+                match limit {
+                    Some(limit) if after > limit => Err(DiscardReason::DoesNotFit),
+                    _ => Ok(()),
+                }
+            })
+        };
+        match fits {
+            Ok(()) => {
+                let run = run_commit(events, state, env, armed, guard).await;
+                let report = match &run {
+                    Ok(_) => Ok(()),
+                    Err(EngineError::Cancelled(_)) => Err((DiscardReason::Aborted, None)),
+                    Err(e) => Err((DiscardReason::Failed, Some(e.to_string()))),
+                };
+                super::background::report(state, events, &background_id, report);
+                return run;
+            }
+            Err(why) => super::background::report(state, events, &background_id, Err((why, None))),
+        }
+    }
+    if guard.token().is_cancelled() {
+        return Err(EngineError::compaction_cancelled());
+    }
+    let opts = CompactOptions {
+        reason,
+        ..CompactOptions::manual()
+    };
+    run_compaction(events, state, env, opts, guard, observer).await
 }
 
 /// Sorts a failed compaction into skipped / aborted / failed.
@@ -777,6 +924,88 @@ mod tests {
             run(&path, &Settings::default(), WINDOW, &AutoMemory::default()),
             AutoDecision::Nothing(Skip::NoUsage)
         );
+    }
+
+    #[test]
+    fn three_quick_refills_in_a_row_pause_threshold_compaction() {
+        let mut memory = AutoMemory::default();
+        // The first compaction is never a refill.
+        assert_eq!(memory.compaction_due(), None);
+        assert_eq!(memory.compaction_ended(true), None);
+        for round in 1..=3 {
+            for _ in 0..2 {
+                memory.count_reply();
+            }
+            let paused = memory.compaction_due();
+            if round < 3 {
+                assert_eq!(paused, None, "round {round}");
+                memory.compaction_ended(true);
+            } else {
+                assert_eq!(paused, Some(PauseReason::Thrashing));
+            }
+        }
+        let above = vec![
+            user("u1", None),
+            reply("a1", "u1", T9, usage(THRESHOLD + 1)),
+        ];
+        assert_eq!(
+            run(&above, &Settings::default(), WINDOW, &memory),
+            AutoDecision::Nothing(Skip::Paused(PauseReason::Thrashing))
+        );
+        // An overflow is still recovered.
+        let overflow = vec![user("u1", None), reply("a1", "u1", T9, overflow_error())];
+        assert!(matches!(
+            run(&overflow, &Settings::default(), WINDOW, &memory),
+            AutoDecision::RecoverOverflow { .. }
+        ));
+        memory.resume();
+        assert!(matches!(
+            run(&above, &Settings::default(), WINDOW, &memory),
+            AutoDecision::CompactThreshold { .. }
+        ));
+    }
+
+    #[test]
+    fn a_slow_refill_resets_the_thrash_count() {
+        let mut memory = AutoMemory::default();
+        memory.compaction_due();
+        memory.compaction_ended(true);
+        for _ in 0..2 {
+            memory.count_reply();
+            assert_eq!(memory.compaction_due(), None);
+            memory.compaction_ended(true);
+        }
+        for _ in 0..4 {
+            memory.count_reply();
+        }
+        assert_eq!(memory.compaction_due(), None);
+        assert_eq!(memory.quick_refills, 0);
+    }
+
+    #[test]
+    fn three_failed_compactions_in_a_row_open_the_breaker_until_the_user_acts() {
+        let mut memory = AutoMemory::default();
+        assert_eq!(memory.compaction_ended(false), None);
+        assert_eq!(
+            memory.compaction_ended(true),
+            None,
+            "a success resets the count"
+        );
+        assert_eq!(memory.compaction_ended(false), None);
+        assert_eq!(memory.compaction_ended(false), None);
+        assert_eq!(
+            memory.compaction_ended(false),
+            Some(PauseReason::RepeatedFailures)
+        );
+        memory.resume();
+        assert_eq!(memory.paused, None);
+        assert_eq!(memory.consecutive_failures, 0);
+    }
+
+    #[test]
+    fn the_target_after_a_compaction_is_80_percent_of_the_threshold() {
+        assert_eq!(target_after(10_000), 8_000);
+        assert_eq!(target_after(7), 5);
     }
 
     #[test]

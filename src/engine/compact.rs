@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{
-    BoundaryError, CompactionParams, CompactionPreparation, FileOps, compute_file_lists,
+    BoundaryError, CompactionParams, CompactionPreparation, FileOps, Ledger, compute_file_lists,
     file_lists_details, format_file_operations, prepare_compaction, prepare_compaction_at,
-    validate_boundary,
+    record_ledger_in_details, render_ledger_block, validate_boundary,
 };
 use crate::session::context::compaction_summary_text;
 use crate::session::entry::CompactionEntry;
@@ -23,11 +23,12 @@ use crate::session::{AgentMessage, Entry, EntryKind, Session, convert_to_llm};
 use crate::summarize::prompts::{
     HistoryPrompt, history_max_tokens, short_summary_max_tokens, turn_prefix_max_tokens,
 };
-use crate::summarize::{Purpose, SummarizeError, SummaryOutput};
+use crate::summarize::{
+    PromptBuilder, Purpose, SummarizeError, SummaryJob, SummaryOutput, SummaryReport,
+    record_reports, retention, write_summary,
+};
 
-use super::events::SummaryReport;
-use super::fit::{PromptBuilder, SummaryJob, summarize_fitted};
-use super::retention;
+use super::events::DiscardReason;
 use super::{
     BeforeCompactRequest, CompactEnv, CompactReason, CompactingReply, CompactingRequest,
     EngineError, OperationObserver, Phase, SharedSession, SummarizerSet, TokenCounter,
@@ -92,6 +93,9 @@ pub struct CompactOutcome {
     /// Which summarizer wrote each part (history, turn prefix, short summary), what its
     /// answer checks found, and why the rungs before it gave up; also in `details.summarizers`.
     pub reports: Vec<(Purpose, SummaryReport)>,
+    /// Settings the session's project file tried to set and that were ignored (see
+    /// `settings::trust`), for the client to show.
+    pub warnings: Vec<String>,
 }
 
 /// What was prepared under the read lock.
@@ -144,6 +148,137 @@ pub async fn compact(
     Ok(outcome(Some(entry_id), drafted, tokens_after, false))
 }
 
+/// A compaction drafted on a snapshot of the branch and not yet written: what a background
+/// (speculative) compaction holds until a reply crosses the threshold.
+pub struct ArmedCompaction {
+    prepared: Prepared,
+    drafted: Drafted,
+    reason: CompactReason,
+}
+
+impl std::fmt::Debug for ArmedCompaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArmedCompaction")
+            .field("snapshot_leaf", &self.prepared.leaf)
+            .field("first_kept_entry_id", &self.drafted.first_kept_entry_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ArmedCompaction {
+    /// Why it was drafted.
+    pub fn reason(&self) -> CompactReason {
+        self.reason
+    }
+
+    /// Whether the compaction can be written at the end of `path` (root → leaf): the snapshot's
+    /// leaf is on it, and no compaction came after it. The entries after the snapshot then stay
+    /// in the kept part, between the first kept entry and the compaction.
+    pub fn fits(&self, path: &[&Entry]) -> Result<(), DiscardReason> {
+        snapshot_fits(self.prepared.leaf.as_deref(), path)
+    }
+
+    /// Estimated context tokens right after writing it at the end of `path`: the summary, the
+    /// kept part of the snapshot, and every message appended since.
+    pub fn tokens_after_on(&self, path: &[&Entry], counter: &dyn TokenCounter) -> u64 {
+        let since = match self.prepared.leaf.as_deref() {
+            Some(snapshot) => path
+                .iter()
+                .position(|e| e.id == snapshot)
+                .map_or(&[][..], |at| &path[at + 1..]),
+            None => &[][..],
+        };
+        estimate_after(counter, &self.drafted)
+            + since
+                .iter()
+                .filter_map(|e| e.to_agent_message(false))
+                .map(|m| counter.count_message(&m))
+                .sum::<u64>()
+    }
+}
+
+/// Whether a compaction drafted on the branch that ended at `snapshot` can be written at the
+/// end of `path`: `snapshot` is on it and no compaction follows it.
+pub fn snapshot_fits(snapshot: Option<&str>, path: &[&Entry]) -> Result<(), DiscardReason> {
+    let Some(snapshot) = snapshot else {
+        return Err(DiscardReason::LeafLeftBranch);
+    };
+    let Some(at) = path.iter().position(|e| e.id == snapshot) else {
+        return Err(DiscardReason::LeafLeftBranch);
+    };
+    if path[at + 1..]
+        .iter()
+        .any(|e| matches!(e.kind(), EntryKind::Compaction(_)))
+    {
+        return Err(DiscardReason::CompactedSince);
+    }
+    Ok(())
+}
+
+/// Drafts a compaction of `session`'s branch as it stands (prepare, hook, summaries) without
+/// writing it; [`commit_armed`] writes it later, at a leaf further down the same branch.
+pub async fn draft_armed(
+    session: &SharedSession,
+    env: &CompactEnv,
+    reason: CompactReason,
+    cancel: CancellationToken,
+    observer: &dyn OperationObserver,
+) -> Result<ArmedCompaction, EngineError> {
+    let opts = CompactOptions {
+        reason,
+        ..CompactOptions::manual()
+    };
+    observer.phase(Phase::Preparing, "Preparing compaction", None);
+    let prepared = prepare(session, env, &opts).await?;
+    let mut drafted = match run_before_compact(env, &opts, &prepared, &cancel).await? {
+        Some(drafted) => drafted,
+        None => draft(env, &opts, &prepared, &cancel, observer).await?,
+    };
+    record_reason(&mut drafted.details, reason);
+    if cancel.is_cancelled() {
+        return Err(EngineError::compaction_cancelled());
+    }
+    Ok(ArmedCompaction {
+        prepared,
+        drafted,
+        reason,
+    })
+}
+
+/// Writes `armed` at `session`'s current leaf, which must still be on the snapshot's branch
+/// with no compaction since ([`ArmedCompaction::fits`]; otherwise `LeafMoved` and nothing is
+/// written). The entries appended since the snapshot stay in the kept part.
+pub async fn commit_armed(
+    session: &SharedSession,
+    counter: &dyn TokenCounter,
+    armed: ArmedCompaction,
+    cancel: &CancellationToken,
+) -> Result<CompactOutcome, EngineError> {
+    let mut s = session.write().await;
+    s.refresh()?;
+    let leaf = s.leaf_id().map(str::to_owned);
+    let path = s.path_to_leaf();
+    if armed.fits(&path).is_err() {
+        return Err(EngineError::LeafMoved {
+            expected: armed.prepared.leaf.clone(),
+            actual: leaf,
+        });
+    }
+    let tokens_after = armed.tokens_after_on(&path, counter);
+    drop(path);
+    if cancel.is_cancelled() {
+        return Err(EngineError::compaction_cancelled());
+    }
+    let ArmedCompaction {
+        mut prepared,
+        drafted: d,
+        ..
+    } = armed;
+    prepared.leaf = leaf;
+    let id = append_compaction(&mut s, &prepared, &d)?;
+    Ok(outcome(Some(id), d, tokens_after, false))
+}
+
 fn outcome(
     entry_id: Option<String>,
     d: Drafted,
@@ -163,6 +298,7 @@ fn outcome(
         preview,
         summarizer: d.summarizer,
         reports: d.reports,
+        warnings: Vec::new(),
     }
 }
 
@@ -370,15 +506,15 @@ async fn draft(
     let mut span_ops = FileOps::default();
     span.iter().for_each(|m| span_ops.add_message(m));
     let (_, span_modified) = compute_file_lists(&span_ops);
-    let facts = retention::extract_facts(&span, &span_modified);
-    let (guarded, added) = retention::apply_guard(&summary, &file_block, &facts);
+    let (guarded, added) = retention::guard(&summary, &span, &span_modified, &file_block);
     let mut details = file_lists_details(&read_files, &modified_files);
     retention::record_in_details(&mut details, &added);
     let reports = summaries.take_reports();
     record_reports(&mut details, &reports);
+    let ledger_block = ledger_block(env, prepared, &mut details);
 
     Ok(Drafted {
-        summary: format!("{guarded}{file_block}"),
+        summary: format!("{guarded}{file_block}{ledger_block}"),
         short_summary,
         first_kept_entry_id: prep.first_kept_entry_id.clone(),
         tokens_before: prep.tokens_before,
@@ -389,6 +525,26 @@ async fn draft(
         reports,
         kept: prep.recent_messages.clone(),
     })
+}
+
+/// The progress ledger of the path being compacted: stored in `details.ledger` for the next
+/// compaction to extend, and rendered (with a blank line before it) for the summary's end,
+/// within `compaction.ledgerBudgetPercent` of `keepRecentTokens`. Inside the summary, the
+/// reference builds the same context from the file as compactd.
+fn ledger_block(env: &CompactEnv, prepared: &Prepared, details: &mut Value) -> String {
+    let path: Vec<&Entry> = prepared.path.iter().collect();
+    let ledger = Ledger::derive(&path);
+    record_ledger_in_details(details, &ledger);
+    let budget = env.settings.compaction.ledger_budget_tokens();
+    if budget == 0 {
+        return String::new();
+    }
+    let block = render_ledger_block(&ledger, budget, env.counter.as_ref());
+    if block.is_empty() {
+        block
+    } else {
+        format!("\n\n{block}")
+    }
 }
 
 async fn run_compacting(
@@ -587,23 +743,23 @@ impl Summaries<'_> {
         Self: 'b,
     {
         let (read_files, modified_files) = compute_file_lists(&self.prep.file_ops);
-        SummaryJob {
+        let mut job = SummaryJob::new(
             purpose,
-            messages: convert_to_llm(messages),
-            previous_summary,
-            system_prompt: &self.env.prompts.system,
-            build_prompt: build,
+            convert_to_llm(messages),
+            &self.env.prompts.system,
+            build,
             max_tokens,
-            reasoning: true,
-            custom_instructions: self.custom.map(str::to_owned),
-            read_files,
-            modified_files,
-            tail_only: false,
-        }
+        );
+        job.previous_summary = previous_summary;
+        job.reasoning = true;
+        job.custom_instructions = self.custom.map(str::to_owned);
+        job.read_files = read_files;
+        job.modified_files = modified_files;
+        job
     }
 
     async fn run(&self, job: &SummaryJob<'_>) -> Result<SummaryOutput, SummarizeError> {
-        let fitted = summarize_fitted(
+        let written = write_summary(
             job,
             &self.set,
             self.env.counter.as_ref(),
@@ -614,8 +770,8 @@ impl Summaries<'_> {
         self.reports
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((job.purpose, fitted.report));
-        Ok(fitted.output)
+            .push((job.purpose, written.report));
+        Ok(written.output)
     }
 }
 
@@ -637,20 +793,6 @@ pub(crate) fn failed(prefix: &str, e: SummarizeError) -> EngineError {
         EngineError::SummarizationFailed(message)
     } else {
         EngineError::SummarizationFailed(format!("{prefix}: {message}"))
-    }
-}
-
-/// Records which summarizer wrote each part and why earlier rungs failed in `details`
-/// (`summarizers`, see [`super::fit::report_json`]).
-fn record_reports(details: &mut Value, reports: &[(Purpose, SummaryReport)]) {
-    if let Value::Object(map) = details
-        && !reports.is_empty()
-    {
-        let list = reports
-            .iter()
-            .map(|(part, report)| super::fit::report_json(*part, report))
-            .collect();
-        map.insert("summarizers".to_owned(), Value::Array(list));
     }
 }
 
@@ -691,6 +833,16 @@ async fn persist(
     if cancel.is_cancelled() {
         return Err(EngineError::compaction_cancelled());
     }
+    append_compaction(&mut s, prepared, d)
+}
+
+/// Appends the compaction entry of `d` at `prepared.leaf` (the session's leaf, under the
+/// held write lock).
+fn append_compaction(
+    s: &mut Session,
+    prepared: &Prepared,
+    d: &Drafted,
+) -> Result<String, EngineError> {
     // The leaf is checked again under the writers' lock: another daemon's append may land
     // between the refresh above and the write.
     let kind = EntryKind::Compaction(CompactionEntry {

@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::settings::Settings;
+use crate::summarize::{summarizers_for_choice, summarizers_from_settings};
 use crate::tokens::counter_by_name;
 
-use super::summarizers::{SummarizerChoice, summarizers_for_choice};
 use super::{
-    EngineError, EngineHooks, NoHooks, Prompts, Summarizer, SummarizerSet, TokenCounter,
-    summarizers_from_settings,
+    EngineError, EngineHooks, NoHooks, Prompts, Summarizer, SummarizerChoice, SummarizerSet,
+    TokenCounter,
 };
 
 /// Everything a compaction or branch summary needs besides the session; built by
@@ -36,43 +36,19 @@ pub struct CompactEnv {
 /// Builds the client summarizer for one session (its requests name the session).
 pub type ClientSummarizerFactory = Arc<dyn Fn(&str) -> Arc<dyn Summarizer> + Send + Sync>;
 
-/// Where an operation's prompt templates come from.
-#[derive(Clone)]
-pub enum PromptSource {
-    /// The embedded templates, each replaced by the file of the same name in this directory
-    /// when there is one. Read for every operation, so an edited template applies to the next
-    /// one without a restart. A file that exists but cannot be read fails the operation with a
-    /// `settingsInvalid` error naming it: a summary is never written with another prompt than
-    /// the one the user chose, and nothing is written at all.
-    Overrides(Option<PathBuf>),
-    /// Exactly these templates (tests, embedders).
-    Fixed(Arc<Prompts>),
-}
-
-impl PromptSource {
-    /// The user's overrides in `<config dir>/prompts/`.
-    pub fn user() -> Self {
-        PromptSource::Overrides(crate::settings::config_dir().map(|d| d.join("prompts")))
-    }
-
-    /// The templates as they are now.
-    pub fn load(&self) -> Result<Arc<Prompts>, EngineError> {
-        match self {
-            PromptSource::Fixed(prompts) => Ok(Arc::clone(prompts)),
-            PromptSource::Overrides(dir) => Prompts::load(dir.as_deref())
-                .map(Arc::new)
-                .map_err(|e| EngineError::Settings(format!("prompt template not readable: {e}"))),
-        }
-    }
-}
-
 /// What the engine adds to a session's settings to make a [`CompactEnv`]: the hooks, the
 /// client summarizer and the prompt templates. The daemon sets the first two from what the
 /// client offered; the command line uses [`EnvSource::standalone`].
 pub struct EnvSource {
     hooks: RwLock<Arc<dyn EngineHooks>>,
     client_summarizer: RwLock<Option<ClientSummarizerFactory>>,
-    prompts: RwLock<PromptSource>,
+    /// Where the user's prompt overrides are: the embedded templates, each replaced by the
+    /// file of the same name in this directory when there is one. Read for every operation,
+    /// so an edited template applies to the next one without a restart. A file that exists
+    /// but cannot be read fails the operation with a `settingsInvalid` error naming it: a
+    /// summary is never written with another prompt than the one the user chose, and nothing
+    /// is written at all.
+    prompt_overrides: Option<PathBuf>,
 }
 
 fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
@@ -91,12 +67,20 @@ impl Default for EnvSource {
 }
 
 impl EnvSource {
-    /// No hooks, no client summarizer, the user's prompt overrides.
+    /// No hooks, no client summarizer, the user's prompt overrides in
+    /// `<config dir>/prompts/`.
     pub fn standalone() -> Self {
+        let user = crate::settings::config_dir().map(|d| d.join("prompts"));
+        EnvSource::with_prompt_overrides(user)
+    }
+
+    /// No hooks, no client summarizer, the prompt overrides in `dir` (none: the embedded
+    /// templates).
+    pub fn with_prompt_overrides(dir: Option<PathBuf>) -> Self {
         EnvSource {
             hooks: RwLock::new(Arc::new(NoHooks)),
             client_summarizer: RwLock::new(None),
-            prompts: RwLock::new(PromptSource::user()),
+            prompt_overrides: dir,
         }
     }
 
@@ -107,10 +91,6 @@ impl EnvSource {
     /// A client summarizer built per session, so its requests can name the session.
     pub fn set_client_summarizer_factory(&self, factory: Option<ClientSummarizerFactory>) {
         *write(&self.client_summarizer) = factory;
-    }
-
-    pub fn set_prompts(&self, prompts: PromptSource) {
-        *write(&self.prompts) = prompts;
     }
 
     /// The environment of an operation on session `session_id` with its effective
@@ -151,7 +131,9 @@ impl EnvSource {
             summarizers_for_choice(&settings, client, choice)?
         };
         let settings = choice.applied_to(settings);
-        let prompts = read(&self.prompts).load()?;
+        let prompts = Prompts::load(self.prompt_overrides.as_deref())
+            .map(Arc::new)
+            .map_err(|e| EngineError::Settings(format!("prompt template not readable: {e}")))?;
         Ok(CompactEnv {
             settings,
             counter,
@@ -201,8 +183,7 @@ mod tests {
             .join(crate::summarize::prompts::COMPACTION_SUMMARY);
         // A directory where the template file should be: it exists and cannot be read.
         std::fs::create_dir(&template).unwrap();
-        let source = EnvSource::standalone();
-        source.set_prompts(PromptSource::Overrides(Some(dir.path().to_owned())));
+        let source = EnvSource::with_prompt_overrides(Some(dir.path().to_owned()));
         let error = match source.env("s", Settings::default(), 128_000, None) {
             Err(e) => e,
             Ok(_) => panic!("a broken override must fail the operation"),
@@ -223,8 +204,7 @@ mod tests {
 
     #[test]
     fn the_tokenizer_argument_overrides_the_setting() {
-        let source = EnvSource::standalone();
-        source.set_prompts(PromptSource::Fixed(Arc::new(Prompts::embedded())));
+        let source = EnvSource::with_prompt_overrides(None);
         let env = source
             .env("s", Settings::default(), 0, Some("chars4"))
             .unwrap();

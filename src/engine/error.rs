@@ -3,6 +3,8 @@
 //! (`server/to_proto.rs`), so a kind never travels as a string.
 
 use super::SessionError;
+use crate::session::RecallError;
+use crate::summarize::CandidateError;
 
 /// Why an engine operation failed. Messages are the reference's strings where the spec gives
 /// them (clients match on them).
@@ -45,6 +47,40 @@ pub enum EngineError {
     /// A write was asked of a session opened read-only (the session id).
     #[error("Session {0} is open read-only")]
     ReadOnly(String),
+    /// A full text an entry refers to is not in the blob store.
+    #[error("{message}")]
+    BlobMissing {
+        message: String,
+        entry_id: String,
+        blob: String,
+    },
+}
+
+impl From<RecallError> for EngineError {
+    fn from(e: RecallError) -> Self {
+        match e {
+            RecallError::EntryNotFound(id) => EngineError::EntryNotFound(id),
+            RecallError::BlobMissing {
+                ref entry_id,
+                ref blob,
+                ..
+            } => EngineError::BlobMissing {
+                entry_id: entry_id.clone(),
+                blob: blob.clone(),
+                message: e.to_string(),
+            },
+            other => EngineError::InvalidParams(other.to_string()),
+        }
+    }
+}
+
+impl From<CandidateError> for EngineError {
+    fn from(e: CandidateError) -> Self {
+        match e {
+            CandidateError::Settings(message) => EngineError::Settings(message),
+            CandidateError::Unavailable(message) => EngineError::InvalidParams(message),
+        }
+    }
 }
 
 fn show(id: &Option<String>) -> &str {
@@ -77,11 +113,6 @@ impl EngineError {
         EngineError::Cancelled("Compaction cancelled".into())
     }
 
-    /// The branch-summary-cancelled error with the reference's text.
-    pub fn branch_cancelled() -> Self {
-        EngineError::Cancelled("Branch summarization cancelled".into())
-    }
-
     /// What kind of failure this is, without its details.
     pub fn kind(&self) -> EngineErrorKind {
         match self {
@@ -108,6 +139,7 @@ impl EngineError {
             EngineError::Settings(_) => EngineErrorKind::Settings,
             EngineError::PathOutsideAllowed(_) => EngineErrorKind::PathOutsideAllowed,
             EngineError::ReadOnly(_) => EngineErrorKind::ReadOnly,
+            EngineError::BlobMissing { .. } => EngineErrorKind::BlobMissing,
         }
     }
 }
@@ -134,4 +166,6 @@ pub enum EngineErrorKind {
     Settings,
     PathOutsideAllowed,
     ReadOnly,
+    /// A full text is missing from the blob store.
+    BlobMissing,
 }

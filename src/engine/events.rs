@@ -4,7 +4,7 @@
 use crate::session::Entry;
 
 use super::{CompactOutcome, EngineError, EngineErrorKind};
-use crate::summarize::Purpose;
+use crate::summarize::{SummaryObserver, SummaryReport};
 
 /// A fresh operation id with `prefix` (`compact-…`, `auto-…`), as its events carry it.
 pub(crate) fn new_operation_id(prefix: &str) -> String {
@@ -54,83 +54,12 @@ impl Phase {
     }
 }
 
-/// Where one summary stands, reported when it changes (not for every streamed token).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SummaryStatus {
-    /// The summarizer working on it.
-    pub summarizer: String,
-    /// Which request of the summary (1-based) and how many there are: more than one when the
-    /// input was split into chunks for a small window.
-    pub chunk: usize,
-    pub chunks: usize,
-    pub state: SummaryState,
-}
-
-/// What a summary waits for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SummaryState {
-    /// The server's slots are busy with other requests of compactd's; `ahead` wait before it.
-    Queued { ahead: usize },
-    /// The request is sent and the model has not answered yet (a local model may read the
-    /// prompt for minutes); streamed text ends this state.
-    WaitingForModel,
-    /// The attempt failed; the next one starts after `after`.
-    Retrying {
-        after: std::time::Duration,
-        error: String,
-    },
-}
-
-impl SummaryStatus {
-    /// A line for people: `waiting for the model local/gemma (chunk 2 of 5)`.
-    pub fn describe(&self) -> String {
-        let what = match &self.state {
-            SummaryState::Queued { ahead: 0 } => {
-                format!("queued for {} while its server is busy", self.summarizer)
-            }
-            SummaryState::Queued { ahead } => format!(
-                "queued for {} behind {ahead} other request{}",
-                self.summarizer,
-                if *ahead == 1 { "" } else { "s" }
-            ),
-            SummaryState::WaitingForModel => format!("waiting for the model {}", self.summarizer),
-            SummaryState::Retrying { after, .. } => format!(
-                "{} failed; retrying in {:.1} s",
-                self.summarizer,
-                after.as_secs_f64()
-            ),
-        };
-        if self.chunks > 1 {
-            format!("{what} (chunk {} of {})", self.chunk, self.chunks)
-        } else {
-            what
-        }
-    }
-}
-
-/// What an operation reports while it runs; the daemon turns it into `$/progress` and session
-/// events, the CLI into a progress line on stderr.
-pub trait OperationObserver: Send + Sync {
+/// What an operation reports while it runs: its phases, and its summaries as they are
+/// written ([`SummaryObserver`]); the daemon turns it into `$/progress` and session events, the
+/// CLI into a progress line on stderr.
+pub trait OperationObserver: SummaryObserver {
     /// A new phase started; `percentage` when the operation can tell.
     fn phase(&self, phase: Phase, message: &str, percentage: Option<u32>);
-    /// Streamed summary text. A retried attempt starts its part over (the observer receives
-    /// the new attempt's text from the beginning, after [`OperationObserver::restart`]).
-    fn delta(&self, part: Purpose, text: &str);
-    /// The text streamed so far for `part` is void: an attempt failed and another (a retry,
-    /// the next summarizer, the next chunk of a long input) starts from the beginning.
-    fn restart(&self, _part: Purpose) {}
-    /// Where a summary stands: queued, waiting for the model, retrying; which chunk of how
-    /// many.
-    fn status(&self, _part: Purpose, _status: &SummaryStatus) {}
-}
-
-/// An observer that ignores everything.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoopObserver;
-
-impl OperationObserver for NoopObserver {
-    fn phase(&self, _phase: Phase, _message: &str, _percentage: Option<u32>) {}
-    fn delta(&self, _part: Purpose, _text: &str) {}
 }
 
 /// Why an operation failed, as events carry it: the protocol error kind (`data.kind`, see
@@ -242,6 +171,96 @@ pub enum EngineEvent {
         prompt: String,
         entry_id: String,
     },
+    /// A background (speculative) compaction changed state.
+    BackgroundCompaction {
+        session_id: String,
+        operation_id: String,
+        state: BackgroundState,
+        /// Why it was discarded (with [`BackgroundState::Discarded`]).
+        reason: Option<DiscardReason>,
+        /// What went wrong, when it was discarded because it failed.
+        message: Option<String>,
+    },
+    /// Automatic compaction stopped for the session until the user acts (a manual compaction
+    /// or a settings change resumes it).
+    AutoCompactionPaused {
+        session_id: String,
+        reason: PauseReason,
+        /// How many times in a row it happened.
+        count: u32,
+    },
+}
+
+/// Where a background compaction stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BackgroundState {
+    /// It started on a snapshot of the branch (a reply entered the lead band).
+    Started,
+    /// Its result is ready, waiting for a reply to cross the threshold.
+    Armed,
+    /// Its result was written at the crossing.
+    Committed,
+    /// It was dropped without writing anything.
+    Discarded,
+}
+
+impl BackgroundState {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackgroundState::Started => "started",
+            BackgroundState::Armed => "armed",
+            BackgroundState::Committed => "committed",
+            BackgroundState::Discarded => "discarded",
+        }
+    }
+}
+
+/// Why a background compaction was discarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DiscardReason {
+    /// The leaf left the snapshot's branch (navigation, a fork, another writer's rewrite).
+    LeafLeftBranch,
+    /// A compaction was written after the snapshot (a manual one, another writer's).
+    CompactedSince,
+    /// What was appended since the snapshot does not fit in the kept part any more.
+    DoesNotFit,
+    /// `session/abortCompaction`, or the session closed.
+    Aborted,
+    /// The summarizer failed.
+    Failed,
+    /// A manual compaction started.
+    ManualCompaction,
+}
+
+impl DiscardReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            DiscardReason::LeafLeftBranch => "leafLeftBranch",
+            DiscardReason::CompactedSince => "compactedSince",
+            DiscardReason::DoesNotFit => "doesNotFit",
+            DiscardReason::Aborted => "aborted",
+            DiscardReason::Failed => "failed",
+            DiscardReason::ManualCompaction => "manualCompaction",
+        }
+    }
+}
+
+/// Why automatic compaction paused for a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PauseReason {
+    /// The context refilled to the threshold within 3 turns of a compaction, 3 times in a row.
+    Thrashing,
+    /// 3 automatic compactions in a row failed.
+    RepeatedFailures,
+}
+
+impl PauseReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            PauseReason::Thrashing => "thrashing",
+            PauseReason::RepeatedFailures => "repeatedFailures",
+        }
+    }
 }
 
 /// Receives session-level events.
@@ -257,25 +276,4 @@ pub struct NoopSink;
 #[cfg(test)]
 impl EventSink for NoopSink {
     fn emit(&self, _event: EngineEvent) {}
-}
-
-/// Which summarizer wrote a summary, and why the rungs before it did not.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct SummaryReport {
-    /// The summarizer's id (`local/qwen3-8b`, `extractive`, ...).
-    pub summarizer: String,
-    /// What the answer checks found (`checks passed`, `cut at the output limit; 2 complete
-    /// sections kept, checks passed`); `None` for the extractive rung, which is not checked.
-    pub checks: Option<String>,
-    /// Requests the summary took on that rung (more than one when the input was folded).
-    pub chunks: usize,
-    /// The earlier rungs, in order, with the reason each gave up.
-    pub failures: Vec<RungFailure>,
-}
-
-/// A rung that did not write the summary.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RungFailure {
-    pub summarizer: String,
-    pub reason: String,
 }

@@ -1,5 +1,6 @@
 //! Orchestration per session: compaction, tree navigation with branch summaries, the hooks
-//! around them, the summarizer candidates built from settings, and the events they report.
+//! around them, and the events they report. Which summarizer writes a summary is
+//! `summarize`'s to decide ([`crate::summarize::write_summary`]).
 //!
 //! The engine works on domain types (entries, messages, settings); only `rpc` knows the wire.
 //! A session is shared as [`SharedSession`]: operations prepare under a read lock, call the
@@ -8,54 +9,54 @@
 
 pub(crate) mod append;
 pub(crate) mod auto;
+pub(crate) mod background;
 pub(crate) mod compact;
 pub(crate) mod env;
 pub(crate) mod error;
 pub(crate) mod events;
-pub(crate) mod fit;
 mod follow;
 pub(crate) mod hooks;
 pub(crate) mod navigate;
 pub(crate) mod overflow;
 pub(crate) mod prune;
 pub(crate) mod registry;
-pub(crate) mod retention;
 pub(crate) mod run;
 pub(crate) mod sessions;
 pub(crate) mod state;
-pub(crate) mod summarizers;
 pub(crate) mod usage;
 
 use std::sync::Arc;
 
 pub use append::{AppendOptions, AppendOutcome, NewEntry};
+pub use background::BackgroundStatus;
 pub use compact::{CompactOptions, CompactOutcome, compact};
-pub use env::{
-    ClientSummarizerFactory, CompactEnv, EnvSource, PromptSource, token_counter, tokenizer_name,
-};
+pub use env::{ClientSummarizerFactory, CompactEnv, EnvSource, token_counter, tokenizer_name};
 pub use error::{EngineError, EngineErrorKind};
 pub use events::{
-    AutoResult, CompactReason, EngineEvent, EventSink, NoopObserver, OperationError,
-    OperationObserver, Phase, SummaryState, SummaryStatus,
+    AutoResult, BackgroundState, CompactReason, DiscardReason, EngineEvent, EventSink,
+    OperationError, OperationObserver, PauseReason, Phase,
 };
 pub use hooks::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
     CompactingRequest, EngineHooks, HookCompaction, NoHooks,
 };
 // The lower layers' types the engine's API is made of, re-exported for the engine's callers.
+pub use crate::compaction::{
+    FileOp, Ledger, LedgerError, LedgerFile, LedgerFiles, LedgerPin, LedgerRequest, RequestStatus,
+};
 pub use crate::session::{Session, SessionError};
-pub use crate::summarize::{Prompts, Purpose, RetryPolicy, Summarizer};
+pub use crate::summarize::{
+    Prompts, Purpose, RetryPolicy, Summarizer, SummarizerChoice, SummarizerSet, SummaryObserver,
+    SummaryReport, SummaryStatus,
+};
 pub use crate::tokens::TokenCounter;
 pub use auto::{AppendAction, AutoDecision, AutoPlan, PendingAuto, decide};
 pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
 pub use prune::prune_live_cached;
-pub use registry::Engine;
+pub use registry::{CompactionClaim, Engine, NavigationClaim, SessionActivity};
 pub use sessions::{ListPage, LoadProgress, SessionInfo, SessionSummary};
 pub use state::sync_policy;
 pub use state::{AutoMemory, blob_store};
-pub use summarizers::{
-    SummarizerChoice, SummarizerSet, summarizers_from_settings, summarizers_with_env,
-};
 pub use usage::{session_window, usage_view};
 
 /// A session shared between the registry and running operations. Reads take the read lock;

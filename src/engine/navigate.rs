@@ -17,12 +17,11 @@ use crate::compaction::{
 use crate::session::{AgentMessage, Entry, EntryKind, convert_to_llm};
 use crate::settings::DEFAULT_CONTEXT_WINDOW;
 use crate::summarize::prompts::{BRANCH_MAX_TOKENS, HistoryPrompt, branch_summary_text};
-use crate::summarize::{Purpose, SummarizeError};
+use crate::summarize::{
+    Purpose, SummarizeError, SummaryJob, SummaryReport, record_reports, retention, write_summary,
+};
 
 use super::compact::failed;
-use super::events::SummaryReport;
-use super::fit::{SummaryJob, report_json, summarize_fitted};
-use super::retention;
 use super::{BeforeTreeRequest, CompactEnv, EngineError, OperationObserver, Phase, SharedSession};
 
 /// How to navigate.
@@ -311,20 +310,17 @@ async fn summarize_branch(
         }),
     };
     let (read_files, modified_files) = compute_file_lists(&prepared.file_ops);
-    let job = SummaryJob {
-        purpose: Purpose::Branch,
-        messages: convert_to_llm(&prepared.messages),
-        previous_summary: None,
-        system_prompt: &prompts.system,
-        build_prompt: &build,
-        max_tokens: BRANCH_MAX_TOKENS,
-        reasoning: false,
-        custom_instructions: custom.map(str::to_owned),
-        read_files: read_files.clone(),
-        modified_files: modified_files.clone(),
-        tail_only: false,
-    };
-    let fitted = summarize_fitted(
+    let mut job = SummaryJob::new(
+        Purpose::Branch,
+        convert_to_llm(&prepared.messages),
+        &prompts.system,
+        &build,
+        BRANCH_MAX_TOKENS,
+    );
+    job.custom_instructions = custom.map(str::to_owned);
+    job.read_files = read_files.clone();
+    job.modified_files = modified_files.clone();
+    let written = write_summary(
         &job,
         &env.summarizers.for_operation(),
         env.counter.as_ref(),
@@ -332,24 +328,23 @@ async fn summarize_branch(
         observer,
     )
     .await?;
-    let output = fitted.output;
+    let (output, report) = (written.output, written.report);
 
     let file_block = format_file_operations(&read_files, &modified_files);
-    let facts = retention::extract_facts(&prepared.messages, &modified_files);
-    let (guarded, added) = retention::apply_guard(output.text.trim(), &file_block, &facts);
+    let (guarded, added) = retention::guard(
+        output.text.trim(),
+        &prepared.messages,
+        &modified_files,
+        &file_block,
+    );
     let mut details = file_lists_details(&read_files, &modified_files);
     retention::record_in_details(&mut details, &added);
-    if let Value::Object(map) = &mut details {
-        map.insert(
-            "summarizers".to_owned(),
-            Value::Array(vec![report_json(Purpose::Branch, &fitted.report)]),
-        );
-    }
+    record_reports(&mut details, &[(Purpose::Branch, report.clone())]);
     Ok(Some(BranchSummary {
         text: branch_summary_text(&prompts.branch_preamble, &guarded, &file_block),
         details: Some(details),
         from_extension: false,
         summarizer: output.model,
-        report: Some(fitted.report),
+        report: Some(report),
     }))
 }

@@ -8,7 +8,7 @@ use crate::session::{Entry, Session};
 use crate::tokens::{TokenCache, TokenCounter};
 
 use super::EngineError;
-use crate::compaction::{PruneConfig, apply_prune, prune_tool_outputs_counted};
+use crate::compaction::{PruneConfig, apply_prune, prune_tool_outputs};
 
 /// What a prune did (or, for a dry run, would do).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -55,7 +55,7 @@ fn prune_live_with(
         .iter()
         .filter_map(|id| session.get(id))
         .collect();
-    let plan = prune_tool_outputs_counted(&live, count, counter, &PruneConfig::default());
+    let plan = prune_tool_outputs(&live, count, counter, &PruneConfig::default());
     let outcome = PruneOutcome {
         pruned_count: plan.pruned_count,
         tokens_saved: plan.tokens_saved,

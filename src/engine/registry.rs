@@ -10,24 +10,28 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::compaction::{Ledger, PIN_CUSTOM_TYPE, UNPIN_CUSTOM_TYPE};
 use crate::session::listing::{self, ListCursor};
 use crate::session::postgres::{PgOptions, PgStore};
+use crate::session::recall::{self, RecalledEntry, SearchPage, SearchQuery};
 use crate::session::{Entry, EntryKind};
 use crate::settings::{Settings, SettingsStack, StorageBackend};
 
 use super::append::{self, AppendOptions, AppendOutcome, NewEntry};
-use super::env::{ClientSummarizerFactory, EnvSource, PromptSource, token_counter};
-use super::events::new_operation_id;
+use super::background::{self, BackgroundStatus};
+use super::env::{ClientSummarizerFactory, EnvSource, token_counter};
+use super::events::{DiscardReason, PauseReason, new_operation_id};
 use super::prune::{self, PruneOutcome};
 use super::run::run_compaction;
 use super::sessions::{
-    Home, ListPage, LoadProgress, SessionInfo, SessionSummary, SessionTable, session_stack,
+    Home, ListPage, LoadProgress, SessionInfo, SessionSummary, SessionTable, project_warnings,
+    session_stack,
 };
-use super::state::{OpKind, SessionState, check_leaf};
+use super::state::{OpGuard, OpKind, SessionState, check_leaf};
 use super::usage::{self, ContextView, TreeView, UsageView};
 use super::{
     CompactEnv, CompactOptions, CompactOutcome, EngineError, EngineEvent, EngineHooks, EventSink,
-    NavigateOptions, NavigateOutcome, OperationObserver, Prompts,
+    NavigateOptions, NavigateOutcome, OperationObserver,
 };
 
 /// The daemon's (or the CLI's) session registry and operations.
@@ -69,12 +73,6 @@ impl Engine {
     /// Puts new sessions in (and looks ids up in) `dir` instead of the configured directory.
     pub fn with_sessions_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.sessions_dir = Some(dir.into());
-        self
-    }
-
-    /// Uses exactly `prompts` for summaries instead of the user's overrides.
-    pub fn with_prompts(self, prompts: Arc<Prompts>) -> Self {
-        self.env.set_prompts(PromptSource::Fixed(prompts));
         self
     }
 
@@ -156,13 +154,25 @@ impl Engine {
     }
 
     /// The open session `id`.
-    pub(crate) fn state(&self, id: &str) -> Result<Arc<SessionState>, EngineError> {
+    fn state(&self, id: &str) -> Result<Arc<SessionState>, EngineError> {
         self.sessions.get(id)
     }
 
-    /// Effective settings of a session (engine layers + its project layer).
-    pub(crate) fn session_settings(&self, state: &SessionState) -> Result<Settings, EngineError> {
-        state.effective_settings()
+    /// The settings stack of the open session `id`: the engine's layers and its project layer.
+    pub fn session_settings_stack(&self, id: &str) -> Result<SettingsStack, EngineError> {
+        Ok(self.state(id)?.settings_stack())
+    }
+
+    /// What runs on the open session `id` now, and whether auto-compaction is on for it.
+    pub fn activity(&self, id: &str) -> Result<SessionActivity, EngineError> {
+        let state = self.state(id)?;
+        Ok(SessionActivity {
+            compacting: state.ops.is_compacting(),
+            summarizing_branch: state.ops.is_summarizing_branch(),
+            auto_compaction_enabled: state.effective_settings()?.compaction.enabled,
+            background: background::status(&state),
+            auto_compaction_paused: state.auto_memory().paused,
+        })
     }
 
     /// Creates a session for `cwd`: at `path` (a new `.jsonl` file) or in the sessions
@@ -204,15 +214,10 @@ impl Engine {
         self.open_with(path_or_id, false, Arc::new(|_| {})).await
     }
 
-    /// [`Engine::open`] for a file another program owns (an agent that appends to it): the
-    /// session is never written, reads and previews see the owner's appends, and every write
-    /// fails with [`EngineError::ReadOnly`].
-    pub async fn open_read_only(&self, path_or_id: &str) -> Result<SessionInfo, EngineError> {
-        self.open_with(path_or_id, true, Arc::new(|_| {})).await
-    }
-
-    /// [`Engine::open`] or, with `read_only`, [`Engine::open_read_only`], telling `progress`
-    /// each step of loading the file while it runs (on a blocking thread).
+    /// [`Engine::open`], telling `progress` each step of loading the file while it runs (on a
+    /// blocking thread). With `read_only` the file is another program's (an agent that
+    /// appends to it): the session is never written, reads and previews see the owner's
+    /// appends, and every write fails with [`EngineError::ReadOnly`].
     pub async fn open_with(
         &self,
         path_or_id: &str,
@@ -336,11 +341,58 @@ impl Engine {
     }
 
     /// The whole session tree.
-    pub async fn tree(&self, session_id: &str) -> Result<TreeView, EngineError> {
+    pub async fn tree(
+        &self,
+        session_id: &str,
+        include_entries: bool,
+    ) -> Result<TreeView, EngineError> {
         let state = self.state(session_id)?;
         state.load_whole().await?;
         let session = state.session.read().await;
-        Ok(usage::tree_view(&session))
+        let mut view = usage::tree_view(&session);
+        if include_entries {
+            view.entries = view
+                .nodes
+                .iter()
+                .filter_map(|node| session.get(&node.id).cloned())
+                .collect();
+        }
+        Ok(view)
+    }
+
+    /// A page of `query`'s hits in session `session_id`, behind compactions and in the blob
+    /// store's full texts included (DESIGN §8 "Nothing is gone").
+    pub async fn search(
+        &self,
+        session_id: &str,
+        query: SearchQuery,
+    ) -> Result<SearchPage, EngineError> {
+        let state = self.state(session_id)?;
+        // Compacted history is what a partly loaded stored session left on disk.
+        state.load_whole().await?;
+        let store = super::state::blob_store(&state.effective_settings()?);
+        let session = Arc::clone(&state.session).read_owned().await;
+        // A pass over every line of a large session: off the runtime.
+        super::off_runtime(move || recall::search(&session, store.as_ref(), &query))
+            .await
+            .map_err(EngineError::from)
+    }
+
+    /// Entry `entry_id` of session `session_id` as written, full texts restored; a missing
+    /// blob is an error naming it.
+    pub async fn read_entry(
+        &self,
+        session_id: &str,
+        entry_id: &str,
+    ) -> Result<RecalledEntry, EngineError> {
+        let state = self.state(session_id)?;
+        state.load_whole().await?;
+        let store = super::state::blob_store(&state.effective_settings()?);
+        let session = Arc::clone(&state.session).read_owned().await;
+        let entry_id = entry_id.to_owned();
+        super::off_runtime(move || recall::read_entry(&session, store.as_ref(), &entry_id))
+            .await
+            .map_err(EngineError::from)
     }
 
     /// Sets (or clears, `None`/empty) the label of `target`; returns the label entry.
@@ -354,14 +406,80 @@ impl Engine {
         let state = self.state(session_id)?;
         state.check_writable()?;
         let _gate = state.write_gate.lock().await;
+        let label = EntryKind::Label {
+            target_id: target.to_owned(),
+            label: label.filter(|l| !l.is_empty()).map(str::to_owned),
+        };
         let entry = {
             let mut session = state.session.write().await;
-            state.refresh_locked(&mut session)?;
-            check_leaf(&session, &expected_leaf)?;
-            session
-                .set_label(target, label)
-                .map_err(EngineError::from_lookup)?
-                .clone()
+            let written =
+                append::write_batch(&state, &mut session, vec![label.into()], expected_leaf)?;
+            written
+                .into_iter()
+                .next()
+                .ok_or_else(|| EngineError::EntryNotFound(target.to_owned()))?
+        };
+        self.events.emit(EngineEvent::EntriesAppended {
+            session_id: state.id.clone(),
+            entries: vec![entry.clone()],
+        });
+        Ok(entry)
+    }
+
+    /// The progress ledger of the session's branch (`compaction::Ledger`), derived from the
+    /// newest compaction's snapshot and the entries after it.
+    pub async fn ledger(&self, session_id: &str) -> Result<Ledger, EngineError> {
+        let state = self.state(session_id)?;
+        state.refresh().await?;
+        let session = Arc::clone(&state.session).read_owned().await;
+        Ok(super::off_runtime(move || Ledger::derive(&session.path_to_leaf())).await)
+    }
+
+    /// Pins `text`: a `custom` entry (`compactd.pin`) at the leaf, which the reference keeps
+    /// but leaves out of the context. The pin's id is the entry's id.
+    pub async fn pin(&self, session_id: &str, text: &str) -> Result<Entry, EngineError> {
+        if text.trim().is_empty() {
+            return Err(EngineError::InvalidParams("a pin needs some text".into()));
+        }
+        let kind = EntryKind::Custom {
+            custom_type: PIN_CUSTOM_TYPE.to_owned(),
+            data: Some(serde_json::json!({ "text": text })),
+        };
+        self.append_one(session_id, kind).await
+    }
+
+    /// Unpins `pin_id` (a pin on the branch): a `custom` entry (`compactd.unpin`) at the leaf.
+    pub async fn unpin(&self, session_id: &str, pin_id: &str) -> Result<Entry, EngineError> {
+        let pinned = self
+            .ledger(session_id)
+            .await?
+            .pins
+            .iter()
+            .any(|p| p.pin_id == pin_id);
+        if !pinned {
+            return Err(EngineError::InvalidParams(format!(
+                "{pin_id} is not a pin on the session's branch"
+            )));
+        }
+        let kind = EntryKind::Custom {
+            custom_type: UNPIN_CUSTOM_TYPE.to_owned(),
+            data: Some(serde_json::json!({ "pinId": pin_id })),
+        };
+        self.append_one(session_id, kind).await
+    }
+
+    /// Appends one entry at the leaf under the write gate and reports it.
+    async fn append_one(&self, session_id: &str, kind: EntryKind) -> Result<Entry, EngineError> {
+        let state = self.state(session_id)?;
+        state.check_writable()?;
+        let _gate = state.write_gate.lock().await;
+        let entry = {
+            let mut session = state.session.write().await;
+            let written = append::write_batch(&state, &mut session, vec![kind.into()], None)?;
+            written
+                .into_iter()
+                .next()
+                .ok_or_else(|| EngineError::SessionNotFound(session_id.to_owned()))?
         };
         self.events.emit(EngineEvent::EntriesAppended {
             session_id: state.id.clone(),
@@ -382,40 +500,101 @@ impl Engine {
         self.env.env(&state.id, settings, window, None)
     }
 
-    /// A manual compaction (reason from `opts`), with the in-progress guard and events.
-    pub async fn compact(
+    /// Takes session `session_id`'s compaction slot for a manual compaction (only a
+    /// `preview` may run on a read-only session), before anything of it starts: the
+    /// compaction runs with [`Engine::compact`]; `cancel` cancels it, as does
+    /// `session/abortCompaction`. `CompactionInProgress` while another compaction runs.
+    pub fn claim_compaction(
         &self,
         session_id: &str,
-        opts: CompactOptions,
-        cancel: CancellationToken,
-        observer: &dyn OperationObserver,
-    ) -> Result<CompactOutcome, EngineError> {
+        preview: bool,
+        cancel: &CancellationToken,
+    ) -> Result<CompactionClaim, EngineError> {
+        self.claim(session_id, OpKind::Manual, preview, cancel)
+            .map(CompactionClaim)
+    }
+
+    /// Takes session `session_id`'s branch-summary slot for a navigation (see
+    /// [`Engine::claim_compaction`]); it runs with [`Engine::navigate`].
+    pub fn claim_navigation(
+        &self,
+        session_id: &str,
+        preview: bool,
+        cancel: &CancellationToken,
+    ) -> Result<NavigationClaim, EngineError> {
+        self.claim(session_id, OpKind::Branch, preview, cancel)
+            .map(NavigationClaim)
+    }
+
+    fn claim(
+        &self,
+        session_id: &str,
+        kind: OpKind,
+        preview: bool,
+        cancel: &CancellationToken,
+    ) -> Result<Claim, EngineError> {
         let state = self.state(session_id)?;
-        if !opts.preview {
+        if !preview {
             state.check_writable()?;
         }
         let guard = state
             .ops
-            .start(OpKind::Manual, &cancel)
+            .start(kind, cancel)
             .ok_or(EngineError::CompactionInProgress)?;
+        Ok(Claim { state, guard })
+    }
+
+    /// A manual compaction (reason from `opts`) in the slot `claim` holds, with its events.
+    pub async fn compact(
+        &self,
+        claim: CompactionClaim,
+        opts: CompactOptions,
+        observer: &dyn OperationObserver,
+    ) -> Result<CompactOutcome, EngineError> {
+        let Claim { state, guard } = claim.0;
         let mut env = self.fresh_env(&state).await?;
         env.operation_id = new_operation_id("compact");
-        run_compaction(self.events.as_ref(), &state, &env, opts, guard, observer).await
+        let preview = opts.preview;
+        if !preview {
+            // The armed result would summarise what this compaction summarises.
+            background::discard(
+                &state,
+                self.events.as_ref(),
+                DiscardReason::ManualCompaction,
+            );
+        }
+        let mut outcome =
+            run_compaction(self.events.as_ref(), &state, &env, opts, guard, observer).await?;
+        if !preview {
+            // The user acted: a paused automatic compaction resumes.
+            state.auto_memory().resume();
+        }
+        outcome.warnings = project_warnings(&state.settings_stack());
+        Ok(outcome)
     }
 
-    /// Cancels the running manual and auto compactions of the session.
-    pub async fn abort_compaction(&self, session_id: &str) -> bool {
-        self.state(session_id)
-            .is_ok_and(|state| state.ops.abort_compaction())
+    /// Cancels the running manual and auto compactions of the session and drops its
+    /// background one; whether one ran.
+    pub fn abort_compaction(&self, session_id: &str) -> Result<bool, EngineError> {
+        let state = self.state(session_id)?;
+        let running = state.ops.abort_compaction();
+        let background = background::discard(&state, self.events.as_ref(), DiscardReason::Aborted);
+        Ok(running || background)
     }
 
-    /// Prunes old tool outputs in the live context (`dry_run`: only report).
+    /// Prunes old tool outputs in the live context (`dry_run`: only report). Refused while a
+    /// compaction runs; `expected_leaf` is checked under the writers' lock, after other
+    /// writers' appends are read, as an append checks it.
     pub async fn prune(
         &self,
         session_id: &str,
         dry_run: bool,
+        expected_leaf: Option<Option<String>>,
     ) -> Result<PruneOutcome, EngineError> {
         let state = self.state(session_id)?;
+        if state.ops.is_compacting() {
+            return Err(EngineError::CompactionInProgress);
+        }
         if !dry_run {
             state.check_writable()?;
         }
@@ -424,6 +603,7 @@ impl Engine {
         let counter = token_counter(&settings, None)?;
         let mut session = state.session.write().await;
         state.refresh_locked(&mut session)?;
+        check_leaf(&session, &expected_leaf)?;
         let cache = state.cache_for(&counter);
         let outcome = prune::prune_live_cached(&mut session, &cache, dry_run)?;
         if !dry_run {
@@ -432,23 +612,16 @@ impl Engine {
         Ok(outcome)
     }
 
-    /// Moves to `target` in the tree, optionally summarizing the branch left behind.
+    /// Moves to `target` in the tree in the slot `claim` holds, optionally summarizing the
+    /// branch left behind.
     pub async fn navigate(
         &self,
-        session_id: &str,
+        claim: NavigationClaim,
         target: &str,
         opts: NavigateOptions,
-        cancel: CancellationToken,
         observer: &dyn OperationObserver,
     ) -> Result<NavigateOutcome, EngineError> {
-        let state = self.state(session_id)?;
-        if !opts.preview {
-            state.check_writable()?;
-        }
-        let guard = state
-            .ops
-            .start(OpKind::Branch, &cancel)
-            .ok_or(EngineError::CompactionInProgress)?;
+        let Claim { state, guard } = claim.0;
         let env = self.fresh_env(&state).await?;
         // The paths from both ends to where they meet (the rest of a partly loaded session
         // when they leave the loaded part).
@@ -487,11 +660,38 @@ impl Engine {
         Ok(outcome)
     }
 
-    /// Cancels the running branch summary of the session.
-    pub async fn abort_branch_summary(&self, session_id: &str) -> bool {
-        self.state(session_id)
-            .is_ok_and(|state| state.ops.abort_branch())
+    /// Cancels the running branch summary of the session; whether one ran.
+    pub fn abort_branch_summary(&self, session_id: &str) -> Result<bool, EngineError> {
+        Ok(self.state(session_id)?.ops.abort_branch())
     }
+}
+
+/// An operation's place on its session, taken before anything of it starts: the session is
+/// open, writable unless the operation only previews, and no operation of its kind runs on it.
+/// The slot is freed when the claim (or the operation it went to) is dropped.
+struct Claim {
+    state: Arc<SessionState>,
+    guard: OpGuard,
+}
+
+/// The slot of a manual compaction ([`Engine::claim_compaction`]).
+pub struct CompactionClaim(Claim);
+
+/// The slot of a navigation and its branch summary ([`Engine::claim_navigation`]).
+pub struct NavigationClaim(Claim);
+
+/// What runs on a session, as `session/usage` reports it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionActivity {
+    /// A manual or automatic compaction.
+    pub compacting: bool,
+    pub summarizing_branch: bool,
+    /// `compaction.enabled` in the session's settings.
+    pub auto_compaction_enabled: bool,
+    /// The background (speculative) compaction, running or armed.
+    pub background: Option<BackgroundStatus>,
+    /// Why automatic compaction is paused for the session, if it is.
+    pub auto_compaction_paused: Option<PauseReason>,
 }
 
 /// Connects to the database the settings name (`storage.postgres`).

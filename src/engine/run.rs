@@ -2,9 +2,10 @@
 //! one: `CompactionStarted`, the compaction, `EntriesAppended` for the entry it wrote, and
 //! `CompactionFinished`, which clients treat as authoritative.
 
+use super::compact::ArmedCompaction;
 use super::state::{OpGuard, SessionState};
 use super::{
-    CompactEnv, CompactOptions, CompactOutcome, EngineError, EngineEvent, EventSink,
+    CompactEnv, CompactOptions, CompactOutcome, CompactReason, EngineError, EngineEvent, EventSink,
     OperationError, OperationObserver,
 };
 
@@ -19,12 +20,42 @@ pub(crate) async fn run_compaction(
     guard: OpGuard,
     observer: &dyn OperationObserver,
 ) -> Result<CompactOutcome, EngineError> {
+    let (reason, token) = (opts.reason, guard.token().clone());
+    let work = super::compact(&state.session, env, opts, token, observer);
+    bracket(events, state, env, reason, guard, work).await
+}
+
+/// Writes a compaction drafted in the background ([`ArmedCompaction`]) at the session's leaf
+/// in the slot `guard` holds, bracketed by the same events as [`run_compaction`].
+pub(crate) async fn run_commit(
+    events: &dyn EventSink,
+    state: &SessionState,
+    env: &CompactEnv,
+    armed: ArmedCompaction,
+    guard: OpGuard,
+) -> Result<CompactOutcome, EngineError> {
+    let token = guard.token().clone();
+    let reason = armed.reason();
+    let work = async {
+        super::compact::commit_armed(&state.session, env.counter.as_ref(), armed, &token).await
+    };
+    bracket(events, state, env, reason, guard, work).await
+}
+
+async fn bracket(
+    events: &dyn EventSink,
+    state: &SessionState,
+    env: &CompactEnv,
+    reason: CompactReason,
+    guard: OpGuard,
+    work: impl Future<Output = Result<CompactOutcome, EngineError>>,
+) -> Result<CompactOutcome, EngineError> {
     events.emit(EngineEvent::CompactionStarted {
         session_id: state.id.clone(),
         operation_id: env.operation_id.clone(),
-        reason: opts.reason,
+        reason,
     });
-    let run = super::compact(&state.session, env, opts, guard.token().clone(), observer).await;
+    let run = work.await;
     drop(guard);
     if let Some(event) = appended_compaction(state, &run).await {
         events.emit(event);

@@ -15,7 +15,7 @@ use crate::session::postgres::PgStore;
 use crate::session::{
     CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, postgres_path,
 };
-use crate::settings::SettingsStack;
+use crate::settings::{SettingsSource, SettingsStack};
 
 use super::events::EventSink;
 use super::state::{SessionState, sync_policy};
@@ -209,7 +209,7 @@ impl SessionTable {
         let session = source.session.read().await;
         let options = CreateOptions {
             id: Some(id),
-            title: title.or_else(|| session.header().title.clone()),
+            title: title.or_else(|| session.header().display_title().map(str::to_owned)),
             parent_session: Some(match entry_id {
                 Some(_) => source.path.to_string_lossy().into_owned(),
                 None => source.id.clone(),
@@ -442,7 +442,7 @@ impl SessionTable {
             id: id.clone(),
             path: path.clone(),
             cwd: cwd.clone(),
-            title: session.header().title.clone(),
+            title: session.header().display_title().map(str::to_owned),
             leaf_id: session.leaf_id().map(str::to_owned),
             entry_count: visible_count(&session),
             warnings,
@@ -467,7 +467,7 @@ fn info_of_state(state: &SessionState, warnings: Vec<String>, version: u64) -> S
     let session = state.session.try_read();
     let (title, leaf_id, entry_count) = match session {
         Ok(s) => (
-            s.header().title.clone(),
+            s.header().display_title().map(str::to_owned),
             s.leaf_id().map(str::to_owned),
             visible_count(&s),
         ),
@@ -512,16 +512,29 @@ fn find_by_id(dir: &Path, id: &str) -> Result<PathBuf, EngineError> {
         .ok_or_else(|| EngineError::SessionNotFound(id.to_owned()))
 }
 
-/// The engine stack with `cwd`'s project layer; a broken project file is skipped with a
-/// warning.
-pub(crate) fn session_stack(base: &SettingsStack, cwd: &str) -> (SettingsStack, Option<String>) {
+/// The engine stack with `cwd`'s project layer, and what to warn the client of: a broken
+/// project file is skipped, and an untrusted project's routing keys are ignored.
+pub(crate) fn session_stack(base: &SettingsStack, cwd: &str) -> (SettingsStack, Vec<String>) {
     if cwd.is_empty() {
-        return (base.clone(), None);
+        return (base.clone(), Vec::new());
     }
     match base.with_project_dir(Path::new(cwd)) {
-        Ok(stack) => (stack, None),
-        Err(e) => (base.clone(), Some(format!("project settings ignored: {e}"))),
+        Ok(stack) => {
+            let warnings = project_warnings(&stack);
+            (stack, warnings)
+        }
+        Err(e) => (base.clone(), vec![format!("project settings ignored: {e}")]),
     }
+}
+
+/// The warnings of `stack`'s project layer.
+pub(crate) fn project_warnings(stack: &SettingsStack) -> Vec<String> {
+    stack
+        .warnings()
+        .iter()
+        .filter(|warning| warning.source == SettingsSource::Project)
+        .map(|warning| warning.message.clone())
+        .collect()
 }
 
 /// Whether `id` may become part of a file name.

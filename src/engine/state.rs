@@ -13,6 +13,8 @@ use crate::session::{Session, SyncPolicy};
 use crate::settings::{Settings, SettingsStack, StorageSync};
 use crate::tokens::{TokenCache, TokenCounter};
 
+use super::background::BackgroundRun;
+use super::events::PauseReason;
 use super::usage::UsageView;
 use super::{EngineError, SharedSession};
 
@@ -21,6 +23,67 @@ use super::{EngineError, SharedSession};
 pub struct AutoMemory {
     /// Ids of the compaction entries written by overflow recovery.
     pub overflow_recoveries: HashSet<String>,
+    /// Assistant replies since the latest automatic compaction (`None`: none yet).
+    pub replies_since_auto: Option<u32>,
+    /// How many automatic compactions in a row were due again within
+    /// [`THRASH_TURNS`] replies of the one before.
+    pub quick_refills: u32,
+    /// How many automatic compactions in a row failed.
+    pub consecutive_failures: u32,
+    /// Set when automatic compaction paused for this session, until the user acts.
+    pub paused: Option<PauseReason>,
+}
+
+/// A compaction due again within this many replies of the one before counts as a quick refill.
+pub const THRASH_TURNS: u32 = 3;
+/// Quick refills in a row, or failed automatic compactions in a row, that pause automatic
+/// compaction.
+pub const PAUSE_AFTER: u32 = 3;
+
+impl AutoMemory {
+    /// An assistant reply was appended.
+    pub fn count_reply(&mut self) {
+        if let Some(n) = &mut self.replies_since_auto {
+            *n = n.saturating_add(1);
+        }
+    }
+
+    /// An automatic compaction is due: counts a quick refill (or resets the count); returns
+    /// the pause it leads to, if any.
+    pub fn compaction_due(&mut self) -> Option<PauseReason> {
+        match self.replies_since_auto {
+            Some(n) if n <= THRASH_TURNS => self.quick_refills += 1,
+            _ => self.quick_refills = 0,
+        }
+        if self.quick_refills >= PAUSE_AFTER {
+            self.paused = Some(PauseReason::Thrashing);
+        }
+        self.paused
+    }
+
+    /// An automatic compaction ended: written (`true`) or failed (`false`). Returns the pause
+    /// it leads to, if any.
+    pub fn compaction_ended(&mut self, written: bool) -> Option<PauseReason> {
+        if written {
+            self.consecutive_failures = 0;
+            self.replies_since_auto = Some(0);
+        } else {
+            self.consecutive_failures += 1;
+            if self.consecutive_failures >= PAUSE_AFTER {
+                self.paused = Some(PauseReason::RepeatedFailures);
+            }
+        }
+        self.paused
+    }
+
+    /// The user acted (a manual compaction, a settings change): automatic compaction resumes
+    /// with fresh counts.
+    pub fn resume(&mut self) {
+        self.quick_refills = 0;
+        self.consecutive_failures = 0;
+        self.replies_since_auto = None;
+        self.paused = None;
+    }
 }
 
 /// Which slot a running operation occupies.
@@ -154,6 +217,8 @@ pub struct SessionState {
     caches: Mutex<HashMap<String, Arc<TokenCache>>>,
     pub ops: Arc<RunningOps>,
     auto: Mutex<AutoMemory>,
+    /// The background (speculative) compaction, at most one.
+    background: Mutex<Option<BackgroundRun>>,
     /// Serialises mutating calls (append + auto-compaction, prune, label) on this session so
     /// they apply in arrival order. Shared so a background auto-compaction can hold it.
     pub write_gate: Arc<tokio::sync::Mutex<()>>,
@@ -205,6 +270,7 @@ impl SessionState {
             caches: Mutex::new(HashMap::new()),
             ops: Arc::new(RunningOps::default()),
             auto: Mutex::new(AutoMemory::default()),
+            background: Mutex::new(None),
             write_gate: Arc::new(tokio::sync::Mutex::new(())),
             original_version: crate::session::CURRENT_SESSION_VERSION,
             read_only: false,
@@ -252,9 +318,16 @@ impl SessionState {
         lock(&self.settings).0.clone()
     }
 
-    /// Replaces the settings stack (after a settings update).
+    /// Replaces the settings stack (after a settings update); a paused automatic compaction
+    /// resumes.
     pub fn set_settings(&self, stack: SettingsStack) {
         *lock(&self.settings) = (stack, None);
+        self.auto_memory().resume();
+    }
+
+    /// The background compaction slot.
+    pub(crate) fn background(&self) -> MutexGuard<'_, Option<BackgroundRun>> {
+        lock(&self.background)
     }
 
     /// The effective settings, computed once per stack.

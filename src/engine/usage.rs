@@ -42,6 +42,8 @@ pub struct ContextView {
     /// The session's model (`provider/model`), if known.
     pub model: Option<String>,
     pub usage: UsageView,
+    /// Full texts and images the blob store could not give back.
+    pub missing_blobs: Vec<crate::session::size_controls::MissingBlob>,
 }
 
 /// Context usage (spec §9 `getContextUsage`, plus our own estimate).
@@ -71,6 +73,10 @@ pub struct TreeView {
     pub nodes: Vec<FlatTreeNode>,
     /// Ids on the root → leaf path.
     pub active_path: Vec<String>,
+    /// The nodes' entries, in node order, when they were asked for; empty otherwise (and never
+    /// in the command line's `--json` tree).
+    #[serde(skip)]
+    pub entries: Vec<Entry>,
 }
 
 /// The context window for the session's model: the last assistant's `provider/model` on the
@@ -119,6 +125,7 @@ pub fn context_view(session: &Session, settings: &Settings, cache: &TokenCache) 
         thinking_level: ctx.thinking_level.clone(),
         model,
         usage,
+        missing_blobs: ctx.missing_blobs.clone(),
     }
 }
 
@@ -233,6 +240,7 @@ pub fn tree_view(session: &Session) -> TreeView {
         leaf_id: session.leaf_id().map(str::to_owned),
         nodes: session.tree().flat_nodes(),
         active_path,
+        entries: Vec::new(),
     }
 }
 
@@ -355,6 +363,7 @@ mod tests {
                 node("d", Some("a"), None),
             ],
             active_path: vec!["a".into(), "b".into(), "c".into()],
+            entries: Vec::new(),
         };
         let text = render_tree(&view);
         let lines: Vec<&str> = text.lines().collect();

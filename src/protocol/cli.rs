@@ -12,7 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use super::common::EntryId;
 use super::session::{SessionContextResult, SessionUsageResult};
-use super::{CompactResult, NavigateTreeResult, PruneResult, SessionTreeResult, TypeSpec};
+use super::{
+    CompactResult, NavigateTreeResult, PruneResult, SessionLedgerResult, SessionTreeResult,
+    TypeSpec,
+};
 
 /// `compactd context --json`: `session/context` with `perMessage: true`, the counter used,
 /// and `session/usage` (the CLI runs no compaction, so its `is*` flags are `false`).
@@ -78,6 +81,52 @@ pub struct BlobsReport {
     pub unreferenced: Vec<String>,
     /// Deleted by `--gc`.
     pub deleted: Vec<String>,
+    /// Unreferenced, but modified within the grace period (`--grace`), so kept: a writer puts a
+    /// blob in the store before the line that refers to it.
+    #[serde(default)]
+    pub kept_recent: Vec<String>,
+    /// The grace period used, in seconds.
+    #[serde(default)]
+    pub grace_seconds: u64,
+}
+
+/// `compactd eval --json`: what compactions at several points of a session kept of where the
+/// agent stood (its progress ledger at each point), a retention score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EvalReport {
+    /// One per point compacted, oldest first.
+    pub compactions: Vec<EvalCompaction>,
+    /// Kept over total, over every compaction and kind (1 when there was nothing to keep).
+    pub score: f64,
+}
+
+/// One compaction (a preview at `leafId`, nothing written) and what its summary kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EvalCompaction {
+    /// The entry the compaction was computed at, as if it were the leaf.
+    pub leaf_id: EntryId,
+    /// Which summarizer wrote the summary.
+    pub summarizer: String,
+    /// The current request (verbatim) and the gists of the earlier ones.
+    pub requests: Retention,
+    /// Every file read and modified, by path.
+    pub files: Retention,
+    /// The unresolved errors, by their key line.
+    pub errors: Retention,
+    pub pins: Retention,
+    pub score: f64,
+    /// What the summary lacks, as `kind: text`.
+    pub missing: Vec<String>,
+}
+
+/// How many of a kind of fact the summary kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Retention {
+    pub kept: usize,
+    pub total: usize,
 }
 
 /// One command's `--json` output type.
@@ -93,6 +142,14 @@ pub const CLI_OUTPUTS: &[CliOutput] = &[
     CliOutput {
         command: "context",
         output: TypeSpec::of::<ContextReport>(),
+    },
+    CliOutput {
+        command: "eval",
+        output: TypeSpec::of::<EvalReport>(),
+    },
+    CliOutput {
+        command: "ledger",
+        output: TypeSpec::of::<SessionLedgerResult>(),
     },
     CliOutput {
         command: "plan",
@@ -113,6 +170,14 @@ pub const CLI_OUTPUTS: &[CliOutput] = &[
     CliOutput {
         command: "prune",
         output: TypeSpec::of::<PruneResult>(),
+    },
+    CliOutput {
+        command: "search",
+        output: TypeSpec::of::<super::SessionSearchResult>(),
+    },
+    CliOutput {
+        command: "show",
+        output: TypeSpec::of::<super::SessionReadEntryResult>(),
     },
     CliOutput {
         command: "blobs",

@@ -74,6 +74,10 @@ pub struct CompactResult {
     /// `details.summarizers` says why the summarizers before it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarizer: Option<String>,
+    /// Settings of the session's project file that were ignored (the keys that decide where
+    /// data or credentials go, in a project the user does not trust), one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Result of `session/abortCompaction` and `session/abortBranchSummary`.

@@ -1,6 +1,6 @@
 //! The protocol's typed errors: one stable numeric code and one `data.kind` string each.
 //!
-//! Codes -32010 to -32023 are compactd's own; kinds that have a standard JSON-RPC or LSP code
+//! Codes -32010 to -32024 are compactd's own; kinds that have a standard JSON-RPC or LSP code
 //! use it (`invalidParams` -32602, `notInitialized` -32002, `cancelled` -32800). Messages are
 //! the reference agent's strings where it has one (spec §9), since clients match on them.
 
@@ -63,11 +63,15 @@ pub enum ErrorKind {
     /// known), `data.errno` (its number). Nothing of the failed write is left in the file
     /// (an append is cut back, a rewrite's temp file is removed); retry once it is fixed.
     IoError,
+    /// `session/readEntry`: a full text the entry refers to (`blob:sha256:<hex>` in its
+    /// `compactdFullText`) is not in the blob store, so the entry cannot be read back whole.
+    /// `data.entryId`, `data.blob` (the hex name), and the message names the store.
+    BlobMissing,
 }
 
 impl ErrorKind {
     /// Every kind, in code order.
-    pub const ALL: [ErrorKind; 17] = [
+    pub const ALL: [ErrorKind; 18] = [
         ErrorKind::SessionNotFound,
         ErrorKind::EntryNotFound,
         ErrorKind::AlreadyCompacted,
@@ -82,6 +86,7 @@ impl ErrorKind {
         ErrorKind::SessionReadOnly,
         ErrorKind::StorageUnavailable,
         ErrorKind::IoError,
+        ErrorKind::BlobMissing,
         ErrorKind::InvalidParams,
         ErrorKind::NotInitialized,
         ErrorKind::Cancelled,
@@ -104,6 +109,7 @@ impl ErrorKind {
             ErrorKind::SessionReadOnly => -32021,
             ErrorKind::StorageUnavailable => -32022,
             ErrorKind::IoError => -32023,
+            ErrorKind::BlobMissing => -32024,
             ErrorKind::InvalidParams => error_code::INVALID_PARAMS,
             ErrorKind::NotInitialized => error_code::NOT_INITIALIZED,
             ErrorKind::Cancelled => error_code::REQUEST_CANCELLED,
@@ -130,6 +136,7 @@ impl ErrorKind {
             ErrorKind::SessionReadOnly => "sessionReadOnly",
             ErrorKind::StorageUnavailable => "storageUnavailable",
             ErrorKind::IoError => "ioError",
+            ErrorKind::BlobMissing => "blobMissing",
         }
     }
 
@@ -161,6 +168,7 @@ impl ErrorKind {
             ErrorKind::SessionReadOnly => "The session is open read-only",
             ErrorKind::StorageUnavailable => "The session database is unavailable",
             ErrorKind::IoError => "A file could not be read or written",
+            ErrorKind::BlobMissing => "A full text is missing from the blob store",
         }
     }
 
@@ -269,6 +277,10 @@ pub struct ErrorData {
     /// `settingsInvalid`: the offending key, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// `blobMissing`: the missing blob's name (hex SHA-256, or the reference as written when
+    /// it is not a blob name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
 }
 
 fn kind_name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -277,12 +289,6 @@ fn kind_name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "enum": all_kind_names(),
     })
 }
-
-/// The reference's prefix of `errorMessage` when overflow recovery fails.
-pub const OVERFLOW_RECOVERY_FAILED_PREFIX: &str = "Context overflow recovery failed: ";
-
-/// The reference's prefix of `errorMessage` when a threshold auto-compaction fails.
-pub const AUTO_COMPACTION_FAILED_PREFIX: &str = "Auto-compaction failed: ";
 
 /// An error as carried inside an event (`session/compactionFinished.error`): the same
 /// fields as a JSON-RPC error, with the kind lifted out of `data`.

@@ -9,10 +9,6 @@ use super::common::{EntryId, OperationId, ProgressToken, SessionId, SummarizerRe
 use super::compaction::CompactResult;
 use super::errors::ErrorInfo;
 
-/// The prompt of the synthetic user message appended after a threshold compaction when
-/// `compaction.autoContinue` is on (the reference's wording, which agents recognise).
-pub const AUTO_CONTINUE_PROMPT: &str = "Continue if you have next steps.";
-
 /// Why a compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -195,4 +191,75 @@ pub struct AutoContinue {
     pub prompt: String,
     /// The appended user message entry (marked `synthetic: true`).
     pub entry_id: EntryId,
+}
+
+/// Where a background (speculative) compaction stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BackgroundCompactionState {
+    /// A reply entered `[threshold - leadTokens, threshold)`: a snapshot of the branch is
+    /// being summarised while appends go on.
+    Started,
+    /// The result is ready and will be written when a reply crosses the threshold.
+    Armed,
+    /// The result was written at the crossing (the `session/compaction*` events of the
+    /// automatic compaction carry it).
+    Committed,
+    /// The result was dropped; nothing was written (see `reason`).
+    Discarded,
+}
+
+/// Why a background compaction was discarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BackgroundDiscardReason {
+    /// The leaf left the snapshot's branch (navigation, fork, another writer's rewrite).
+    LeafLeftBranch,
+    /// A compaction was written after the snapshot.
+    CompactedSince,
+    /// What was appended since the snapshot no longer fits in the kept part.
+    DoesNotFit,
+    /// `session/abortCompaction`, or the session closed.
+    Aborted,
+    /// The summarizer failed (see `message`).
+    Failed,
+    /// A manual compaction started.
+    ManualCompaction,
+}
+
+/// `session/backgroundCompaction`: a background compaction changed state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundCompaction {
+    pub session_id: SessionId,
+    /// The background run's own id (`background-…`); the automatic compaction that commits it
+    /// has its own.
+    pub operation_id: OperationId,
+    pub state: BackgroundCompactionState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<BackgroundDiscardReason>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Why automatic compaction paused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AutoCompactionPauseReason {
+    /// The context refilled to the threshold within 3 replies of a compaction, 3 times in a
+    /// row: compacting again would not help.
+    Thrashing,
+    /// 3 automatic compactions in a row failed.
+    RepeatedFailures,
+}
+
+/// `session/autoCompactionPaused`: automatic compaction stopped for the session until the user
+/// acts (a manual `session/compact` or a `settings/update` resumes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AutoCompactionPaused {
+    pub session_id: SessionId,
+    pub reason: AutoCompactionPauseReason,
+    /// How many times in a row it happened.
+    pub count: u32,
 }

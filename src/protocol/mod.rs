@@ -25,13 +25,18 @@ mod compaction;
 mod errors;
 mod events;
 mod hooks;
+mod ledger;
 mod lifecycle;
 mod progress;
+mod recall;
 mod schema;
 mod session;
 mod settings;
 
-pub use cli::{BlobsReport, CLI_OUTPUTS, CliOutput, CompactionPlan, ContextReport, PlanMode};
+pub use cli::{
+    BlobsReport, CLI_OUTPUTS, CliOutput, CompactionPlan, ContextReport, EvalCompaction, EvalReport,
+    PlanMode, Retention,
+};
 pub use common::{
     Empty, EntryId, OperationId, ProgressToken, RetainedFact, SessionId, SummarizerFailure,
     SummarizerReport, SummaryDetails, WireEntry, WireMessage,
@@ -40,19 +45,22 @@ pub use compaction::{
     AbortResult, BranchSummaryPreview, CompactResult, NavigateTreeParams, NavigateTreeResult,
     PruneResult, SessionCompactParams, SessionPruneParams,
 };
-pub use errors::{
-    AUTO_COMPACTION_FAILED_PREFIX, ErrorData, ErrorInfo, ErrorKind,
-    OVERFLOW_RECOVERY_FAILED_PREFIX, ResponseError, all_kind_names,
-};
+pub use errors::{ErrorData, ErrorInfo, ErrorKind, ResponseError, all_kind_names};
 pub use events::{
-    AUTO_CONTINUE_PROMPT, AutoCompactionFinished, AutoCompactionOutcome, AutoCompactionReason,
-    AutoCompactionStarted, AutoContinue, CompactionDelta, CompactionFinished, CompactionReason,
-    CompactionStarted, EntriesAppended, SummaryPart, TreeNavigated,
+    AutoCompactionFinished, AutoCompactionOutcome, AutoCompactionPauseReason, AutoCompactionPaused,
+    AutoCompactionReason, AutoCompactionStarted, AutoContinue, BackgroundCompaction,
+    BackgroundCompactionState, BackgroundDiscardReason, CompactionDelta, CompactionFinished,
+    CompactionReason, CompactionStarted, EntriesAppended, SummaryPart, TreeNavigated,
 };
 pub use hooks::{
     BeforeCompactParams, BeforeCompactResponse, BeforeTreeParams, BeforeTreeResponse,
     CompactingParams, CompactingResponse, CompactionPreparation, FileOps, HookBranchSummary,
     HookCompaction, SummarizeParams, SummarizeResponse, SummaryPurpose, TreePreparation,
+};
+pub use ledger::{
+    FileOp, LedgerError, LedgerFile, LedgerFiles, LedgerPin, LedgerRequest, RequestStatus,
+    SessionLedgerResult, SessionPinParams, SessionPinResult, SessionUnpinParams,
+    SessionUnpinResult,
 };
 pub use lifecycle::{
     CancelParams, ClientCapabilities, ClientInfo, HookCapabilities, InitializationOptions,
@@ -60,13 +68,17 @@ pub use lifecycle::{
     WindowCapabilities,
 };
 pub use progress::{ProgressParams, ProgressPhase, WorkDoneProgress, WorkDoneProgressTokenParams};
+pub use recall::{
+    SearchHit, SearchScope, SessionReadEntryParams, SessionReadEntryResult, SessionSearchParams,
+    SessionSearchResult,
+};
 pub use schema::{TypeSpec, protocol_bundle, protocol_schemas, schema_file_text, write_schemas};
 pub use session::{
-    AppendEntry, NextAction, PruneSummary, RawEntry, SessionAppendParams, SessionAppendResult,
-    SessionContextParams, SessionContextResult, SessionCreateParams, SessionForkParams,
-    SessionInfo, SessionListItem, SessionListParams, SessionListResult, SessionLocator,
-    SessionOpenParams, SessionRef, SessionTreeParams, SessionTreeResult, SessionUsageResult,
-    SetLabelParams, SetLabelResult, TreeNode,
+    AppendEntry, BackgroundCompactionStatus, MissingBlobInfo, NextAction, PruneSummary, RawEntry,
+    SessionAppendParams, SessionAppendResult, SessionContextParams, SessionContextResult,
+    SessionCreateParams, SessionForkParams, SessionInfo, SessionListItem, SessionListParams,
+    SessionListResult, SessionLocator, SessionOpenParams, SessionRef, SessionTreeParams,
+    SessionTreeResult, SessionUsageResult, SetLabelParams, SetLabelResult, TreeNode,
 };
 pub use settings::{
     SettingValue, SettingsGetParams, SettingsGetResult, SettingsTarget, SettingsUpdateParams,
@@ -316,8 +328,18 @@ protocol_table! {
         SessionTree = "session/tree", SessionRead, SessionTreeParams => SessionTreeResult;
         /// Context size, window, threshold and whether a compaction runs.
         SessionUsage = "session/usage", SessionRead, SessionRef => SessionUsageResult;
+        /// Finds text in every entry, behind compactions and in full texts too; pages.
+        SessionSearch = "session/search", SessionRead, SessionSearchParams => SessionSearchResult;
+        /// One entry as written, full texts and pruned originals restored.
+        SessionReadEntry = "session/readEntry", SessionRead, SessionReadEntryParams => SessionReadEntryResult;
         /// Sets or clears an entry's label (appends a `label` entry).
         SessionSetLabel = "session/setLabel", SessionSerial, SetLabelParams => SetLabelResult;
+        /// The progress ledger of the branch: requests, files, errors, pins, next step.
+        SessionLedger = "session/ledger", SessionRead, SessionRef => SessionLedgerResult;
+        /// Pins a fact, carried verbatim through every later compaction (appends an entry).
+        SessionPin = "session/pin", SessionSerial, SessionPinParams => SessionPinResult;
+        /// Unpins a pinned fact (appends an entry).
+        SessionUnpin = "session/unpin", SessionSerial, SessionUnpinParams => SessionUnpinResult;
         /// Compacts now; answers when done, with progress and summary deltas meanwhile.
         SessionCompact = "session/compact", SessionSerial, SessionCompactParams => CompactResult;
         /// Aborts the session's running compaction, manual or automatic.
@@ -375,6 +397,10 @@ protocol_table! {
         SessionEntriesAppended = "session/entriesAppended", EntriesAppended;
         /// The continue prompt was appended after a threshold compaction: run the model.
         SessionAutoContinue = "session/autoContinue", AutoContinue;
+        /// A background (speculative) compaction started, is armed, was committed or discarded.
+        SessionBackgroundCompaction = "session/backgroundCompaction", BackgroundCompaction;
+        /// Automatic compaction paused for the session (thrash guard or circuit breaker).
+        SessionAutoCompactionPaused = "session/autoCompactionPaused", AutoCompactionPaused;
     }
 }
 

@@ -367,6 +367,27 @@ pub struct SessionContextResult {
     pub thinking_level: String,
     /// The model per role on the branch (`provider/modelId`).
     pub models: BTreeMap<String, String>,
+    /// Full texts of truncated strings and images that the blob store could not give back
+    /// (deleted, unreadable, a symlink): each such message holds the truncated text or the
+    /// `blob:sha256:` reference instead. Absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_blobs: Vec<MissingBlobInfo>,
+}
+
+/// A blob the context could not read back (`session/context` `missingBlobs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MissingBlobInfo {
+    /// The entry that refers to it.
+    pub entry_id: EntryId,
+    /// The blob's SHA-256 (hex), when the reference names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
+    /// A JSON pointer into the entry for a truncated string's full text; `image` for an image.
+    pub pointer: String,
+    /// Why it could not be read, naming the store file (e.g. `…/<hex>: not in the blob store`,
+    /// `…/<hex>: is a symbolic link, not a regular file`).
+    pub reason: String,
 }
 
 /// Params of `session/tree`.
@@ -437,6 +458,33 @@ pub struct SessionUsageResult {
     pub is_summarizing_branch: bool,
     /// `compaction.enabled`.
     pub auto_compaction_enabled: bool,
+    /// The background (speculative) compaction, while one runs or waits armed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_compaction: Option<BackgroundCompactionStatus>,
+    /// Set while automatic compaction is paused for the session (thrash guard or circuit
+    /// breaker); a manual `session/compact` or a `settings/update` resumes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_compaction_paused: Option<crate::protocol::AutoCompactionPauseReason>,
+}
+
+/// Where a background compaction stands (`session/usage`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundCompactionStatus {
+    /// The id its `session/backgroundCompaction` events carry.
+    pub operation_id: crate::protocol::OperationId,
+    /// The result is ready: the append that crosses the threshold writes it at once.
+    pub armed: bool,
+    /// The step it is at while it runs: `preparing`, `summarizing`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Which summarizer request of the history summary it is at, and how many there are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<u64>,
+    /// When it started, in milliseconds since the epoch.
+    pub started_at_ms: i64,
 }
 
 /// Params of `session/fork`.

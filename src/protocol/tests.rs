@@ -227,7 +227,7 @@ fn auto_compaction_finished_flattens_the_outcome() {
             will_retry: false,
             skipped: false,
             skip_reason: None,
-            error_message: Some(format!("{OVERFLOW_RECOVERY_FAILED_PREFIX}boom")),
+            error_message: Some("Context overflow recovery failed: boom".into()),
         },
     };
     assert_eq!(

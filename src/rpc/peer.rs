@@ -1,8 +1,10 @@
 //! The main loop: one reader task that parses and dispatches but never awaits a handler, one
 //! writer task that alone owns the output, and a spawned task per request or notification.
 //!
-//! Policy lives here: ingress is bounded (beyond `max_in_flight`, requests get -32001 at
-//! once); output is bounded in bytes (past `max_output_bytes` of unwritten messages and
+//! Policy lives here: ingress is bounded in count (beyond `max_in_flight`, requests get
+//! -32001 at once) and in bytes (past `max_input_bytes` of params held by accepted requests and
+//! notifications not yet finished, the reader stops reading: back-pressure); output is bounded
+//! in bytes (past `max_output_bytes` of unwritten messages and
 //! reserved results the reader stops reading: back-pressure, see [`super::budget`]); serial
 //! classes take their place in line on the reader, in arrival order; each
 //! request has a cancellation token reachable by `$/cancelRequest` and by domain code through
@@ -58,6 +60,11 @@ pub struct PeerConfig {
     /// stops reading input until the client reads (back-pressure) and reservations wait.
     /// Default 64 MiB.
     pub max_output_bytes: usize,
+    /// Bytes of params held by requests and notifications accepted and not yet finished
+    /// (queued behind a session's writer or running). At the limit the peer stops reading
+    /// input until some finish (back-pressure), so a client pipelining large appends behind a
+    /// slow one holds the daemon to about this plus one message. Default 64 MiB.
+    pub max_input_bytes: usize,
     /// After cancelling everything at the end, how long handlers get to finish (and have
     /// their answers written) before `serve` returns anyway. Default 5 s.
     pub drain_timeout: Duration,
@@ -74,6 +81,7 @@ impl Default for PeerConfig {
             max_in_flight: 1024,
             outgoing_queue: 1024,
             max_output_bytes: 64 << 20,
+            max_input_bytes: 64 << 20,
             drain_timeout: Duration::from_secs(5),
             parent_pid: None,
             parent_poll_interval: Duration::from_secs(1),
@@ -150,6 +158,7 @@ impl Peer {
             queues: Arc::new(SerialQueues::default()),
             tasks: TaskTracker::new(),
             max_in_flight: config.max_in_flight,
+            input: OutputBudget::new(config.max_input_bytes),
         };
 
         let mut frames = FramedRead::new(
@@ -174,14 +183,18 @@ impl Peer {
     }
 }
 
-/// Releases a request's or notification's share of the ingress budget (and its token).
+/// Releases a request's or notification's share of the ingress budget (its count and its
+/// params' bytes, and its token).
 struct InFlight {
     shared: Arc<PeerShared>,
     id: Option<RequestId>,
+    /// The input budget and the bytes charged to it.
+    input: (Arc<OutputBudget>, usize),
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        self.input.0.release(self.input.1);
         if let Some(id) = &self.id {
             lock(&self.shared.requests).remove(id);
         }
@@ -221,6 +234,8 @@ struct Dispatcher<S> {
     queues: Arc<SerialQueues>,
     tasks: TaskTracker,
     max_in_flight: usize,
+    /// Bytes of params held by accepted messages (the same counter type as the output's).
+    input: Arc<OutputBudget>,
 }
 
 async fn read_loop<R, S>(
@@ -239,6 +254,12 @@ where
             biased;
             () = stop.cancelled() => return Ok(()),
             () = budget.wait_for_room() => {}
+        }
+        // And while accepted messages hold more than the input budget, read no more of them.
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return Ok(()),
+            () = dispatcher.input.wait_for_room() => {}
         }
         let frame = tokio::select! {
             biased;
@@ -332,6 +353,7 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
         let in_flight = InFlight {
             shared: Arc::clone(&self.shared),
             id: Some(id.clone()),
+            input: self.charge_input(params.as_deref()),
         };
         if let Some(phase) = next_phase {
             *lock(&self.shared.phase) = phase;
@@ -370,6 +392,13 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
             (Phase::Initialized, SHUTDOWN) => Ok(Some(Phase::ShuttingDown)),
             (Phase::Initialized, _) => Ok(None),
         }
+    }
+
+    /// Charges an accepted message's params to the input budget until it finishes.
+    fn charge_input(&self, params: Option<&RawValue>) -> (Arc<OutputBudget>, usize) {
+        let bytes = params.map_or(0, |p| p.get().len());
+        self.input.charge(bytes);
+        (Arc::clone(&self.input), bytes)
     }
 
     fn try_admit(&self) -> bool {
@@ -428,6 +457,7 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
             tracing::warn!(method, "server overloaded; dropping a notification");
             return;
         }
+        let input = self.charge_input(params.as_deref());
         let job = NotificationJob {
             handler: Arc::clone(&entry.handler),
             state: self.router.state.clone(),
@@ -440,6 +470,7 @@ impl<S: Clone + Send + Sync + 'static> Dispatcher<S> {
             in_flight: InFlight {
                 shared: Arc::clone(&self.shared),
                 id: None,
+                input,
             },
         };
         self.tasks.spawn(job.run());

@@ -970,3 +970,44 @@ async fn a_large_result_is_serialised_off_the_runtime() {
     })
     .await;
 }
+
+/// Input is bounded in bytes, not only in count (issue 35, item 6): while accepted requests
+/// queued behind a slow writer hold more than `max_input_bytes` of params, the peer reads
+/// nothing more, so even a `ping` sent after them waits; once they finish, reading resumes.
+/// Before, every pipelined request was read and held (24 appends of 50 MB: 1.28 GB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_params_past_the_input_budget_stop_the_reader() {
+    within(async {
+        let (state, mut events) = TestState::new();
+        let config = PeerConfig {
+            max_input_bytes: 10_000,
+            ..PeerConfig::default()
+        };
+        let mut h = Harness::start(router(state.clone()), config);
+        let pad = "x".repeat(3_000);
+        // One running (waiting on its gate), the rest queued behind it on the session.
+        for n in 0..12 {
+            h.request(
+                n,
+                "session/wait",
+                json!({ "sessionId": "s", "tag": format!("w{n}"), "pad": pad }),
+            )
+            .await;
+        }
+        h.request(100, "ping", json!(null)).await;
+        assert_eq!(next_event(&mut events).await, "start:w0");
+        let early = tokio::time::timeout(Duration::from_millis(200), h.output.next()).await;
+        assert!(
+            early.is_err(),
+            "the ping behind 36 KB of queued params must not be read yet: {early:?}"
+        );
+        state.open("s", 12);
+        let mut ids = Vec::new();
+        for _ in 0..13 {
+            ids.push(h.recv().await["id"].as_i64().unwrap());
+        }
+        assert!(ids.contains(&100), "the ping is answered once room is back");
+        h.close().await;
+    })
+    .await;
+}

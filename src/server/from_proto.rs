@@ -198,3 +198,22 @@ fn strip_nulls(value: Value) -> Value {
         other => other,
     }
 }
+
+/// The domain search of `session/search`'s params (the cursor is the entry to resume after).
+pub fn search_query(params: crate::protocol::SessionSearchParams) -> crate::session::SearchQuery {
+    use crate::protocol::SearchScope as Wire;
+    use crate::session::SearchScope;
+    crate::session::SearchQuery {
+        text: params.query,
+        regex: params.regex.unwrap_or(false),
+        case_sensitive: params.case_sensitive.unwrap_or(false),
+        scope: match params.scope.unwrap_or_default() {
+            Wire::Branch => SearchScope::Branch,
+            Wire::Session => SearchScope::Session,
+        },
+        limit: params
+            .limit
+            .map_or(crate::session::DEFAULT_SEARCH_LIMIT, |l| l as usize),
+        after: params.cursor,
+    }
+}

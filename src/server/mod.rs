@@ -2,21 +2,22 @@
 //! `src/rpc/`, backed by the [`Engine`].
 //!
 //! This file holds the one method table ([`router`]), the connection state ([`Daemon`]) and
-//! the typed server-to-client requests ([`request`]). Beside it: [`progress`] turns engine
-//! events and operation reports into notifications (`$/progress`, `session/*`), [`adapters`]
-//! implements the engine's hooks and the client summarizer with server-to-client requests,
-//! and [`to_proto`] / [`from_proto`] are the one place domain values become wire values and
-//! back. The handlers, one file per method or small group, live in `src/server/handlers/`.
+//! the typed server-to-client requests ([`request`]). Beside it: [`table`] gives every handler
+//! its fixed shape (what the router does around it: flushing its notifications, bracketing an
+//! operation with progress), [`hub`] turns engine events and operation reports into
+//! notifications (`$/progress`, `session/*`), [`adapters`] implements the engine's hooks and
+//! the client summarizer with server-to-client requests, and [`to_proto`] / [`from_proto`]
+//! are the one place domain values become wire values and back. The handlers, one file per
+//! method or small group, live in `src/server/handlers/`.
 
 mod adapters;
 pub(crate) mod from_proto;
 mod handlers;
-pub(crate) mod progress;
+pub(crate) mod hub;
+mod table;
 pub(crate) mod to_proto;
 
-use std::future::Future;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -24,16 +25,14 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::engine::Engine;
 use crate::protocol::method::*;
-use crate::protocol::{
-    ClientCapabilities, ClientNotification, ClientRequest, ProgressToken, ServerRequest,
-};
-use crate::rpc::{
-    Client, ClientRequestError, ExitReason, NotificationCtx, Peer, RequestCtx, Router, RpcError,
-};
+use crate::protocol::{ClientCapabilities, ServerRequest};
+use crate::rpc::{Client, ClientRequestError, ExitReason, Peer, Router};
 use crate::settings::SettingsStack;
 
 pub(crate) use adapters::{ClientHooks, client_summarizer};
-pub(crate) use progress::{Hub, OpObserver, OperationKind};
+pub(crate) use hub::{Hub, OpObserver, OperationKind};
+pub(crate) use table::OperationRequest;
+use table::Table;
 
 /// Serves the protocol on stdin/stdout until the connection ends. The caller should exit the
 /// process afterwards: tokio's stdin reader may still block a thread in `read`.
@@ -54,8 +53,8 @@ where
 pub struct Daemon {
     pub(crate) engine: Arc<Engine>,
     pub(crate) hub: Arc<Hub>,
+    /// Set by `initialize`; a second `initialize` finds it set.
     capabilities: OnceLock<ClientCapabilities>,
-    next_token: AtomicU64,
 }
 
 impl Daemon {
@@ -67,82 +66,13 @@ impl Daemon {
             engine,
             hub,
             capabilities: OnceLock::new(),
-            next_token: AtomicU64::new(1),
         })
-    }
-
-    /// The client's capabilities (all "no" before `initialize`).
-    pub(crate) fn capabilities(&self) -> &ClientCapabilities {
-        static NONE: OnceLock<ClientCapabilities> = OnceLock::new();
-        self.capabilities
-            .get()
-            .unwrap_or_else(|| NONE.get_or_init(ClientCapabilities::default))
     }
 
     /// Records the capabilities; `false` if `initialize` already did.
     pub(crate) fn set_capabilities(&self, capabilities: ClientCapabilities) -> bool {
         self.hub.set_capabilities(capabilities.clone());
         self.capabilities.set(capabilities).is_ok()
-    }
-
-    /// A fresh server-chosen progress token.
-    pub(crate) fn new_progress_token(&self) -> ProgressToken {
-        let n = self.next_token.fetch_add(1, Ordering::Relaxed);
-        ProgressToken::String(format!("compactd-progress-{n}"))
-    }
-}
-
-/// A request handler: `async fn(Arc<Daemon>, RequestCtx, Params) -> Result<Result, RpcError>`.
-pub(crate) trait Handler<P, R>: Send + Sync + 'static {
-    type Fut: Future<Output = Result<R, RpcError>> + Send + 'static;
-    fn call(&self, daemon: Arc<Daemon>, ctx: RequestCtx, params: P) -> Self::Fut;
-}
-
-impl<P, R, F, Fut> Handler<P, R> for F
-where
-    F: Fn(Arc<Daemon>, RequestCtx, P) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R, RpcError>> + Send + 'static,
-{
-    type Fut = Fut;
-    fn call(&self, daemon: Arc<Daemon>, ctx: RequestCtx, params: P) -> Fut {
-        self(daemon, ctx, params)
-    }
-}
-
-/// Registers methods by their protocol marker, so the wire name, the params and result types
-/// and the concurrency class all come from `src/protocol/` and cannot drift.
-trait Table {
-    fn on<M: ClientRequest>(self, handler: impl Handler<M::Params, M::Result>) -> Self;
-    /// [`on`](Table::on) for a method whose result may be megabytes: serialised off the
-    /// runtime ([`Router::large_request`]).
-    fn on_large<M: ClientRequest>(self, handler: impl Handler<M::Params, M::Result>) -> Self;
-    fn on_notification<M, F, Fut>(self, handler: F) -> Self
-    where
-        M: ClientNotification,
-        F: Fn(Arc<Daemon>, NotificationCtx, M::Params) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static;
-}
-
-impl Table for Router<Arc<Daemon>> {
-    fn on<M: ClientRequest>(self, handler: impl Handler<M::Params, M::Result>) -> Self {
-        self.request(M::NAME, M::CONCURRENCY, move |d, ctx, p| {
-            handler.call(d, ctx, p)
-        })
-    }
-
-    fn on_large<M: ClientRequest>(self, handler: impl Handler<M::Params, M::Result>) -> Self {
-        self.large_request(M::NAME, M::CONCURRENCY, move |d, ctx, p| {
-            handler.call(d, ctx, p)
-        })
-    }
-
-    fn on_notification<M, F, Fut>(self, handler: F) -> Self
-    where
-        M: ClientNotification,
-        F: Fn(Arc<Daemon>, NotificationCtx, M::Params) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        self.notification(M::NAME, M::CONCURRENCY, handler)
     }
 }
 
@@ -187,11 +117,16 @@ pub fn router(daemon: Arc<Daemon>) -> Router<Arc<Daemon>> {
         .on_large::<SessionContext>(session_read::context)
         .on_large::<SessionTree>(session_read::tree)
         .on::<SessionUsage>(session_read::usage)
+        .on::<SessionSearch>(session_recall::search)
+        .on_large::<SessionReadEntry>(session_recall::read_entry)
         .on::<SessionSetLabel>(session_label::set_label)
-        .on::<SessionCompact>(session_compact::compact)
+        .on::<SessionLedger>(session_ledger::ledger)
+        .on::<SessionPin>(session_ledger::pin)
+        .on::<SessionUnpin>(session_ledger::unpin)
+        .on_operation::<SessionCompact>()
         .on::<SessionAbortCompaction>(session_compact::abort)
         .on::<SessionPrune>(session_prune::prune)
-        .on::<SessionNavigateTree>(session_navigate::navigate)
+        .on_operation::<SessionNavigateTree>()
         .on::<SessionAbortBranchSummary>(session_navigate::abort)
         .on::<SettingsGet>(settings::get)
         .on::<SettingsUpdate>(settings::update)

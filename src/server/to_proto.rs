@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use crate::engine::events::SummaryReport;
 use crate::engine::{
     self, AppendAction, AutoResult, BeforeCompactRequest, BeforeTreeRequest, CompactOutcome,
     CompactReason, CompactingRequest, EngineError, EngineErrorKind, OperationError, Phase, Purpose,
@@ -26,6 +25,7 @@ use crate::protocol::{
 };
 use crate::rpc::RpcError;
 use crate::session::{AgentMessage, Entry, LoadStep, SessionError};
+use crate::summarize::SummaryReport;
 use crate::summarize::client::ClientSummaryRequest;
 
 /// An entry as stored in the file.
@@ -63,6 +63,7 @@ pub fn compact_result(outcome: &CompactOutcome) -> CompactResult {
         preview: outcome.preview,
         from_extension: outcome.from_extension,
         summarizer: Some(outcome.summarizer.clone()),
+        warnings: outcome.warnings.clone(),
     }
 }
 
@@ -133,6 +134,14 @@ pub fn error(error: EngineError) -> RpcError {
             kind.with_message(e.to_string())
                 .with_data_field("path", path)
         }
+        EngineError::BlobMissing {
+            message,
+            entry_id,
+            blob,
+        } => kind
+            .with_message(message)
+            .with_data_field("entryId", entry_id)
+            .with_data_field("blob", blob),
         error => kind.with_message(error.to_string()),
     }
 }
@@ -140,12 +149,34 @@ pub fn error(error: EngineError) -> RpcError {
 /// `data.path`, `data.errno` and `data.osError` of an `ioError`.
 fn io_error(error: RpcError, path: &std::path::Path, source: &std::io::Error) -> RpcError {
     let error = error.with_data_field("path", path.display().to_string());
-    match source.raw_os_error() {
+    match raw_os_error(source) {
         Some(errno) => error
             .with_data_field("errno", errno)
             .with_data_field("osError", crate::files::errno_name(errno)),
         None => error,
     }
+}
+
+/// The errno of `error`, or of the first I/O error in its chain of sources: `tempfile` and the
+/// blob store wrap the system's error with the path it was about, which hides the errno from
+/// [`std::io::Error::raw_os_error`].
+pub fn raw_os_error(error: &std::io::Error) -> Option<i32> {
+    if let Some(errno) = error.raw_os_error() {
+        return Some(errno);
+    }
+    let mut next: Option<&(dyn std::error::Error + 'static)> = error
+        .get_ref()
+        .map(|e| e as &(dyn std::error::Error + 'static));
+    while let Some(e) = next {
+        if let Some(errno) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+        {
+            return Some(errno);
+        }
+        next = e.source();
+    }
+    None
 }
 
 /// The protocol's kind of an engine failure.
@@ -167,6 +198,7 @@ pub fn error_kind(kind: EngineErrorKind) -> ErrorKind {
         EngineErrorKind::Settings => ErrorKind::SettingsInvalid,
         EngineErrorKind::PathOutsideAllowed => ErrorKind::PathOutsideAllowed,
         EngineErrorKind::ReadOnly => ErrorKind::SessionReadOnly,
+        EngineErrorKind::BlobMissing => ErrorKind::BlobMissing,
     }
 }
 
@@ -288,19 +320,24 @@ pub fn context_result(
             .clone()
             .map(|model| BTreeMap::from([("default".to_owned(), model)]))
             .unwrap_or_default(),
+        missing_blobs: view
+            .missing_blobs
+            .iter()
+            .map(|m| crate::protocol::MissingBlobInfo {
+                entry_id: m.entry_id.clone(),
+                blob: m.blob.clone(),
+                pointer: m.pointer.clone(),
+                reason: m.reason.clone(),
+            })
+            .collect(),
     }
 }
 
-/// What runs on a session besides its usage, for `session/usage`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Activity {
-    pub compacting: bool,
-    pub summarizing_branch: bool,
-    pub auto_compaction_enabled: bool,
-}
-
 /// The `session/usage` result of `view`.
-pub fn usage_result(view: &engine::usage::UsageView, activity: Activity) -> SessionUsageResult {
+pub fn usage_result(
+    view: &engine::usage::UsageView,
+    activity: engine::SessionActivity,
+) -> SessionUsageResult {
     SessionUsageResult {
         context_tokens: view.context_tokens,
         context_window: view.context_window,
@@ -309,6 +346,17 @@ pub fn usage_result(view: &engine::usage::UsageView, activity: Activity) -> Sess
         is_compacting: activity.compacting,
         is_summarizing_branch: activity.summarizing_branch,
         auto_compaction_enabled: activity.auto_compaction_enabled,
+        background_compaction: activity.background.map(|b| {
+            crate::protocol::BackgroundCompactionStatus {
+                operation_id: b.operation_id,
+                armed: b.ready,
+                phase: b.phase.map(|p| p.name().to_owned()),
+                chunk: b.chunk.map(|(chunk, _)| chunk as u64),
+                chunks: b.chunk.map(|(_, chunks)| chunks as u64),
+                started_at_ms: b.started_ms,
+            }
+        }),
+        auto_compaction_paused: activity.auto_compaction_paused.map(pause_reason),
     }
 }
 
@@ -505,6 +553,135 @@ pub fn load_step(step: LoadStep) -> (String, u32) {
     }
 }
 
+/// `session/search`'s result.
+pub fn search_result(page: crate::session::SearchPage) -> crate::protocol::SessionSearchResult {
+    crate::protocol::SessionSearchResult {
+        hits: page
+            .hits
+            .into_iter()
+            .map(|h| crate::protocol::SearchHit {
+                entry_id: h.entry_id,
+                role: h.role,
+                snippet: h.snippet,
+                compacted: h.compacted,
+                timestamp: h.timestamp,
+            })
+            .collect(),
+        next_cursor: page.next_after,
+        missing_blobs: page.missing_blobs,
+    }
+}
+
+/// `session/readEntry`'s result.
+pub fn read_entry_result(
+    recalled: crate::session::RecalledEntry,
+) -> crate::protocol::SessionReadEntryResult {
+    let entry = match recalled.entry {
+        serde_json::Value::Object(map) => WireEntry(map),
+        // An entry line is always an object; anything else is kept under `value`.
+        other => WireEntry(serde_json::Map::from_iter([("value".to_owned(), other)])),
+    };
+    crate::protocol::SessionReadEntryResult {
+        entry,
+        restored_full_texts: recalled.restored_full_texts,
+        restored_pruned: recalled.restored_pruned,
+        compacted: recalled.compacted,
+    }
+}
+
+pub fn background_state(
+    state: crate::engine::BackgroundState,
+) -> crate::protocol::BackgroundCompactionState {
+    use crate::engine::BackgroundState as S;
+    use crate::protocol::BackgroundCompactionState as P;
+    match state {
+        S::Started => P::Started,
+        S::Armed => P::Armed,
+        S::Committed => P::Committed,
+        S::Discarded => P::Discarded,
+    }
+}
+
+pub fn discard_reason(
+    reason: crate::engine::DiscardReason,
+) -> crate::protocol::BackgroundDiscardReason {
+    use crate::engine::DiscardReason as D;
+    use crate::protocol::BackgroundDiscardReason as P;
+    match reason {
+        D::LeafLeftBranch => P::LeafLeftBranch,
+        D::CompactedSince => P::CompactedSince,
+        D::DoesNotFit => P::DoesNotFit,
+        D::Aborted => P::Aborted,
+        D::Failed => P::Failed,
+        D::ManualCompaction => P::ManualCompaction,
+    }
+}
+
+pub fn pause_reason(
+    reason: crate::engine::PauseReason,
+) -> crate::protocol::AutoCompactionPauseReason {
+    match reason {
+        crate::engine::PauseReason::Thrashing => {
+            crate::protocol::AutoCompactionPauseReason::Thrashing
+        }
+        crate::engine::PauseReason::RepeatedFailures => {
+            crate::protocol::AutoCompactionPauseReason::RepeatedFailures
+        }
+    }
+}
+
+/// The progress ledger as `session/ledger` (and `compactd ledger --json`) returns it.
+pub fn ledger(l: &engine::Ledger) -> crate::protocol::SessionLedgerResult {
+    use crate::protocol as p;
+    let status = |s: engine::RequestStatus| match s {
+        engine::RequestStatus::Current => p::RequestStatus::Current,
+        engine::RequestStatus::Answered => p::RequestStatus::Answered,
+        engine::RequestStatus::Superseded => p::RequestStatus::Superseded,
+    };
+    let file = |f: &engine::LedgerFile| p::LedgerFile {
+        path: f.path.clone(),
+        last_op: match f.last_op {
+            engine::FileOp::Read => p::FileOp::Read,
+            engine::FileOp::Write => p::FileOp::Write,
+            engine::FileOp::Edit => p::FileOp::Edit,
+        },
+    };
+    p::SessionLedgerResult {
+        requests: l
+            .requests
+            .iter()
+            .map(|r| p::LedgerRequest {
+                entry_id: r.entry_id.clone(),
+                text: r.text.clone(),
+                status: status(r.status),
+            })
+            .collect(),
+        files: p::LedgerFiles {
+            read: l.files.read.iter().map(file).collect(),
+            modified: l.files.modified.iter().map(file).collect(),
+        },
+        errors: l
+            .errors
+            .iter()
+            .map(|e| p::LedgerError {
+                entry_id: e.entry_id.clone(),
+                command: e.command.clone(),
+                text: e.text.clone(),
+                resolved: e.resolved,
+            })
+            .collect(),
+        pins: l
+            .pins
+            .iter()
+            .map(|pin| p::LedgerPin {
+                pin_id: pin.pin_id.clone(),
+                text: pin.text.clone(),
+            })
+            .collect(),
+        next_step: l.next_step.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -538,5 +715,26 @@ mod tests {
         }));
         assert_eq!(bad.kind(), Some("sessionFileInvalid"));
         assert_eq!(bad.data.as_deref().expect("data")["path"], "/s/y.jsonl");
+    }
+
+    /// An OS error wrapped with its path (as `tempfile` and the blob store do) still gives
+    /// `osError` (issue 35, minor: a blob-store `ioError` had none).
+    #[test]
+    fn a_wrapped_os_error_keeps_its_name() {
+        let wrapped = std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            crate::session::size_controls::BlobReadError {
+                path: "/b/abc".into(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            },
+        );
+        assert_eq!(wrapped.raw_os_error(), None);
+        let e = error(EngineError::SessionFile(SessionError::Io {
+            path: "/b".into(),
+            source: wrapped,
+        }));
+        let data = e.data.as_deref().expect("data");
+        assert_eq!(data["osError"], "ENOSPC", "{e:?}");
+        assert_eq!(data["errno"], libc::ENOSPC);
     }
 }

@@ -14,10 +14,10 @@ use super::entry::{Entry, EntryKind};
 use super::ids::ms_from_iso;
 use super::message::{
     AgentMessage, BranchSummaryMessage, CompactionSummaryMessage, Content, ContentBlock,
-    CustomMessage, ExecutionMessage, Extra, FileMentionMessage, ToolResultMessage, UserMessage,
-    join_text,
+    CustomMessage, ExecutionMessage, Extra, FileMentionMessage, ORIGINAL_CONTENT_FIELD,
+    ToolResultMessage, UserMessage, join_text,
 };
-use super::size_controls::default_blob_dir;
+use super::size_controls::{MissingBlob, default_blob_dir};
 use super::tree::walk_path;
 
 /// What the agent needs to continue at a leaf.
@@ -37,6 +37,10 @@ pub struct SessionContext {
     /// Default `"none"`.
     pub mode: String,
     pub mode_data: Option<Value>,
+    /// Full texts and images the blob store could not give back (each message keeps the
+    /// truncated text or the reference instead).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_blobs: Vec<MissingBlob>,
 }
 
 impl Default for SessionContext {
@@ -49,6 +53,7 @@ impl Default for SessionContext {
             injected_ttsr_rules: Vec::new(),
             mode: "none".into(),
             mode_data: None,
+            missing_blobs: Vec::new(),
         }
     }
 }
@@ -382,6 +387,7 @@ pub fn context_with_state(
             path[k + 1..].iter().for_each(|e| emit(&mut ctx, e));
         }
     }
+    ctx.missing_blobs = blobs.missing;
     ctx
 }
 
@@ -395,16 +401,27 @@ fn emittable(e: &Entry, blobs: &mut BlobResolver) -> Option<AgentMessage> {
     use crate::session::size_controls::{BlobStore, FULL_TEXT_FIELD, restore_full_text};
     if e.extra().contains_key(FULL_TEXT_FIELD) {
         let mut value = e.to_value();
+        // A pruned output's original is not part of the context: its full text is not read.
+        drop_original_content(&mut value);
         let restored = match &blobs.dir {
             Some(dir) => restore_full_text(&mut value, &BlobStore::new(dir)),
-            None => Err(vec!["(no blob store)".to_owned()]),
+            None => Err(vec![MissingBlob {
+                entry_id: String::new(),
+                blob: None,
+                pointer: String::new(),
+                reason: "no blob store (no home directory)".to_owned(),
+            }]),
         };
         if let Err(missing) = restored {
             tracing::warn!(
                 entry_id = %e.id,
-                pointers = ?missing,
+                missing = ?missing,
                 "blob store: the full text of a truncated string is missing; using the truncated text"
             );
+            blobs.missing.extend(missing.into_iter().map(|mut m| {
+                m.entry_id = e.id.clone();
+                m
+            }));
         }
         if let Ok(full) = Entry::from_value(value)
             && !full.extra().contains_key(FULL_TEXT_FIELD)
@@ -412,22 +429,49 @@ fn emittable(e: &Entry, blobs: &mut BlobResolver) -> Option<AgentMessage> {
             return emittable(&full, blobs);
         }
     }
-    blobs.missing = 0;
+    let before = blobs.missing.len();
     let out = emittable_resolved(e, blobs);
-    if blobs.missing > 0 {
+    if blobs.missing.len() > before {
+        for m in &mut blobs.missing[before..] {
+            m.entry_id = e.id.clone();
+        }
         tracing::warn!(
             entry_id = %e.id,
-            missing = blobs.missing,
+            missing = ?&blobs.missing[before..],
             "blob store: an image blob is missing; the reference is left in the message"
         );
     }
     out
 }
 
+/// Removes what a prune kept of a tool result's original content from an entry's JSON, with
+/// the full-text references that pointed into it.
+fn drop_original_content(value: &mut Value) {
+    use crate::session::size_controls::FULL_TEXT_FIELD;
+    let original = format!("/message/{ORIGINAL_CONTENT_FIELD}");
+    if let Some(Value::Object(message)) = value.get_mut("message") {
+        message.remove(ORIGINAL_CONTENT_FIELD);
+    }
+    if let Some(Value::Object(refs)) = value.get_mut(FULL_TEXT_FIELD) {
+        refs.retain(|pointer, _| {
+            !(pointer.starts_with(&original)
+                && pointer[original.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| c == '/'))
+        });
+    }
+}
+
 fn emittable_resolved(e: &Entry, blobs: &mut BlobResolver) -> Option<AgentMessage> {
     match e.kind() {
         EntryKind::Message(m) => {
             let mut m = m.clone();
+            // The model sees the prune notice; the original stays recoverable in the file,
+            // not in every context sent to the client.
+            if let AgentMessage::ToolResult(r) = &mut m {
+                r.extra.remove(ORIGINAL_CONTENT_FIELD);
+            }
             blobs.resolve_message(&mut m);
             Some(m)
         }
@@ -461,9 +505,9 @@ const BLOB_PREFIX: &str = "blob:sha256:";
 /// A missing or unreadable blob leaves the reference as it is.
 struct BlobResolver {
     dir: Option<PathBuf>,
-    cache: HashMap<String, Option<String>>,
-    /// References not found since the counter was last reset.
-    missing: usize,
+    cache: HashMap<String, Result<String, String>>,
+    /// References that could not be resolved, in context order.
+    missing: Vec<MissingBlob>,
 }
 
 impl BlobResolver {
@@ -471,7 +515,7 @@ impl BlobResolver {
         BlobResolver {
             dir,
             cache: HashMap::new(),
-            missing: 0,
+            missing: Vec::new(),
         }
     }
 
@@ -496,18 +540,22 @@ impl BlobResolver {
                 && let Some(hex) = img.data.strip_prefix(BLOB_PREFIX)
             {
                 match self.load(hex) {
-                    Some(data) => img.data = data,
-                    None => self.missing += 1,
+                    Ok(data) => img.data = data,
+                    Err(reason) => self.missing.push(MissingBlob {
+                        entry_id: String::new(),
+                        blob: Some(hex.to_owned()),
+                        pointer: "image".to_owned(),
+                        reason,
+                    }),
                 }
             }
         }
     }
 
-    fn load(&mut self, hex: &str) -> Option<String> {
-        // Only a plain hex name: the reference must not reach outside the store.
-        let valid =
-            !hex.is_empty() && hex.len() <= 128 && hex.bytes().all(|c| c.is_ascii_hexdigit());
-        let dir = self.dir.as_deref().filter(|_| valid)?;
+    fn load(&mut self, hex: &str) -> Result<String, String> {
+        let Some(dir) = self.dir.as_deref() else {
+            return Err("no blob store (no home directory)".to_owned());
+        };
         if let Some(hit) = self.cache.get(hex) {
             return hit.clone();
         }
@@ -517,10 +565,14 @@ impl BlobResolver {
     }
 }
 
-fn read_blob(dir: &Path, hex: &str) -> Option<String> {
-    crate::files::read_regular(&dir.join(hex))
-        .ok()
+/// The blob's bytes as base64; only a plain hex name is read (the reference must not reach
+/// outside the store), never through a symlink.
+fn read_blob(dir: &Path, hex: &str) -> Result<String, String> {
+    use super::size_controls::{BlobStore, blob_error_text};
+    BlobStore::new(dir)
+        .read(hex)
         .map(|b| base64::engine::general_purpose::STANDARD.encode(b))
+        .map_err(|e| blob_error_text(&e))
 }
 
 const COMPACTION_SUMMARY_CONTEXT: &str =

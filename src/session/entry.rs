@@ -22,7 +22,7 @@ pub use wire::EntryError;
 /// The version compactd writes.
 pub const CURRENT_SESSION_VERSION: u64 = 3;
 
-/// Line 1 of a session file.
+/// The header line of a session file: line 1, or line 2 after a [`TitleLine`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionHeader {
@@ -40,9 +40,75 @@ pub struct SessionHeader {
     pub parent_session: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
+    /// The title slot before the header, in files of oh-my-pi 18 and later; `None` for every
+    /// file that has none (compactd never adds one).
+    #[serde(skip)]
+    pub title_line: Option<TitleLine>,
+}
+
+/// oh-my-pi 18's first line, `{"type":"title","v":1,"title":…,"updatedAt":…,"pad":"  …"}`: a
+/// fixed-width slot before the header that the agent rewrites in place when the title changes.
+/// compactd reads the title from it and writes it back byte for byte in every rewrite.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TitleLine {
+    /// The line as written, without its `\n`.
+    bytes: Box<[u8]>,
+    /// Its `title`; empty when it has none.
+    title: String,
+}
+
+impl TitleLine {
+    /// `line` (parsed as `value`) when it is a title line.
+    pub fn from_line(line: &[u8], value: &Value) -> Option<TitleLine> {
+        if value.get("type").and_then(Value::as_str) != Some("title") {
+            return None;
+        }
+        let title = value.get("title").and_then(Value::as_str).unwrap_or("");
+        Some(TitleLine {
+            bytes: line.into(),
+            title: title.to_owned(),
+        })
+    }
+
+    /// The line as written, without its `\n`.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The title it holds, if not empty.
+    pub fn title(&self) -> Option<&str> {
+        Some(self.title.as_str()).filter(|t| !t.is_empty())
+    }
 }
 
 impl SessionHeader {
+    /// The session's title: the title line's when it holds one (the agent keeps it current
+    /// there), else the header's.
+    pub fn display_title(&self) -> Option<&str> {
+        self.title_line
+            .as_ref()
+            .and_then(TitleLine::title)
+            .or(self.title.as_deref())
+    }
+
+    /// What a file holds before its first entry, without the last `\n`: the title line (when
+    /// the file has one) and the header line.
+    pub fn head_bytes(&self) -> Vec<u8> {
+        let header = self.to_value().to_string();
+        let mut out = Vec::with_capacity(header.len() + 258);
+        if let Some(title) = &self.title_line {
+            out.extend_from_slice(title.bytes());
+            out.push(b'\n');
+        }
+        out.extend_from_slice(header.as_bytes());
+        out
+    }
+
+    /// Lines before the first entry: 2 with a title line, else 1.
+    pub fn head_lines(&self) -> usize {
+        1 + usize::from(self.title_line.is_some())
+    }
+
     pub fn to_value(&self) -> Value {
         // Cannot fail: all keys are strings.
         tagged(

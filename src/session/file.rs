@@ -35,7 +35,10 @@
 //! rewrite replaces the file, not a link to it.
 //! 1. Take an exclusive advisory lock (`flock`-style, `std::fs::File::lock`) on the sidecar
 //!    `.<file name>.lock` in the same directory (created if missing, never renamed or
-//!    deleted, so rewrites of the session file do not invalidate it).
+//!    deleted, so rewrites of the session file do not invalidate it), then on the session
+//!    file itself, checking that the path still names the inode locked (else lock the file it
+//!    names now). The second lock is on the inode, so hard links of one file share it; a file
+//!    with more than one link is never rewritten (a rename would split its names).
 //! 2. Under the lock, compare the session file with what you have read: if its inode changed
 //!    (another process rewrote it) or it shrank, reload it; if it grew, read the new lines.
 //!    An unterminated last line is now known to be torn: cut it away if it does not parse,

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use super::entry::SessionHeader;
+use super::entry::{SessionHeader, TitleLine};
 use super::ids;
 
 /// Environment variable that overrides the data directory (tests, portable installs).
@@ -230,13 +230,27 @@ fn inspect(path: &Path) -> Option<SessionInfo> {
         .take(1 << 20)
         .read_until(b'\n', &mut first)
         .ok()?;
-    let value: Value = serde_json::from_slice(&first).ok()?;
-    let header = SessionHeader::from_value(value)?;
-    let entry_count = count_entries(&mut reader, meta.len(), first.len() as u64);
+    let mut head_len = first.len() as u64;
+    let mut value: Value = serde_json::from_slice(&first).ok()?;
+    // oh-my-pi 18's title line comes before the header.
+    let line = first.strip_suffix(b"\n").unwrap_or(&first);
+    let title_line = TitleLine::from_line(line, &value);
+    if title_line.is_some() {
+        let mut second = Vec::new();
+        (&mut reader)
+            .take(1 << 20)
+            .read_until(b'\n', &mut second)
+            .ok()?;
+        head_len += second.len() as u64;
+        value = serde_json::from_slice(&second).ok()?;
+    }
+    let mut header = SessionHeader::from_value(value)?;
+    header.title_line = title_line;
+    let entry_count = count_entries(&mut reader, meta.len(), head_len);
     Some(SessionInfo {
         path: path.to_path_buf(),
-        id: header.id,
-        title: header.title,
+        id: header.id.clone(),
+        title: header.display_title().map(str::to_owned),
         cwd: header.cwd,
         timestamp: header.timestamp,
         modified: meta.modified().ok()?,

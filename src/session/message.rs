@@ -258,6 +258,10 @@ impl AssistantMessage {
     }
 }
 
+/// Field of a pruned tool result that keeps its original `content` (compactd's pruning keeps
+/// it recoverable; the reference ignores the field). It is never part of what the model sees.
+pub const ORIGINAL_CONTENT_FIELD: &str = "originalContent";
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResultMessage {

@@ -9,6 +9,7 @@ pub(crate) mod ids;
 pub(crate) mod listing;
 pub(crate) mod message;
 pub(crate) mod postgres;
+pub(crate) mod recall;
 pub(crate) mod size_controls;
 pub(crate) mod tree;
 
@@ -24,8 +25,13 @@ pub use file::{
 pub use ids::{iso_from_ms, now_ms};
 pub use message::{
     AgentMessage, AssistantMessage, Content, ContentBlock, ExecutionMessage, Extra, ImageBlock,
-    TextBlock, ThinkingBlock, ToolCall, ToolResultMessage, Usage, UserMessage,
+    ORIGINAL_CONTENT_FIELD, TextBlock, ThinkingBlock, ToolCall, ToolResultMessage, Usage,
+    UserMessage,
 };
 pub use postgres::{PgOptions, PgStore};
-pub use size_controls::sha256_hex;
+pub use recall::{
+    DEFAULT_LIMIT as DEFAULT_SEARCH_LIMIT, RecallError, RecalledEntry, SearchHit, SearchPage,
+    SearchQuery, SearchScope, entry_texts, read_entry, search,
+};
+pub use size_controls::{FULL_TEXT_FIELD, sha256_hex};
 pub use tree::{Tree, TreeNode};

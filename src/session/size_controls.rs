@@ -62,14 +62,32 @@ impl BlobStore {
     pub fn put(&self, bytes: &[u8]) -> std::io::Result<String> {
         let hex = sha256_hex(bytes);
         let path = self.dir.join(&hex);
-        if path.is_file() {
+        // A regular file only: a symlink planted under the blob's name is replaced by the
+        // rename below, never taken for the blob.
+        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) {
+            // Best effort: a store the writer may not touch (another user's, read-only) still
+            // holds the blob.
+            let _ = touch(&path);
             return Ok(hex);
         }
         fs::create_dir_all(&self.dir)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
-        tmp.write_all(bytes)?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(&path).map_err(|e| e.error)?;
+        // Our own temp file rather than `tempfile`'s, whose errors wrap the system's with the
+        // temp path and so lose the errno a client is told (`osError`).
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self
+            .dir
+            .join(format!(".{hex}.{}.{n}.tmp", std::process::id()));
+        let written = (|| {
+            let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
         if let Ok(dir) = OpenOptions::new().read(true).open(&self.dir) {
             // Best effort: not every platform can fsync a directory.
             let _ = dir.sync_all();
@@ -77,16 +95,77 @@ impl BlobStore {
         Ok(hex)
     }
 
-    /// The bytes of blob `hex`; only a plain hex name is looked up, never a path.
-    pub fn get(&self, hex: &str) -> Option<Vec<u8>> {
-        let valid =
-            !hex.is_empty() && hex.len() <= 128 && hex.bytes().all(|c| c.is_ascii_hexdigit());
-        if !valid {
-            return None;
+    /// The bytes of blob `hex`; only a plain hex name is looked up, never a path. The store's
+    /// file is opened without following a symlink and must be a regular file: a link named
+    /// like a blob is an error naming the link (`… is a symbolic link, not a regular file`),
+    /// never its target's bytes.
+    pub fn read(&self, hex: &str) -> std::io::Result<Vec<u8>> {
+        if !is_blob_name(hex) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{hex:?} is not a blob name"),
+            ));
         }
-        crate::files::read_regular(&self.dir.join(hex)).ok()
+        let path = self.dir.join(hex);
+        crate::files::read_regular_nofollow(&path)
+            .map_err(|e| std::io::Error::new(e.kind(), BlobReadError { path, source: e }))
+    }
+
+    /// [`BlobStore::read`], any failure as `None`.
+    pub fn get(&self, hex: &str) -> Option<Vec<u8>> {
+        self.read(hex).ok()
     }
 }
+
+/// Sets the mtime of the store file `path` to now, so `compactd blobs --gc` sees a blob just
+/// reused by a writer as recent (its grace period) even when nothing referred to it before.
+fn touch(path: &Path) -> std::io::Result<()> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    file.set_modified(std::time::SystemTime::now())
+}
+
+/// A blob store file that could not be read: its path and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct BlobReadError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// A plain hex name of at most 128 characters: what a blob reference may name.
+pub fn is_blob_name(hex: &str) -> bool {
+    !hex.is_empty() && hex.len() <= 128 && hex.bytes().all(|c| c.is_ascii_hexdigit())
+}
+
+/// A full text or image the context could not read back from the blob store.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MissingBlob {
+    /// The entry that refers to it (empty until the context fills it in).
+    pub entry_id: String,
+    /// The blob's hex name, when the reference had one.
+    pub blob: Option<String>,
+    /// Where in the entry (a JSON pointer into the entry for a full text, `image` for an image).
+    pub pointer: String,
+    /// Why: not in the store, not a regular file, an I/O error.
+    pub reason: String,
+}
+
+impl BlobStore {}
 
 /// The reference agent's blob store, `~/.omp/agent/blobs`.
 pub fn default_blob_dir() -> Option<PathBuf> {
@@ -254,20 +333,34 @@ pub fn truncated(s: &str) -> Option<String> {
 
 /// Puts the full text of every string truncated in `value` (an entry object) back, from the
 /// blob store; `Err` lists the pointers whose blob is missing (those strings stay truncated).
-pub fn restore_full_text(value: &mut Value, store: &BlobStore) -> Result<bool, Vec<String>> {
+pub fn restore_full_text(value: &mut Value, store: &BlobStore) -> Result<bool, Vec<MissingBlob>> {
     let Some(Value::Object(refs)) = value.get(FULL_TEXT_FIELD).cloned() else {
         return Ok(false);
     };
     let mut missing = Vec::new();
     for (pointer, reference) in refs {
-        let text = reference
-            .as_str()
-            .and_then(|r| r.strip_prefix(BLOB_PREFIX))
-            .and_then(|hex| store.get(hex))
-            .and_then(|bytes| String::from_utf8(bytes).ok());
+        let hex = reference.as_str().and_then(|r| r.strip_prefix(BLOB_PREFIX));
+        let text = match hex {
+            None => Err("not a blob reference".to_owned()),
+            Some(hex) => match store.read(hex) {
+                Ok(bytes) => String::from_utf8(bytes).map_err(|_| "not UTF-8".to_owned()),
+                Err(e) => Err(blob_error_text(&e)),
+            },
+        };
         match (text, value.pointer_mut(&pointer)) {
-            (Some(text), Some(slot @ Value::String(_))) => *slot = Value::from(text),
-            _ => missing.push(pointer),
+            (Ok(text), Some(slot @ Value::String(_))) => *slot = Value::from(text),
+            (Ok(_), _) => missing.push(MissingBlob {
+                entry_id: String::new(),
+                blob: hex.map(str::to_owned),
+                pointer,
+                reason: "the entry has no string there".to_owned(),
+            }),
+            (Err(reason), _) => missing.push(MissingBlob {
+                entry_id: String::new(),
+                blob: hex.map(str::to_owned),
+                pointer,
+                reason,
+            }),
         }
     }
     if let Value::Object(map) = value {
@@ -277,6 +370,21 @@ pub fn restore_full_text(value: &mut Value, store: &BlobStore) -> Result<bool, V
         Ok(true)
     } else {
         Err(missing)
+    }
+}
+
+/// What a failed [`BlobStore::read`] says to a person: the store file's path and the reason
+/// (`… not found` for a blob that is not there).
+pub fn blob_error_text(error: &std::io::Error) -> String {
+    let inner = error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<BlobReadError>());
+    match inner {
+        Some(e) if e.source.kind() == std::io::ErrorKind::NotFound => {
+            format!("{}: not in the blob store", e.path.display())
+        }
+        Some(e) => e.to_string(),
+        None => error.to_string(),
     }
 }
 
@@ -372,9 +480,17 @@ mod tests {
 
         let empty = BlobStore::new(dir.path().join("none"));
         let mut read = written;
+        let missing = restore_full_text(&mut read, &empty).unwrap_err();
+        assert_eq!(missing.len(), 1);
+        assert_eq!(missing[0].pointer, "/content");
         assert_eq!(
-            restore_full_text(&mut read, &empty),
-            Err(vec!["/content".to_owned()])
+            missing[0].blob.as_deref(),
+            Some(sha256_hex(long.as_bytes()).as_str())
+        );
+        assert!(
+            missing[0].reason.ends_with("not in the blob store"),
+            "{}",
+            missing[0].reason
         );
         assert!(
             read["content"]
@@ -382,5 +498,65 @@ mod tests {
                 .unwrap()
                 .ends_with(TRUNCATION_NOTICE)
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_named_like_a_blob_is_an_error_naming_it_not_its_targets_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::new(dir.path().join("blobs"));
+        let secret = dir.path().join("secret.txt");
+        fs::write(&secret, "the target's bytes").unwrap();
+        let real = store.put(b"real blob").unwrap();
+        // A link named like a blob (the hash of what the link's target holds, so the name is
+        // what a reference to that text would use).
+        let hex = sha256_hex(b"the target's bytes");
+        let link = store.dir().join(&hex);
+        std::os::unix::fs::symlink(&secret, &link).unwrap();
+        let err = store.read(&hex).unwrap_err();
+        let text = blob_error_text(&err);
+        assert!(text.contains(&hex), "{text}");
+        assert!(text.contains("symbolic link"), "{text}");
+        assert!(!text.contains("target's bytes"), "{text}");
+        assert!(store.get(&hex).is_none());
+        // A link to another blob of the store is refused the same way.
+        let hex2 = sha256_hex(b"other");
+        std::os::unix::fs::symlink(store.dir().join(&real), store.dir().join(&hex2)).unwrap();
+        assert!(store.get(&hex2).is_none());
+        // A directory named like a blob is not a blob either.
+        let hex3 = sha256_hex(b"dir");
+        fs::create_dir(store.dir().join(&hex3)).unwrap();
+        assert!(blob_error_text(&store.read(&hex3).unwrap_err()).contains("directory"));
+        // Writing the link's text stores a regular file in place of the link.
+        assert_eq!(store.put(b"the target's bytes").unwrap(), hex);
+        assert!(fs::symlink_metadata(&link).unwrap().file_type().is_file());
+        assert_eq!(fs::read(&secret).unwrap(), b"the target's bytes");
+        assert_eq!(store.get(&hex).unwrap(), b"the target's bytes");
+        assert_eq!(store.get(&real).unwrap(), b"real blob");
+    }
+
+    /// A blob a writer stores again gets a fresh mtime, so `compactd blobs --gc` (grace by
+    /// mtime) does not take an old orphan that an append in flight now refers to.
+    #[test]
+    fn reusing_a_blob_refreshes_its_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::new(dir.path());
+        let hex = store.put(b"same bytes").unwrap();
+        let path = dir.path().join(&hex);
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(store.put(b"same bytes").unwrap(), hex);
+        let age = fs::metadata(&path)
+            .unwrap()
+            .modified()
+            .unwrap()
+            .elapsed()
+            .unwrap();
+        assert!(age < std::time::Duration::from_secs(60), "{age:?}");
     }
 }

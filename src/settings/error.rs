@@ -113,7 +113,8 @@ pub enum SettingsError {
     NoUserFile,
 }
 
-/// A layer that was skipped because it was broken; the other layers still apply.
+/// A layer that was skipped because it was broken (the other layers still apply), or the keys
+/// of an untrusted project's layer that were ignored (its other keys still apply).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SettingsWarning {
@@ -121,6 +122,6 @@ pub struct SettingsWarning {
     pub source: SettingsSource,
     /// Its file.
     pub file: Option<PathBuf>,
-    /// The error that made it skipped, as shown to a person.
+    /// What was skipped and why, as shown to a person.
     pub message: String,
 }

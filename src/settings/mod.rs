@@ -15,6 +15,7 @@ mod error;
 mod model;
 mod paths;
 mod stack;
+mod trust;
 mod validate;
 
 #[cfg(test)]

@@ -47,6 +47,13 @@ pub struct Settings {
     pub log: LogSettings,
     /// Session storage on disk.
     pub storage: StorageSettings,
+    /// Projects (absolute directories, each with everything below it) whose
+    /// `.compactd/settings.json` may also set the keys that decide where data and credentials
+    /// go: providers' `kind`, `baseUrl`, `apiKeyEnv` and `apiKey`, `compaction.remoteEndpoint`,
+    /// `remoteTokenEnv` and `allowInsecureHttp`, and the `storage` places. Other projects'
+    /// files may set the rest (thresholds, budgets, which of your models summarise); those keys
+    /// are ignored there with a warning. Read from the user settings file only.
+    pub trusted_projects: Vec<PathBuf>,
 }
 
 impl Default for Settings {
@@ -62,6 +69,7 @@ impl Default for Settings {
             hooks: HookSettings::default(),
             log: LogSettings::default(),
             storage: StorageSettings::default(),
+            trusted_projects: Vec::new(),
         }
     }
 }
@@ -102,6 +110,43 @@ pub struct CompactionSettings {
     /// Allow plain `http://` URLs for non-loopback hosts (remote endpoint and provider base URLs).
     /// By default `http://` is only accepted for localhost.
     pub allow_insecure_http: bool,
+    /// Budget of the progress ledger block appended to each compaction summary, in percent of
+    /// `keepRecentTokens` (0-100; 0 leaves the block out, the ledger is still stored).
+    #[schemars(range(min = 0, max = 100))]
+    pub ledger_budget_percent: u8,
+    /// Speculative compaction: start summarising a snapshot of the branch a little before the
+    /// threshold, and swap the result in when a reply crosses it.
+    pub background: BackgroundSettings,
+}
+
+/// Background (speculative) compaction settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct BackgroundSettings {
+    /// Start a compaction in the background when a reply's context enters
+    /// `[threshold - leadTokens, threshold)`.
+    pub enabled: bool,
+    /// How far below the threshold the background compaction starts. Unset: 12.5% of the
+    /// threshold, clamped to 8000..32000 tokens, and never more than half the threshold.
+    #[schemars(range(min = 1))]
+    pub lead_tokens: Option<u64>,
+}
+
+impl Default for BackgroundSettings {
+    fn default() -> Self {
+        BackgroundSettings {
+            enabled: true,
+            lead_tokens: None,
+        }
+    }
+}
+
+impl BackgroundSettings {
+    /// The lead below `threshold` at which a background compaction starts.
+    pub fn lead(&self, threshold: u64) -> u64 {
+        self.lead_tokens
+            .unwrap_or_else(|| (threshold / 8).clamp(8_000, 32_000).min(threshold / 2))
+    }
 }
 
 impl Default for CompactionSettings {
@@ -119,11 +164,18 @@ impl Default for CompactionSettings {
             remote_token_env: None,
             remote_timeout_ms: 120_000,
             allow_insecure_http: false,
+            ledger_budget_percent: 10,
+            background: BackgroundSettings::default(),
         }
     }
 }
 
 impl CompactionSettings {
+    /// Tokens the ledger block may take in a summary.
+    pub fn ledger_budget_tokens(&self) -> u64 {
+        self.keep_recent_tokens * u64::from(self.ledger_budget_percent.min(100)) / 100
+    }
+
     /// The remote endpoint when remote mode is active (a non-empty URL, spec §4.14).
     pub fn remote_endpoint(&self) -> Option<&str> {
         self.remote_endpoint

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 use super::error::{SettingsError, SettingsOrigin, SettingsSource, SettingsWarning};
 use super::model::{REDACTED, Settings};
 use super::paths;
+use super::trust;
 use super::validate::{self, Violation};
 
 /// One setting as `settings/get` shows it: its key, effective value and where it came from.
@@ -155,6 +156,9 @@ impl SettingsStack {
         let file = paths::project_settings_file(project_dir);
         let mut stack = self.clone();
         stack.remove_layer(SettingsSource::Project);
+        stack
+            .warnings
+            .retain(|warning| warning.source != SettingsSource::Project);
         stack.with_file_layer(SettingsSource::Project, &file)
     }
 
@@ -174,7 +178,8 @@ impl SettingsStack {
         self.user_file.as_deref()
     }
 
-    /// Layers skipped while loading, for the caller to report.
+    /// Layers skipped while loading, and project keys ignored because the user does not trust
+    /// the project, for the caller to report.
     pub fn warnings(&self) -> &[SettingsWarning] {
         &self.warnings
     }
@@ -275,14 +280,40 @@ impl SettingsStack {
     }
 
     fn with_file_layer(&self, source: SettingsSource, file: &Path) -> Result<Self, SettingsError> {
-        let Some(value) = read_layer_file(source, file)? else {
+        let Some(mut value) = read_layer_file(source, file)? else {
             return Ok(self.clone());
         };
-        self.with_layer(Layer {
+        let ignored = match source {
+            SettingsSource::Project => self.restrict_project_layer(file, &mut value),
+            _ => None,
+        };
+        let mut stack = self.with_layer(Layer {
             source,
             file: Some(file.to_path_buf()),
             value,
-        })
+        })?;
+        stack
+            .warnings
+            .extend(ignored.map(|message| SettingsWarning {
+                source,
+                file: Some(file.to_path_buf()),
+                message,
+            }));
+        Ok(stack)
+    }
+
+    /// Removes the keys that decide where data and credentials go from the project layer
+    /// read from `file` (`<project>/.compactd/settings.json`) unless the user file trusts the
+    /// project, and the trust list in any case; the warning to show when some were removed.
+    fn restrict_project_layer(
+        &self,
+        file: &Path,
+        layer: &mut Map<String, Value>,
+    ) -> Option<String> {
+        let project_dir = file.parent().and_then(Path::parent).unwrap_or(file);
+        let trusted = trust::is_trusted(self.layer_value(SettingsSource::User), project_dir);
+        let ignored = trust::strip_routing_keys(layer, trusted);
+        (!ignored.is_empty()).then(|| trust::ignored_message(file, project_dir, &ignored, trusted))
     }
 
     fn with_value_layer(

@@ -30,6 +30,7 @@ pub(crate) fn validate(settings: &Settings) -> Result<(), Violation> {
     validate_providers(settings)?;
     validate_summarizer(settings)?;
     validate_storage(settings)?;
+    validate_trusted_projects(settings)?;
     validate_log(settings)
 }
 
@@ -41,6 +42,15 @@ fn validate_compaction(settings: &Settings) -> Result<(), Violation> {
         return Err(violation(
             &["compaction", "thresholdPercent"],
             format!("must be between 1 and 99, got {percent}"),
+        ));
+    }
+    if compaction.ledger_budget_percent > 100 {
+        return Err(violation(
+            &["compaction", "ledgerBudgetPercent"],
+            format!(
+                "must be between 0 and 100, got {}",
+                compaction.ledger_budget_percent
+            ),
         ));
     }
     if compaction.threshold_tokens == Some(0) {
@@ -176,6 +186,18 @@ fn validate_storage(settings: &Settings) -> Result<(), Violation> {
         )),
         _ => Ok(()),
     }
+}
+
+fn validate_trusted_projects(settings: &Settings) -> Result<(), Violation> {
+    for (index, dir) in settings.trusted_projects.iter().enumerate() {
+        if !dir.is_absolute() {
+            return Err(Violation {
+                path: vec!["trustedProjects".to_owned(), index.to_string()],
+                message: format!("must be an absolute path, got {}", dir.display()),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn validate_log(settings: &Settings) -> Result<(), Violation> {

@@ -106,11 +106,6 @@ impl Breaker {
         true
     }
 
-    /// Retries `summarizer` has used.
-    pub fn retries_used(&self, summarizer: &str) -> u32 {
-        self.lock().get(summarizer).map_or(0, |r| r.retries)
-    }
-
     /// Remembers that `summarizer`'s server counts `ratio` times the tokens compactd counts
     /// (kept only when larger than 1 and larger than what was known).
     pub fn learn_token_ratio(&self, summarizer: &str, ratio: f64) {
@@ -192,7 +187,6 @@ mod tests {
         assert!(b.take_retry("m"));
         assert!(b.take_retry("m"));
         assert!(!b.take_retry("m"));
-        assert_eq!(b.retries_used("m"), 2);
         assert!(b.take_retry("n"));
     }
 

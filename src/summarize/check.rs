@@ -12,7 +12,8 @@
 //!
 //! An answer cut at the output limit is kept by its complete sections (the `## ` headings the
 //! prompts ask for; for the short summary, its complete sentences) when what remains passes the
-//! same checks; with nothing complete, it is rejected.
+//! same checks and says what the user asked for (`super::grounded`: its goal, by a path, a
+//! name or two of its words); with nothing complete, or nothing of the goal, it is rejected.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -118,6 +119,11 @@ pub fn check_answer(
         (text.to_owned(), Verdict::Passed)
     };
     if let Some(reason) = junk(&req.prompt, &text) {
+        return Err(rejected(reason));
+    }
+    // What is left of a cut answer is a fragment the model did not choose to end with: it is
+    // kept only when it says what the user asked for.
+    if cut && let Some(reason) = super::grounded::ungrounded(req, &text) {
         return Err(rejected(reason));
     }
     Ok(Checked { text, verdict })
@@ -524,6 +530,35 @@ mod tests {
         );
         assert_eq!(checked.verdict, Verdict::CutKept { kept: 2 });
         assert!(check_answer(&req, "I fixed the", true).is_err());
+    }
+
+    #[test]
+    fn a_cut_answer_that_does_not_name_the_goal_is_rejected() {
+        // Gemma 3 270M's kept short summary of issue 37: one line about a side file.
+        let p = Prompts::embedded();
+        let goal = "## Goal\n- Please make the date parser in src/date.rs accept RFC 3339 \
+                    timestamps with a \"Z\" suffix.\n\n## Progress\n- [x] README.md documents it";
+        let mut req = SummaryRequest::new(
+            Purpose::Short,
+            p.system.clone(),
+            p.short_summary_prompt(CONVERSATION, goal, &[]),
+            48,
+        );
+        req.previous_summary = Some(goal.to_owned());
+        let answer = "Format:\n- [x] \"Date format\" in README.md.\n- [x] \"Z\" in";
+        let err = check_answer(&req, answer, true).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("does not say what the user asked for"),
+            "{err}"
+        );
+        // Naming the goal, the same cut answer is kept by its complete sentences.
+        let named = "The date parser in src/date.rs accepts \"Z\".\n- [x] \"Date format\" in";
+        let checked = check_answer(&req, named, true).unwrap();
+        assert_eq!(
+            checked.text,
+            "The date parser in src/date.rs accepts \"Z\"."
+        );
     }
 
     #[test]

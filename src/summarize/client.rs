@@ -1,6 +1,6 @@
 //! The client-supplied summarizer: the RPC client answers `summarizer/summarize` (e.g. an
 //! editor using its own model access). No answer, an error or a timeout all fail the attempt so
-//! the candidate loop falls through to the next summarizer.
+//! the ladder falls through to the next summarizer.
 
 use std::fmt;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The ways a summarization request can fail, typed so the candidate loop can decide between
+//! The ways a summarization request can fail, typed so the ladder can decide between
 //! retrying, moving to the next model and stopping.
 
 use std::time::Duration;

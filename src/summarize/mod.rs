@@ -1,5 +1,13 @@
 //! Prompts and summarizers: everything that turns a conversation into summary text.
 //!
+//! * [`write_summary`] ([`ladder`]): the one loop that decides which summarizer writes a
+//!   summary. The engine gives it a [`SummaryJob`] and the operation's [`SummarizerSet`] and
+//!   gets one answer: the summary and its [`SummaryReport`] (which rung wrote it, what its
+//!   checks found, why the rungs before it gave up). Each rung's input is fitted to its window
+//!   ([`fit`]), and its attempts are retried with back-off, queued to its server's parallelism
+//!   ([`queue`]), checked ([`check`]) and counted by the operation's [`Breaker`] ([`retry`]).
+//! * [`candidates`]: the [`SummarizerSet`] built from settings (spec §4.15, DESIGN §5).
+//! * [`retention`]: the facts a written summary must carry, appended when it does not.
 //! * [`prompts`]: the prompt templates (embedded, overridable per file) and the pure builders
 //!   that lay out each request's prompt text and output budget (spec §4.10, §4.12, §6.3).
 //! * One [`Summarizer`] trait with several kinds: [`openai::OpenAiSummarizer`] (chat
@@ -7,29 +15,29 @@
 //!   [`remote::RemoteSummarizer`] (`compaction.remoteEndpoint`, spec §4.14),
 //!   [`client::ClientSummarizer`] (the RPC client answers) and
 //!   [`extractive::ExtractiveSummarizer`] (offline and deterministic, the default and the last
-//!   rung).
-//! * [`retry::summarize_with_candidates`]: the candidate loop with retries and back-off of spec
-//!   §4.15, and [`retry::try_summarizer`], one rung of it: the request fitted to the
-//!   summarizer's output limit, queued to its server's parallelism ([`queue`]), its answer
-//!   checked ([`check`]), its failures counted by the operation's [`breaker::Breaker`].
-//! * [`discover`]: the window, output limit and parallelism a local server reports.
+//!   rung). [`discover`] reads the window, output limit and parallelism a local server reports.
 //!
 //! Every call is cancellable: when the token fires, the in-flight HTTP request is dropped (its
 //! connection closed) and [`SummarizeError::Cancelled`] comes back at once.
 
 pub(crate) mod anthropic;
 pub(crate) mod breaker;
+pub(crate) mod candidates;
 pub(crate) mod check;
 pub(crate) mod client;
 pub(crate) mod discover;
 mod error;
 pub(crate) mod extractive;
+pub(crate) mod fit;
+mod grounded;
 mod http;
+pub(crate) mod ladder;
 pub(crate) mod openai;
 mod overflow;
 pub(crate) mod prompts;
 pub(crate) mod queue;
 pub(crate) mod remote;
+pub(crate) mod retention;
 pub(crate) mod retry;
 
 use std::sync::Arc;
@@ -41,10 +49,18 @@ use crate::session::{AgentMessage, Usage};
 
 pub use anthropic::{AnthropicConfig, AnthropicSummarizer};
 pub use breaker::Breaker;
+pub use candidates::{
+    CandidateError, SummarizerChoice, summarizers_for_choice, summarizers_from_settings,
+    summarizers_with_env,
+};
 pub use check::Verdict;
 pub use error::{SummarizeError, overflow_figures};
 pub use extractive::ExtractiveSummarizer;
 pub use http::{HttpOptions, check_url};
+pub use ladder::{
+    PromptBuilder, RungFailure, SummarizerSet, SummaryJob, SummaryObserver, SummaryReport,
+    SummaryState, SummaryStatus, Written, record_reports, write_summary,
+};
 pub use openai::{OpenAiConfig, OpenAiSummarizer};
 pub use overflow::is_overflow_message;
 pub use prompts::{
@@ -53,10 +69,7 @@ pub use prompts::{
 };
 pub use queue::RequestQueue;
 pub use remote::{RemoteConfig, RemoteSummarizer};
-pub use retry::{
-    AttemptContext, AttemptEvent, AttemptOutcome, RetryPolicy, Rung, is_transient,
-    summarize_with_candidates, try_summarizer,
-};
+pub use retry::RetryPolicy;
 
 /// Which summary a request asks for; it selects the prompt and the extractive layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -168,7 +181,7 @@ impl SummaryOutput {
 }
 
 /// Streamed text deltas go here as they arrive; a retried attempt starts over (see
-/// [`AttemptOutcome::Started`]).
+/// [`SummaryObserver::restart`]).
 pub type DeltaSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
 
 /// A way to turn a [`SummaryRequest`] into summary text.

@@ -1,9 +1,10 @@
-//! The candidate loop of spec §4.15: try each summarizer in order, retry transient failures
-//! with exponential back-off (raised to what the server asks for), move on when a wait would be
-//! long, the error is not worth retrying or the operation's breaker opened, and end at once on
-//! cancellation.
+//! The attempts on one rung of the ladder (spec §4.15): a request queued to its server's
+//! slots, sent, retried with exponential back-off (raised to what the server asks for) while
+//! the error is transient and the operation's retry budget lasts, its answer checked. A rung
+//! gives up when a wait would be long and another rung remains, when the error is not worth
+//! retrying or when the operation's breaker opened; cancellation ends it at once. Which rung
+//! is tried when is the ladder's ([`super::ladder`]).
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
@@ -14,9 +15,6 @@ use super::{
 };
 use crate::session::ids::days_from_civil;
 use crate::settings::RetrySettings;
-
-/// The error when there is nothing to try (spec §9).
-pub const NO_AVAILABLE_MODEL: &str = "Compaction failed: no available model";
 
 /// How failures are retried.
 #[derive(Debug, Clone)]
@@ -64,7 +62,7 @@ impl RetryPolicy {
     }
 }
 
-/// One step of the candidate loop, reported as it happens.
+/// One step of the attempts on a rung, reported as it happens.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttemptEvent {
     /// The candidate's [`Summarizer::id`].
@@ -137,61 +135,6 @@ pub struct AttemptContext<'a> {
 pub struct Kept {
     pub output: SummaryOutput,
     pub verdict: Option<Verdict>,
-}
-
-/// Summarises `req` with the first candidate that succeeds, then `fallback` (typically the
-/// extractive summarizer) if every candidate failed. The candidates' answers are checked; the
-/// fallback's are not. The breaker and retry budget are this call's own.
-///
-/// Errors: [`SummarizeError::Cancelled`] as soon as `cancel` fires; otherwise, when all fail,
-/// an overflow if any candidate overflowed (the input must shrink), else the last error;
-/// `Compaction failed: no available model` when there was nothing to try.
-pub async fn summarize_with_candidates(
-    candidates: &[Arc<dyn Summarizer>],
-    fallback: Option<Arc<dyn Summarizer>>,
-    req: &SummaryRequest,
-    policy: &RetryPolicy,
-    cancel: &CancellationToken,
-    on_delta: DeltaSink<'_>,
-    on_attempt: &(dyn Fn(AttemptEvent) + Send + Sync),
-) -> Result<SummaryOutput, SummarizeError> {
-    let breaker = Breaker::new(policy.max_retries);
-    let ctx = AttemptContext {
-        policy,
-        breaker: &breaker,
-        cancel,
-        on_delta,
-        on_attempt,
-    };
-    let rungs: Vec<Rung<'_>> = candidates
-        .iter()
-        .map(|c| (c, true))
-        .chain(fallback.as_ref().map(|f| (f, false)))
-        .map(|(s, checked)| Rung {
-            summarizer: s.as_ref(),
-            has_next: false,
-            checked,
-        })
-        .collect();
-    let count = rungs.len();
-    let mut last_error = None;
-    let mut overflow = None;
-    for (index, mut rung) in rungs.into_iter().enumerate() {
-        rung.has_next = index + 1 < count;
-        match try_summarizer(rung, req, &ctx).await {
-            Ok(kept) => return Ok(kept.output),
-            Err(SummarizeError::Cancelled) => return Err(SummarizeError::Cancelled),
-            Err(error) => {
-                if error.is_overflow() {
-                    overflow = Some(error.clone());
-                }
-                last_error = Some(error);
-            }
-        }
-    }
-    Err(overflow
-        .or(last_error)
-        .unwrap_or_else(|| SummarizeError::Other(NO_AVAILABLE_MODEL.to_owned())))
 }
 
 /// The attempt loop on one rung: skipped when its breaker is open; otherwise queued to its
@@ -455,6 +398,8 @@ pub fn parse_http_date(text: &str) -> Option<SystemTime> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     fn at(secs: u64) -> SystemTime {
@@ -646,113 +591,6 @@ mod tests {
         }
     }
 
-    async fn run(
-        candidates: &[Arc<dyn Summarizer>],
-        policy: &RetryPolicy,
-    ) -> (Result<SummaryOutput, SummarizeError>, Vec<AttemptEvent>) {
-        let events = std::sync::Mutex::new(Vec::new());
-        let req = SummaryRequest::new(super::super::Purpose::History, "", "", 10);
-        let out = tokio::time::timeout(
-            Duration::from_secs(10),
-            summarize_with_candidates(
-                candidates,
-                None,
-                &req,
-                policy,
-                &CancellationToken::new(),
-                &|_| {},
-                &|e| events.lock().unwrap().push(e),
-            ),
-        )
-        .await
-        .expect("finishes");
-        (out, events.into_inner().unwrap())
-    }
-
-    #[tokio::test]
-    async fn permanent_errors_move_on_without_retrying() {
-        let a = Scripted::new("a", vec![Err(http(401, None))]);
-        let b = Scripted::new("b", vec![Ok("fine")]);
-        let (out, _) = run(&[a.clone(), b.clone()], &fast()).await;
-        assert_eq!(out.unwrap().model, "b");
-        assert_eq!((a.calls(), b.calls()), (1, 1));
-    }
-
-    #[tokio::test]
-    async fn retries_stop_at_the_limit_and_the_last_error_is_returned() {
-        // Different transient errors: the retry budget (3) is the limit.
-        let varied = [500, 502, 503, 504, 500, 502]
-            .map(|s| Err(http(s, None)))
-            .to_vec();
-        let a = Scripted::new("a", varied);
-        let (out, events) = run(&[a.clone() as Arc<dyn Summarizer>], &fast()).await;
-        assert_eq!(out.unwrap_err(), http(504, None));
-        assert_eq!(a.calls(), 4, "one attempt and three retries");
-        assert_eq!(
-            events
-                .iter()
-                .filter(|e| e.outcome == AttemptOutcome::Started)
-                .count(),
-            4
-        );
-
-        // The same error twice opens the breaker before the budget is spent.
-        let a = Scripted::new("a", vec![Err(http(503, None)); 10]);
-        let (out, events) = run(&[a.clone() as Arc<dyn Summarizer>], &fast()).await;
-        assert_eq!(out.unwrap_err(), http(503, None));
-        assert_eq!(a.calls(), 2, "the breaker opened on the second 503");
-        assert!(events.iter().any(|e| matches!(
-            &e.outcome,
-            AttemptOutcome::Failed { breaker_opened: Some(reason), .. } if reason.contains("2 times (http 503)")
-        )));
-
-        let disabled = RetryPolicy {
-            enabled: false,
-            ..fast()
-        };
-        let a = Scripted::new("a", vec![Err(http(503, None)); 10]);
-        run(&[a.clone() as Arc<dyn Summarizer>], &disabled)
-            .await
-            .0
-            .unwrap_err();
-        assert_eq!(a.calls(), 1);
-    }
-
-    #[tokio::test]
-    async fn a_known_retry_after_makes_any_error_retryable() {
-        let a = Scripted::new(
-            "a",
-            vec![Err(http(418, Some(Duration::from_millis(1)))), Ok("ok")],
-        );
-        assert_eq!(
-            run(&[a.clone() as Arc<dyn Summarizer>], &fast())
-                .await
-                .0
-                .unwrap()
-                .text,
-            "ok"
-        );
-        assert_eq!(a.calls(), 2);
-    }
-
-    #[tokio::test]
-    async fn long_delays_move_on_only_when_another_candidate_remains() {
-        let long = Some(Duration::from_secs(45));
-        let a = Scripted::new("a", vec![Err(http(429, long)), Ok("a")]);
-        let b = Scripted::new("b", vec![Ok("b")]);
-        assert_eq!(run(&[a.clone(), b], &fast()).await.0.unwrap().text, "b");
-        assert_eq!(a.calls(), 1);
-        // Alone, it waits (the sleep is capped in tests) and retries.
-        let a = Scripted::new("a", vec![Err(http(429, long)), Ok("a")]);
-        let (out, events) = run(&[a.clone() as Arc<dyn Summarizer>], &fast()).await;
-        assert_eq!(out.unwrap().text, "a");
-        assert!(events.iter().any(|e| matches!(
-            e.outcome,
-            AttemptOutcome::Retrying { delay, sleep, .. }
-                if delay == Duration::from_secs(45) && sleep == Duration::from_millis(5)
-        )));
-    }
-
     fn ctx<'a>(
         policy: &'a RetryPolicy,
         breaker: &'a Breaker,
@@ -872,20 +710,41 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_overflow_is_never_retried_and_wins_as_the_final_error() {
+    async fn an_overflow_is_never_retried_on_the_same_input() {
+        let policy = fast();
+        let breaker = Breaker::new(3);
+        let cancel = CancellationToken::new();
+        let events = std::sync::Mutex::new(Vec::new());
+        let ctx = AttemptContext {
+            on_attempt: &|e| events.lock().unwrap().push(e.outcome),
+            ..ctx(&policy, &breaker, &cancel)
+        };
+        let req = SummaryRequest::new(super::super::Purpose::History, "", "", 10);
         let a = Scripted::new(
             "a",
             vec![Err(SummarizeError::Other(
                 "prompt is too long: 300000 tokens".into(),
             ))],
         );
-        let b = Scripted::new("b", vec![Err(http(401, None))]);
-        let (out, events) = run(&[a.clone(), b], &fast()).await;
+        let out = try_summarizer(rung(a.as_ref(), true), &req, &ctx).await;
         assert!(out.unwrap_err().is_overflow());
         assert_eq!(a.calls(), 1);
-        assert!(matches!(
-            &events[1].outcome,
-            AttemptOutcome::Failed { overflow: true, .. }
-        ));
+        let events = events.into_inner().unwrap();
+        assert!(
+            matches!(
+                &events[1],
+                AttemptOutcome::Failed {
+                    overflow: true,
+                    breaker_opened: None,
+                    ..
+                }
+            ),
+            "{events:?}"
+        );
+        assert_eq!(
+            breaker.open_reason("a"),
+            None,
+            "an overflow is not the server's failure"
+        );
     }
 }

@@ -366,7 +366,7 @@ async fn scripted_session() -> Vec<Transcribed> {
         &mut d,
         "session/append",
         json!({"sessionId": s, "waitForCompaction": true, "entries": [
-            assistant("Dates are next.", 7_600),
+            assistant("Dates are next.", 7_100),
         ]}),
     )
     .await;

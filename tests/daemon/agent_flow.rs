@@ -21,7 +21,7 @@ async fn threshold_compaction_appends_the_continue_prompt() {
     }))
     .await;
     let result = d
-        .append(&session, json!([assistant("big reply", 7_600)]))
+        .append(&session, json!([assistant("big reply", 7_100)]))
         .await;
     assert_eq!(result["action"], "autoContinue", "{result}");
     assert_eq!(result["autoCompaction"]["reason"], "threshold");
@@ -285,8 +285,10 @@ fn assert_whole_preparation(params: &serde_json::Value, reason: &str) {
 
 #[tokio::test]
 async fn before_compact_carries_the_whole_preparation_on_every_path() {
+    // No background compaction: its own hook request would come first.
     let settings = json!({
-        "compaction": {"keepRecentTokens": 200, "reserveTokens": 1000},
+        "compaction": {"keepRecentTokens": 200, "reserveTokens": 1000,
+                       "background": {"enabled": false}},
         "providers": {"anthropic": {"models": {"claude-sonnet-4-5": {"contextWindow": 8000}}}}
     });
     let mut recorded = Vec::new();
@@ -315,7 +317,7 @@ async fn before_compact_carries_the_whole_preparation_on_every_path() {
     let id = d
         .send_request(
             "session/append",
-            json!({"sessionId": session, "entries": [assistant("big reply", 7_600)],
+            json!({"sessionId": session, "entries": [assistant("big reply", 7_100)],
                    "waitForCompaction": true}),
         )
         .await;

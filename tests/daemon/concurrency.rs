@@ -101,7 +101,7 @@ async fn a_background_auto_compaction_answers_at_once_and_later_appends_wait_for
     let first = d
         .send_request(
             "session/append",
-            json!({"sessionId": session, "entries": [assistant("big reply", 7_600)]}),
+            json!({"sessionId": session, "entries": [assistant("big reply", 7_100)]}),
         )
         .await;
     // Sent before the first is answered: queued on the session, and must wait for the
@@ -139,6 +139,61 @@ async fn a_background_auto_compaction_answers_at_once_and_later_appends_wait_for
     let nodes = path["nodes"].as_array().unwrap();
     let node = nodes.iter().find(|n| n["id"] == leaf).unwrap();
     assert_eq!(node["parentId"], finished[0]["result"]["entryId"], "{node}");
+    d.finish().await;
+}
+
+/// A manual compaction asked for while a background auto-compaction runs is refused before it
+/// starts anything: the auto-compaction keeps its progress and still reports its end.
+#[tokio::test]
+async fn a_compaction_refused_while_an_auto_compaction_runs_leaves_the_auto_one_reported() {
+    let llm = FakeLlm::start().await;
+    llm.set_default(
+        devtools::fake_llm::openai_sse(&["## Goal\n"], "stop")
+            .first_chunks(1)
+            .ending(StreamEnd::Hang),
+    );
+    let mut d = DaemonProcess::spawn_with(Framing::Ndjson, None).await;
+    let settings = json!({
+        "compaction": {"keepRecentTokens": 200, "reserveTokens": 1000, "autoContinue": false},
+        "providers": {
+            "anthropic": {"models": {"claude-sonnet-4-5": {"contextWindow": 8000}}},
+            "fake": {"kind": "openai", "baseUrl": llm.url(), "apiKey": "test",
+                     "models": {"fake-model": {"contextWindow": 100000}}}
+        },
+        "summarizer": {"kind": "openai", "model": "fake/fake-model"}
+    });
+    d.initialize(json!({}), json!({"settings": settings})).await;
+    let session = d.create_session().await;
+    d.append(&session, conversation(6, 40)).await;
+    let appended = d
+        .ok(
+            "session/append",
+            json!({"sessionId": session, "entries": [assistant("big reply", 7_100)]}),
+        )
+        .await;
+    assert_eq!(appended["action"], "compacting", "{appended}");
+    let started = d.expect_notification("session/autoCompactionStarted").await;
+    llm.wait_for_requests(1, Duration::from_secs(30)).await;
+
+    d.err(
+        "session/compact",
+        json!({"sessionId": session}),
+        "compactionInProgress",
+    )
+    .await;
+    let aborted = d
+        .ok("session/abortCompaction", json!({"sessionId": session}))
+        .await;
+    assert_eq!(aborted["aborted"], true);
+    let finished = d
+        .expect_notification("session/autoCompactionFinished")
+        .await;
+    assert_eq!(finished["operationId"], started["operationId"]);
+    assert_eq!(finished["aborted"], true, "{finished}");
+    d.take_all("session/compactionStarted");
+    d.take_all("session/compactionFinished");
+    d.take_all("session/compactionDelta");
+    d.take_all("session/entriesAppended");
     d.finish().await;
 }
 

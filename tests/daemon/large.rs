@@ -259,6 +259,75 @@ async fn a_client_that_reads_no_answers_cannot_grow_memory_without_bound() {
     d.finish().await;
 }
 
+/// The issue's case (issue 35, item 6): a client pipelines 60 `session/context` requests of
+/// a 40 MB session (a 40 MB context each, 2.4 GB of answers) and reads nothing until the
+/// daemon is idle. The daemon's whole peak (`VmHWM`, the session loaded, counted and one
+/// answer built included) stays under 700 MB. Then every request is answered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_contexts_of_a_40_mb_session_with_nobody_reading_stay_under_700_mb() {
+    let mut d = DaemonProcess::spawn_opts(devtools::daemon::SpawnOptions {
+        settings: Some(json!({"tokenizer": "chars4", "compaction": {"enabled": false}})),
+        wrapper: vec!["prlimit".into(), format!("--as={}", 4u64 << 30)],
+        ..Default::default()
+    })
+    .await;
+    d.initialize(json!({}), json!({})).await;
+    let path = d.project().join("forty.jsonl");
+    long_session(&path, 200, 200_000);
+    let file_bytes = std::fs::metadata(&path).unwrap().len();
+    assert!(file_bytes > 40_000_000, "{file_bytes}");
+    let info = d.ok("session/open", json!({"path": path})).await;
+    let s = info["sessionId"].as_str().unwrap().to_owned();
+    let pid = d.pid();
+    let requests: u64 = 60;
+    let mut stdin = d.take_stdin();
+    let writer = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        for id in 0..requests {
+            let request = json!({"jsonrpc": "2.0", "id": 1000 + id, "method": "session/context",
+                                 "params": {"sessionId": s}});
+            stdin
+                .write_all(format!("{request}\n").as_bytes())
+                .await
+                .expect("write a request");
+        }
+        stdin
+    });
+    wait_until_idle(pid).await;
+    let peak_kib = status_kib(pid, "VmHWM");
+    eprintln!("session file {file_bytes} bytes; peak {peak_kib} KiB with nobody reading");
+    assert!(
+        peak_kib < 700 << 10,
+        "the daemon's peak was {peak_kib} KiB with nobody reading"
+    );
+    // Reading all 2.4 GB through the driver takes minutes in a debug build: the short form
+    // reads three answers (whole, each once) and kills the daemon; `COMPACTD_LONG_TESTS=1`
+    // reads all sixty and reports the peak reached while the client reads.
+    let long = std::env::var("COMPACTD_LONG_TESTS").is_ok_and(|v| v == "1");
+    let to_read = if long { requests } else { 3 };
+    let mut answered = std::collections::BTreeSet::new();
+    while (answered.len() as u64) < to_read {
+        let line = d.receive_line().await.expect("every request is answered");
+        assert!(line.len() as u64 > 40_000_000, "a whole context");
+        assert!(answered.insert(response_id(&line)), "answered twice");
+        if answered.len() % 10 == 0 {
+            eprintln!(
+                "{} read: peak {} KiB",
+                answered.len(),
+                status_kib(pid, "VmHWM")
+            );
+        }
+    }
+    eprintln!("peak after reading: {} KiB", status_kib(pid, "VmHWM"));
+    if long {
+        d.give_stdin(writer.await.expect("the writer finished"));
+        d.finish().await;
+    } else {
+        writer.abort();
+        d.kill().await;
+    }
+}
+
 /// The test driver itself, on answers of megabytes: a read cut short by `pump`'s timeout in
 /// the middle of one keeps what it read (reads cut at line ends lost the start of a message
 /// and the next read began mid-message), and `receive_line` is served from what an earlier

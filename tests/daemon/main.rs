@@ -6,6 +6,8 @@
 //! crate. Run one file's tests with `cargo test --test daemon <module>::`.
 
 mod agent_flow;
+mod background;
+mod blob_store;
 mod concurrency;
 mod crash;
 mod exposure;
@@ -13,8 +15,12 @@ mod faults;
 mod file_access;
 mod hostile;
 mod large;
+mod ledger;
 mod lifecycle;
 mod progress;
+mod project_trust;
+mod pruning;
+mod recall;
 mod sessions;
 mod small_window;
 mod storage;

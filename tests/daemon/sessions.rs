@@ -791,3 +791,61 @@ async fn session_list_pages_through_every_session_once() {
         .await;
     d.finish().await;
 }
+
+/// oh-my-pi 18's files start with a fixed-width title line before the header (issue 34,
+/// item 1): the daemon opens them, takes the title from it, and keeps its 256 bytes as they
+/// are through an append, a compaction and a prune (a rewrite); the reference's `method`
+/// field on a compaction and its `title_change` entries survive too.
+#[tokio::test]
+async fn an_oh_my_pi_18_file_keeps_its_title_line_through_every_write() {
+    let mut d = DaemonProcess::spawn().await;
+    d.initialize(json!({}), json!({})).await;
+    let path = d.home.path().join("omp18.jsonl");
+    std::fs::copy(devtools::fixtures::session("omp18-title.jsonl"), &path).unwrap();
+    let original = std::fs::read(&path).unwrap();
+    let opened = d.ok("session/open", json!({"path": path})).await;
+    assert_eq!(opened["title"], "Fix the date parser");
+    assert!(opened.get("warnings").is_none(), "{opened}");
+    let s = opened["sessionId"].as_str().unwrap().to_owned();
+    let context = d.ok("session/context", json!({"sessionId": s})).await;
+    // The compaction on the branch is honoured: its summary first, then the kept entries.
+    let first = context["messages"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(first.contains("Accept RFC 3339 timestamps"), "{context}");
+    assert_eq!(
+        context["messages"].as_array().unwrap().len(),
+        3,
+        "{context}"
+    );
+
+    let mut turns = Vec::new();
+    for i in 0..4 {
+        turns.push(user(&format!("step {i}: {}", "words ".repeat(80))));
+        turns.push(assistant(&format!("done {i}"), 3000 + i));
+    }
+    d.append(&s, Value::Array(turns)).await;
+    d.ok(
+        "session/compact",
+        json!({"sessionId": s, "customInstructions": "keep it short"}),
+    )
+    .await;
+    d.ok("session/prune", json!({"sessionId": s})).await;
+    d.drain_buffer();
+    let now = std::fs::read(&path).unwrap();
+    assert_eq!(now[..256], original[..256], "the title line changed");
+    let text = String::from_utf8(now).unwrap();
+    assert!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with(r#"{"type":"session""#)
+    );
+    assert!(text.contains(r#""method":"soft""#), "{text}");
+    assert!(text.contains(r#""type":"title_change""#), "{text}");
+    // And it reads back as the same session.
+    d.ok("session/close", json!({"sessionId": s})).await;
+    let again = d.ok("session/open", json!({"path": path})).await;
+    assert_eq!(again["sessionId"], s);
+    assert!(again.get("warnings").is_none(), "{again}");
+}

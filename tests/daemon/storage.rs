@@ -648,3 +648,40 @@ async fn a_daemon_survives_the_edges_at_once_and_loses_nothing() {
     a.finish().await;
     b.finish().await;
 }
+
+/// The blob store on a read-only file system: an append whose tool output goes to the store
+/// is an `ioError` with `osError: "EROFS"` and the store's path (the system error is wrapped by
+/// the temp file's path on the way; before, `osError` and `errno` were missing: issue 35,
+/// minor), and nothing is written to the session.
+#[tokio::test]
+async fn a_blob_store_write_failure_is_an_io_error_with_its_os_error() {
+    let fs = Tmpfs::mount("1m");
+    let blobs = fs.path().join("blobs");
+    std::fs::create_dir_all(&blobs).unwrap();
+    fs.remount(true);
+    let mut d = DaemonProcess::spawn_with(Framing::Ndjson, Some(settings())).await;
+    d.initialize(
+        json!({}),
+        json!({"settings": {"storage": {"blobDir": blobs}}}),
+    )
+    .await;
+    let info = d.ok("session/create", json!({"cwd": d.project()})).await;
+    let s = info["sessionId"].as_str().unwrap().to_owned();
+    let path = info["path"].as_str().unwrap().to_owned();
+    let before = std::fs::read(&path).unwrap();
+    let big: String = "x".repeat(600_000);
+    let error = d
+        .request(
+            "session/append",
+            json!({"sessionId": s, "entries": [
+                {"type": "message", "message": {"role": "toolResult", "toolCallId": "c",
+                    "toolName": "bash", "timestamp": 1, "isError": false,
+                    "content": [{"type": "text", "text": big}]}}]}),
+        )
+        .await
+        .expect_err("the store cannot be written");
+    assert_io_error(&error, "EROFS");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing written");
+    fs.remount(false);
+    d.finish().await;
+}

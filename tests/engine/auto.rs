@@ -8,11 +8,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use compactd::engine::{
-    AppendAction, CompactReason, Engine, EngineError, EngineEvent, EventSink, NoopObserver,
+    AppendAction, CompactReason, Engine, EngineError, EngineEvent, EventSink, PauseReason,
 };
 use compactd::session::{AgentMessage, Entry, EntryKind};
 use compactd::settings::SettingsStack;
-use devtools::engine::{Backend, backend, load, reopen, stored_bytes, test_database_url};
+use devtools::engine::{
+    Backend, NoopObserver, backend, load, reopen, stored_bytes, test_database_url,
+};
 
 #[derive(Default)]
 struct Recorder(Mutex<Vec<EngineEvent>>);
@@ -38,6 +40,8 @@ impl Recorder {
                 EngineEvent::AutoCompactionFinished { .. } => "autoFinished",
                 EngineEvent::TreeNavigated { .. } => "treeNavigated",
                 EngineEvent::AutoContinue { .. } => "autoContinue",
+                EngineEvent::BackgroundCompaction { .. } => "background",
+                EngineEvent::AutoCompactionPaused { .. } => "paused",
             })
             .collect()
     }
@@ -299,13 +303,13 @@ async fn prune_dry_run_changes_nothing_and_a_real_prune_keeps_originals() {
         append(&h, vec![msg(call), msg(result)]).await;
     }
     let bytes = stored_bytes(&h.path);
-    let dry = h.engine.prune(&h.id, true).await.unwrap();
+    let dry = h.engine.prune(&h.id, true, None).await.unwrap();
     assert!(
         dry.pruned_count > 0 && dry.tokens_saved >= 20_000,
         "{dry:?}"
     );
     assert_eq!(stored_bytes(&h.path), bytes, "dry run wrote");
-    let real = h.engine.prune(&h.id, false).await.unwrap();
+    let real = h.engine.prune(&h.id, false, None).await.unwrap();
     assert_eq!(real.entry_ids, dry.entry_ids);
     assert_eq!(real.tokens_saved, dry.tokens_saved);
     let on_disk = entries_on_disk(&h.path);
@@ -322,7 +326,14 @@ async fn prune_dry_run_changes_nothing_and_a_real_prune_keeps_originals() {
         assert_eq!(r.content[0].as_text().unwrap().len(), 40_000);
     }
     // Nothing left worth pruning.
-    assert_eq!(h.engine.prune(&h.id, true).await.unwrap().pruned_count, 0);
+    assert_eq!(
+        h.engine
+            .prune(&h.id, true, None)
+            .await
+            .unwrap()
+            .pruned_count,
+        0
+    );
 }
 
 #[tokio::test]
@@ -566,4 +577,107 @@ async fn a_large_reported_usage_over_a_real_session_ends_under_the_threshold() {
     let auto = out.auto.unwrap();
     assert!(auto.error_message.is_none(), "{auto:?}");
     assert_eq!(compactions(&h.path), 1);
+}
+
+/// Sets `compaction` in the `initialize` layer (chars4 counting kept); sessions resume a
+/// paused automatic compaction on a settings change.
+fn set_compaction(h: &Harness, compaction: Value) {
+    h.engine
+        .update_settings(|s| {
+            s.set_initialize(&json!({"tokenizer": "chars4", "compaction": compaction}))
+                .map_err(|e| EngineError::Settings(e.to_string()))
+        })
+        .unwrap();
+}
+
+fn paused_events(events: &Recorder) -> Vec<(PauseReason, u32)> {
+    events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            EngineEvent::AutoCompactionPaused { reason, count, .. } => Some((*reason, *count)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn three_failed_automatic_compactions_open_the_breaker_until_the_user_acts() {
+    let compaction = json!({"keepRecentTokens": 200, "thresholdTokens": 3000,
+                            "background": {"enabled": false}});
+    let h = harness(json!({ "compaction": compaction.clone() })).await;
+    converse(&h, 4, 200).await;
+    let usage = json!({"usage":{"input":20000,"output":10,"totalTokens":20010}});
+    // Each round ends with a kept tail that alone exceeds the threshold: the compaction fails.
+    let round = |tag: &'static str| {
+        let (h, usage) = (&h, usage.clone());
+        async move {
+            append(h, vec![user(&prose(tag, 4000))]).await;
+            append(h, vec![assistant("ok", usage)]).await
+        }
+    };
+    for tag in ["one", "two", "three"] {
+        let out = round(tag).await;
+        assert_eq!(out.action, AppendAction::Failed, "{tag}: {out:?}");
+    }
+    assert_eq!(
+        paused_events(&h.events),
+        [(PauseReason::RepeatedFailures, 3)]
+    );
+    let written = compactions(&h.path);
+    // Paused: the fourth crossing does not try again.
+    let out = round("four").await;
+    assert_eq!(out.action, AppendAction::Continue, "{out:?}");
+    assert!(out.auto.is_none());
+    assert_eq!(compactions(&h.path), written);
+    let activity = h.engine.activity(&h.id).unwrap();
+    assert_eq!(
+        activity.auto_compaction_paused,
+        Some(PauseReason::RepeatedFailures)
+    );
+    // A settings change resumes it.
+    set_compaction(&h, compaction);
+    assert_eq!(
+        h.engine.activity(&h.id).unwrap().auto_compaction_paused,
+        None
+    );
+    let out = round("five").await;
+    assert_eq!(out.action, AppendAction::Failed, "{out:?}");
+}
+
+#[tokio::test]
+async fn a_context_that_refills_within_three_replies_three_times_pauses_compaction() {
+    let compaction = json!({"keepRecentTokens": 200, "thresholdTokens": 6000,
+                            "background": {"enabled": false}});
+    let h = harness(json!({ "compaction": compaction })).await;
+    converse(&h, 2, 100).await;
+    // Every round the agent pulls in a large tool output, then replies once: the context is
+    // over the threshold again one reply after each compaction.
+    let mut actions = Vec::new();
+    for r in 0..4 {
+        append(&h, vec![user(&prose(&format!("r{r}x"), 4000))]).await;
+        append(&h, vec![assistant("read it", json!({}))]).await;
+        // Enough recent text that the kept part starts after the large output.
+        append(&h, vec![user(&prose(&format!("next{r}x"), 150))]).await;
+        let tokens = h.engine.context(&h.id, None).await.unwrap().total_tokens;
+        let usage = json!({"usage":{"input":tokens + 50,"output":10,"totalTokens":tokens + 60}});
+        let out = append(&h, vec![assistant("ok", usage)]).await;
+        actions.push(out.action);
+    }
+    assert_eq!(
+        actions,
+        [
+            AppendAction::Compacted,
+            AppendAction::Compacted,
+            AppendAction::Compacted,
+            AppendAction::Continue
+        ]
+    );
+    assert_eq!(paused_events(&h.events), [(PauseReason::Thrashing, 3)]);
+    assert_eq!(
+        h.engine.activity(&h.id).unwrap().auto_compaction_paused,
+        Some(PauseReason::Thrashing)
+    );
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use compactd::engine::{
     BeforeCompactReply, CompactOptions, CompactingReply, EngineError, EngineErrorKind,
-    HookCompaction, NoHooks, NoopObserver, compact,
+    HookCompaction, NoHooks, compact,
 };
 use compactd::session::{AgentMessage, Entry, EntryKind, Session};
 use compactd::summarize::Purpose;

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use compactd::engine::{
-    BeforeTreeReply, EngineError, NavigateOptions, NavigateOutcome, NoHooks, NoopObserver,
-    SharedSession, navigate_tree,
+    BeforeTreeReply, EngineError, NavigateOptions, NavigateOutcome, NoHooks, SharedSession,
+    navigate_tree,
 };
 use compactd::session::{AgentMessage, EntryKind};
 use compactd::summarize::Purpose;

@@ -1,5 +1,6 @@
 //! The summarizers against a fake LLM server on 127.0.0.1 (real HTTP/1.1 and SSE), the
-//! candidate loop, and the extractive summarizer.
+//! ladder that decides which of them writes a summary (`write_summary`, as compactions and
+//! branch summaries run it), and the extractive summarizer.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -7,12 +8,13 @@ use std::time::Duration;
 use compactd::session::AgentMessage;
 use compactd::settings::SecretString;
 use compactd::summarize::{
-    self, AnthropicConfig, AnthropicSummarizer, AttemptEvent, AttemptOutcome, BRANCH_MAX_TOKENS,
-    ExtractiveSummarizer, HistoryPrompt, HttpOptions, OpenAiConfig, OpenAiSummarizer, Prompts,
-    Purpose, RemoteConfig, RemoteSummarizer, RetryPolicy, SummarizeError, Summarizer,
-    SummaryOutput, SummaryRequest, history_max_tokens, short_summary_max_tokens,
-    summarize_with_candidates, turn_prefix_max_tokens,
+    self, AnthropicConfig, AnthropicSummarizer, BRANCH_MAX_TOKENS, ExtractiveSummarizer,
+    HistoryPrompt, HttpOptions, OpenAiConfig, OpenAiSummarizer, PromptBuilder, Prompts, Purpose,
+    RemoteConfig, RemoteSummarizer, RetryPolicy, SummarizeError, Summarizer, SummarizerSet,
+    SummaryJob, SummaryObserver, SummaryOutput, SummaryRequest, SummaryState, SummaryStatus,
+    Written, history_max_tokens, short_summary_max_tokens, turn_prefix_max_tokens, write_summary,
 };
+use compactd::tokens::Chars4;
 use devtools::fake_llm::{FakeLlm, Reply, StreamEnd, anthropic_sse, openai_sse};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -157,30 +159,93 @@ async fn run(
     (out, deltas.into_inner().unwrap())
 }
 
-/// Runs the candidate loop, collecting attempt events.
+/// The summary statuses the ladder reported (queued, waiting, retrying), in order.
+#[derive(Default)]
+struct Statuses(Mutex<Vec<SummaryState>>);
+
+impl SummaryObserver for Statuses {
+    fn delta(&self, _part: Purpose, _text: &str) {}
+    fn status(&self, _part: Purpose, status: &SummaryStatus) {
+        self.0.lock().unwrap().push(status.state.clone());
+    }
+}
+
+impl Statuses {
+    /// Each retry's sleep and the error that caused it.
+    fn retries(&self) -> Vec<(Duration, String)> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|s| match s {
+                SummaryState::Retrying { after, error } => Some((*after, error.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// The history summary of `history_request`'s conversation, written down `candidates` then
+/// `fallback` as a compaction writes it: one operation's breaker and retry budget, each
+/// rung's input fitted to its window, its answers checked.
 async fn run_candidates(
     candidates: &[Arc<dyn Summarizer>],
     fallback: Option<Arc<dyn Summarizer>>,
-    req: &SummaryRequest,
     policy: &RetryPolicy,
-) -> (Result<SummaryOutput, SummarizeError>, Vec<AttemptEvent>) {
-    let events = Mutex::new(Vec::new());
-    let on_attempt = |e: AttemptEvent| events.lock().unwrap().push(e);
+) -> (Result<Written, SummarizeError>, Statuses) {
+    let set = SummarizerSet {
+        candidates: candidates.to_vec(),
+        fallback,
+        retry: policy.clone(),
+        breaker: Arc::default(),
+    }
+    .for_operation();
+    let seen = Statuses::default();
     let out = tokio::time::timeout(
         TIMEOUT,
-        summarize_with_candidates(
-            candidates,
-            fallback,
-            req,
-            policy,
+        write_summary(
+            &history_job(&history_builder),
+            &set,
+            &Chars4,
             &CancellationToken::new(),
-            &|_| {},
-            &on_attempt,
+            &seen,
         ),
     )
     .await
-    .expect("candidate loop finished in time");
-    (out, events.into_inner().unwrap())
+    .expect("the ladder finished in time");
+    (out, seen)
+}
+
+/// The prompt of [`history_request`], for any conversation and previous summary.
+fn history_builder(conversation: &str, previous: Option<&str>) -> String {
+    let context = vec!["The user works on branch feature/x".to_owned()];
+    Prompts::embedded().history_prompt(&HistoryPrompt {
+        conversation,
+        previous_summary: previous,
+        additional_context: &context,
+        prompt_override: None,
+        custom_instructions: Some("keep error messages"),
+    })
+}
+
+/// The job whose one request is [`history_request`] (with the length the rung may write).
+fn history_job<'a>(build: &'a PromptBuilder<'a>) -> SummaryJob<'a> {
+    let messages = vec![
+        msg(json!({"role": "user", "content": "fix the parser"})),
+        msg(json!({"role": "assistant", "content": [{"type": "text", "text": "done"}]})),
+    ];
+    static SYSTEM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let system = SYSTEM.get_or_init(|| Prompts::embedded().system.clone());
+    let mut job = SummaryJob::new(
+        Purpose::History,
+        messages,
+        system,
+        build,
+        history_max_tokens(RESERVE),
+    );
+    job.previous_summary = Some("## Goal\n- Build the parser".to_owned());
+    job.reasoning = true;
+    job
 }
 
 /// The parts of a history prompt every model-backed request must carry.
@@ -277,35 +342,23 @@ async fn openai_429_with_retry_after_then_success() {
             .header("retry-after", "1"),
     );
     server.push(openai_sse(&["summary"], "stop"));
-    let (out, events) = run_candidates(
-        &[openai(&server)],
-        None,
-        &history_request(),
-        &fast_policy(3),
-    )
-    .await;
-    assert_eq!(out.unwrap().text, "summary");
+    // No cap on the sleep: the server's one second is what the loop waits.
+    let policy = RetryPolicy {
+        max_sleep: None,
+        ..fast_policy(3)
+    };
+    let (out, seen) = run_candidates(&[openai(&server)], None, &policy).await;
+    assert_eq!(out.unwrap().output.text, "summary");
     assert_eq!(server.requests().len(), 2);
-    let retry = events
-        .iter()
-        .find_map(|e| match &e.outcome {
-            AttemptOutcome::Retrying {
-                retry_after,
-                delay,
-                error,
-                ..
-            } => Some((*retry_after, *delay, error.clone())),
-            _ => None,
-        })
-        .expect("a retry happened");
-    assert_eq!(retry.0, Some(Duration::from_secs(1)));
+    let retries = seen.retries();
+    let (after, error) = retries.first().expect("a retry happened");
     assert_eq!(
-        retry.1,
+        *after,
         Duration::from_secs(1),
-        "the delay is raised to retry-after"
+        "the 10 ms back-off is raised to retry-after"
     );
-    assert!(retry.2.contains("429"), "{}", retry.2);
-    assert!(!retry.2.contains(KEY));
+    assert!(error.contains("429"), "{error}");
+    assert!(!error.contains(KEY));
 }
 
 #[tokio::test]
@@ -318,18 +371,20 @@ async fn openai_500s_open_the_breaker_then_the_next_candidate_answers() {
     let healthy = FakeLlm::start().await;
     healthy.push(openai_sse(&["from the second"], "stop"));
     let candidates = [openai(&failing), anthropic_with_openai_stream(&healthy)];
-    let (out, events) =
-        run_candidates(&candidates, None, &history_request(), &fast_policy(2)).await;
-    assert_eq!(out.unwrap().text, "from the second");
+    let (out, _) = run_candidates(&candidates, None, &fast_policy(2)).await;
+    let out = out.unwrap();
+    assert_eq!(out.output.text, "from the second");
     // The same 500 twice opens the breaker: one retry, not the whole budget of two.
     assert_eq!(failing.requests().len(), 2, "one attempt and one retry");
     assert_eq!(healthy.requests().len(), 1);
-    let failed: Vec<_> = events
+    let failed: Vec<_> = out
+        .report
+        .failures
         .iter()
-        .filter(|e| matches!(e.outcome, AttemptOutcome::Failed { .. }))
-        .map(|e| (e.candidate.as_str(), e.attempt))
+        .map(|f| f.summarizer.as_str())
         .collect();
-    assert_eq!(failed, [("fake/gpt-test", 1)]);
+    assert_eq!(failed, ["fake/gpt-test"]);
+    assert_eq!(out.report.summarizer, "second/m2");
 }
 
 /// A second OpenAI-compatible candidate with its own id.
@@ -372,8 +427,8 @@ async fn openai_stream_cut_midway_is_a_transient_error_and_is_retried() {
             .ending(StreamEnd::Cut),
     );
     server.push(openai_sse(&["whole"], "stop"));
-    let (out, _) = run_candidates(&[summarizer], None, &history_request(), &fast_policy(3)).await;
-    assert_eq!(out.unwrap().text, "whole");
+    let (out, _) = run_candidates(&[summarizer], None, &fast_policy(3)).await;
+    assert_eq!(out.unwrap().output.text, "whole");
 }
 
 #[tokio::test]
@@ -521,32 +576,28 @@ async fn openai_overflow_is_not_retried_and_is_reported() {
         400,
         json!({"error": {"message": "This model's maximum context length is 8192 tokens", "code": "context_length_exceeded"}}),
     ));
-    let (out, events) = run_candidates(
+    let (out, seen) = run_candidates(
         &[openai(&overflowing)],
         Some(Arc::new(ExtractiveSummarizer)),
-        &history_request(),
         &fast_policy(3),
     )
     .await;
-    assert_eq!(out.unwrap().model, "extractive", "the fallback answers");
+    let out = out.unwrap();
+    assert_eq!(out.output.model, "extractive", "the fallback answers");
     assert_eq!(
         overflowing.requests().len(),
         1,
         "an overflow is never retried as is"
     );
+    assert!(seen.retries().is_empty());
+    let failure = &out.report.failures[0];
+    assert_eq!(failure.summarizer, "fake/gpt-test");
     assert!(
-        events
-            .iter()
-            .any(|e| matches!(e.outcome, AttemptOutcome::Failed { overflow: true, .. }))
+        failure.reason.starts_with("context overflow"),
+        "{failure:?}"
     );
 
-    let (out, _) = run_candidates(
-        &[openai(&overflowing)],
-        None,
-        &history_request(),
-        &fast_policy(3),
-    )
-    .await;
+    let (out, _) = run_candidates(&[openai(&overflowing)], None, &fast_policy(3)).await;
     assert!(out.unwrap_err().is_overflow());
 }
 
@@ -671,27 +722,19 @@ async fn anthropic_429_then_success_and_overloaded_event_retried() {
             429,
             json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}),
         )
-        .header("retry-after-ms", "5"),
+        .header("retry-after-ms", "15"),
     );
     server.push(Reply::sse(&["event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"]));
     server.push(anthropic_sse(&["fine"], "end_turn"));
-    let (out, events) = run_candidates(
-        &[anthropic(&server)],
-        None,
-        &history_request(),
-        &fast_policy(3),
-    )
-    .await;
-    assert_eq!(out.unwrap().text, "fine");
+    let (out, seen) = run_candidates(&[anthropic(&server)], None, &fast_policy(3)).await;
+    assert_eq!(out.unwrap().output.text, "fine");
     assert_eq!(server.requests().len(), 3);
-    let retries: Vec<_> = events
-        .iter()
-        .filter_map(|e| match &e.outcome {
-            AttemptOutcome::Retrying { retry_after, .. } => Some(*retry_after),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(retries, [Some(Duration::from_millis(5)), None]);
+    let sleeps: Vec<Duration> = seen.retries().into_iter().map(|(after, _)| after).collect();
+    // The server's 15 ms over the first back-off of 10 ms; then the back-off doubled.
+    assert_eq!(
+        sleeps,
+        [Duration::from_millis(15), Duration::from_millis(20)]
+    );
 }
 
 #[tokio::test]
@@ -717,14 +760,8 @@ async fn anthropic_500s_exhaust_retries_then_the_next_candidate() {
         })
         .unwrap(),
     );
-    let (out, _) = run_candidates(
-        &[anthropic(&failing), second],
-        None,
-        &history_request(),
-        &fast_policy(1),
-    )
-    .await;
-    let out = out.unwrap();
+    let (out, _) = run_candidates(&[anthropic(&failing), second], None, &fast_policy(1)).await;
+    let out = out.unwrap().output;
     assert_eq!(
         (out.text.as_str(), out.model.as_str()),
         ("second", "other/claude-2nd")
@@ -770,31 +807,33 @@ async fn anthropic_hung_server_is_cancelled_and_the_connection_closed() {
 }
 
 #[tokio::test]
-async fn cancelling_the_candidate_loop_ends_it_during_a_backoff() {
+async fn cancelling_the_ladder_ends_it_during_a_backoff() {
+    /// Cancels the summary when its first retry is announced.
+    struct CancelOnRetry(CancellationToken);
+    impl SummaryObserver for CancelOnRetry {
+        fn delta(&self, _part: Purpose, _text: &str) {}
+        fn status(&self, _part: Purpose, status: &SummaryStatus) {
+            if matches!(status.state, SummaryState::Retrying { .. }) {
+                self.0.cancel();
+            }
+        }
+    }
     let server = FakeLlm::start().await;
     server.set_default(Reply::json(503, json!({"error": "busy"})));
-    let policy = RetryPolicy {
-        base_delay: Duration::from_secs(3_600),
-        max_sleep: None,
-        ..fast_policy(3)
-    };
+    let set = SummarizerSet {
+        candidates: vec![openai(&server)],
+        retry: RetryPolicy {
+            base_delay: Duration::from_secs(3_600),
+            max_sleep: None,
+            ..fast_policy(3)
+        },
+        ..SummarizerSet::default()
+    }
+    .for_operation();
     let cancel = CancellationToken::new();
-    let candidates = [openai(&server)];
-    let req = history_request();
-    let on_attempt = |e: AttemptEvent| {
-        if matches!(e.outcome, AttemptOutcome::Retrying { .. }) {
-            cancel.cancel();
-        }
-    };
-    let run = summarize_with_candidates(
-        &candidates,
-        None,
-        &req,
-        &policy,
-        &cancel,
-        &|_| {},
-        &on_attempt,
-    );
+    let observer = CancelOnRetry(cancel.clone());
+    let job = history_job(&history_builder);
+    let run = write_summary(&job, &set, &Chars4, &cancel, &observer);
     let out = tokio::time::timeout(TIMEOUT, run)
         .await
         .expect("no hour-long sleep");
@@ -947,44 +986,35 @@ async fn plain_http_to_other_hosts_is_refused() {
 
 #[tokio::test]
 async fn no_candidates_and_no_fallback_is_the_reference_error() {
-    let (out, events) = run_candidates(&[], None, &history_request(), &fast_policy(3)).await;
+    let (out, seen) = run_candidates(&[], None, &fast_policy(3)).await;
     assert_eq!(
         out.unwrap_err().to_string(),
         "Compaction failed: no available model"
     );
-    assert!(events.is_empty());
-    let (out, _) = run_candidates(
-        &[],
-        Some(Arc::new(ExtractiveSummarizer)),
-        &history_request(),
-        &fast_policy(3),
-    )
-    .await;
-    assert_eq!(out.unwrap().model, "extractive");
+    assert!(seen.0.lock().unwrap().is_empty());
+    let (out, _) = run_candidates(&[], Some(Arc::new(ExtractiveSummarizer)), &fast_policy(3)).await;
+    let out = out.unwrap();
+    assert_eq!(out.output.model, "extractive");
+    assert!(out.report.failures.is_empty());
 }
 
 #[tokio::test]
 async fn a_long_retry_after_moves_on_to_the_next_candidate() {
     let slow = FakeLlm::start().await;
     slow.set_default(Reply::json(429, json!({"error": "later"})).header("retry-after", "120"));
-    let (out, events) = run_candidates(
+    let (out, seen) = run_candidates(
         &[openai(&slow)],
         Some(Arc::new(ExtractiveSummarizer)),
-        &history_request(),
         &fast_policy(3),
     )
     .await;
-    assert_eq!(out.unwrap().model, "extractive");
+    assert_eq!(out.unwrap().output.model, "extractive");
     assert_eq!(
         slow.requests().len(),
         1,
         "no 2-minute wait when another candidate remains"
     );
-    assert!(
-        !events
-            .iter()
-            .any(|e| matches!(e.outcome, AttemptOutcome::Retrying { .. }))
-    );
+    assert!(seen.retries().is_empty());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1231,17 +1261,21 @@ async fn endless_streams_are_cut_at_the_size_caps_and_not_retried_as_transient()
     let delta =
         json!({"choices":[{"index":0,"delta":{"content":"y".repeat(4000)},"finish_reason":null}]});
     let block = json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"y".repeat(4000)}});
-    let cases: [(Arc<dyn Summarizer>, FakeLlm); 2] = {
+    let openai_stream = Reply::endless(&delta.to_string(), Duration::ZERO);
+    let anthropic_stream = Reply::endless(
+        &format!("event: content_block_delta\ndata: {block}"),
+        Duration::ZERO,
+    );
+    let cases: [(Arc<dyn Summarizer>, FakeLlm, Reply); 2] = {
         let a = FakeLlm::start().await;
         let b = FakeLlm::start().await;
-        a.push(Reply::endless(&delta.to_string(), Duration::ZERO));
-        b.push(Reply::endless(
-            &format!("event: content_block_delta\ndata: {block}"),
-            Duration::ZERO,
-        ));
-        [(openai(&a), a), (anthropic(&b), b)]
+        [
+            (openai(&a), a, openai_stream),
+            (anthropic(&b), b, anthropic_stream),
+        ]
     };
-    for (summarizer, server) in cases {
+    for (summarizer, server, stream) in cases {
+        server.push(stream.clone());
         let (out, deltas) = run(summarizer.as_ref(), &short_request()).await;
         let err = out.expect_err("an endless stream cannot succeed");
         assert!(
@@ -1249,13 +1283,15 @@ async fn endless_streams_are_cut_at_the_size_caps_and_not_retried_as_transient()
             "{}: {err:?}",
             summarizer.id()
         );
-        assert!(
-            !compactd::summarize::is_transient(&err.to_string()),
-            "{err}"
-        );
         let text: usize = deltas.iter().map(String::len).sum();
         assert!(text < 1 << 20, "{text} bytes of text before the cut");
         server.wait_client_closed(1, TIMEOUT).await;
+        // Down the ladder, the cut is a failure of the rung, not a transient one: no retry.
+        server.push(stream);
+        let (out, seen) = run_candidates(&[summarizer], None, &fast_policy(3)).await;
+        assert!(out.is_err());
+        assert!(seen.retries().is_empty());
+        assert_eq!(server.requests().len(), 2, "one request of the ladder's");
     }
 }
 
@@ -1277,8 +1313,8 @@ async fn the_largest_window_model_answers_when_every_configured_model_fails() {
         "providers": {
             "small": {"kind": "openai", "baseUrl": format!("{}/v1", failing.url()),
                       "discoverLimits": false,
-                      "models": {"a": {"contextWindow": 8000}, "b": {"contextWindow": 16000},
-                                 "c": {"contextWindow": 32000}}},
+                      "models": {"a": {"contextWindow": 32000}, "b": {"contextWindow": 64000},
+                                 "c": {"contextWindow": 128000}}},
             "wide": {"kind": "openai", "baseUrl": format!("{}/v1", wide.url()),
                      "discoverLimits": false,
                      "models": {"long": {"contextWindow": 1_000_000}}}
@@ -1287,22 +1323,15 @@ async fn the_largest_window_model_answers_when_every_configured_model_fails() {
     let mut stack = compactd::settings::SettingsStack::new();
     stack.set_initialize(&settings).expect("valid settings");
     let settings = stack.effective().expect("effective settings");
-    let set =
-        compactd::engine::summarizers_with_env(&settings, None, &|_| None).expect("summarizers");
+    let set = summarize::summarizers_with_env(&settings, None, &|_| None).expect("summarizers");
     assert_eq!(
         set.ids(),
         ["small/a", "small/b", "small/c", "wide/long", "extractive"]
     );
 
-    let (out, events) = run_candidates(
-        &set.candidates,
-        set.fallback.clone(),
-        &history_request(),
-        &fast_policy(2),
-    )
-    .await;
+    let (out, _) = run_candidates(&set.candidates, set.fallback.clone(), &fast_policy(2)).await;
     let out = out.expect("the widest model answers");
-    assert_eq!(out.text, "from the widest");
+    assert_eq!(out.output.text, "from the widest");
     // The three configured models were each tried once (a 400 is not retried), in order.
     let asked: Vec<String> = failing
         .requests()
@@ -1312,10 +1341,12 @@ async fn the_largest_window_model_answers_when_every_configured_model_fails() {
     assert_eq!(asked, ["a", "b", "c"]);
     assert_eq!(wide.requests().len(), 1);
     assert_eq!(wide.requests()[0].json()["model"], "long");
-    let failed: Vec<_> = events
+    let failed: Vec<_> = out
+        .report
+        .failures
         .iter()
-        .filter(|e| matches!(e.outcome, AttemptOutcome::Failed { .. }))
-        .map(|e| e.candidate.clone())
+        .map(|f| f.summarizer.as_str())
         .collect();
     assert_eq!(failed, ["small/a", "small/b", "small/c"]);
+    assert_eq!(out.report.summarizer, "wide/long");
 }

@@ -13,7 +13,8 @@
 // Whatever the base model writes, the outcome must be one of two, and visible in the result:
 // the model's summary kept (`summarizer` is the model, its checks in `details.summarizers`) or
 // rejected with the reason (`details.summarizers[].failures`) and the offline extractive
-// summary used. Exits non-zero on any failed check.
+// summary used. A kept part must name the session's first request, and so must the summary
+// whoever wrote it. Exits non-zero on any failed check.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -148,8 +149,14 @@ const entries = scenario === 'refused' ? refusedEntries : [
 // Every part the model was asked for, kept with its checks or rejected with the reason, as the
 // result says it (`details.summarizers`: part, summarizer, checks, failures).
 const tally = { kept: 0, rejected: 0 };
-function outcome(summarizer, summary, details, what, shortSummary) {
+// Both sessions open with the same request; a compaction summary that names none of it (its
+// file, its function, its format or its subject) says nothing of the session, whoever wrote
+// it. The branch left by navigation holds the later requests (pre-1970 dates, README.md).
+const NAMES_THE_REQUEST = /src\/date\.rs|parse_date|RFC 3339|date parser/i;
+const NAMES_THE_BRANCH = /parse_date|BeforeEpoch|1970|README\.md/i;
+function outcome(summarizer, summary, details, what, shortSummary, names = NAMES_THE_REQUEST) {
   assert.ok(typeof summary === 'string' && summary.trim().length > 0, `${what}: a summary`);
+  assert.match(summary, names, `${what}: the summary names what was asked: ${summary}`);
   const reports = details?.summarizers;
   assert.ok(Array.isArray(reports) && reports.length > 0, `${what}: the result says who wrote each part: ${JSON.stringify(details)}`);
   for (const report of reports) {
@@ -157,6 +164,9 @@ function outcome(summarizer, summary, details, what, shortSummary) {
       assert.match(report.checks ?? '', /checks passed/, `${what}: a kept model summary passed its checks: ${JSON.stringify(report)}`);
       tally.kept += 1;
       const text = report.part === 'short' ? shortSummary : summary;
+      // A kept part that names nothing of what was asked is a useless keep (issue 37: a
+      // `Format:` line and one checkbox about README.md): the checks must have rejected it.
+      assert.match(String(text), names, `${what}: the kept ${report.part} names what was asked: ${JSON.stringify(text)}`);
       show(`${what}: ${report.part} kept (the model's: ${report.checks})`, String(text).slice(0, 300));
     } else {
       assert.equal(report.summarizer, 'extractive', `${what}: the model's or the offline fallback's: ${JSON.stringify(report)}`);
@@ -218,7 +228,7 @@ async function main() {
     const afterBranch = await stats();
     show('branch summary', { summarizer: by, requests: afterBranch.requests - after.requests,
       served: afterBranch.log.slice(after.log.length) });
-    outcome(by, text, branch.details, 'branch summary');
+    outcome(by, text, branch.details, 'branch summary', undefined, NAMES_THE_BRANCH);
   }
   if (scenario === 'refused') {
     const served = after.log.slice(before.log.length);
@@ -240,11 +250,14 @@ async function main() {
     assert.match(log(), /breaker|not asked again|failed the same way/i);
   }
 
-  if (scenario === 'refused') {
-    // The model's answers are decided at temperature 0: the same prompt gets the same answer.
-    // Its short summary of this session is two complete sentences of a cut answer, which pass
-    // the checks and are kept (docs/models.md): the kept path, run for real.
-    assert.ok(tally.kept >= 1, `a model-written part kept with its checks passed: ${JSON.stringify(after.log.slice(before.log.length))}`);
+  // Whether a part of this 270M base model's is kept depends on the CPU's rounding (its answers
+  // differ between machines, docs/models.md): a keep is not required, but every keep must name
+  // the request (above), and with every part rejected the offline summary carries the files.
+  if (tally.kept === 0) {
+    // What both sessions' summarised parts hold (the README.md request is in the kept part).
+    for (const file of ['src/date.rs', 'parse_date']) {
+      assert.ok(result.summary.includes(file), `every part rejected: the offline summary names ${file}: ${result.summary}`);
+    }
   }
   show('model summaries', tally);
   await ok('shutdown');

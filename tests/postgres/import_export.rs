@@ -14,10 +14,12 @@ use devtools::fixtures;
 use devtools::postgres::PASSWORD;
 
 fn cli(url: &str, args: &[&str]) -> std::process::Output {
+    // An empty config directory of its own, removed when the command has run.
+    let config = tempfile::tempdir().unwrap();
     Command::new(fixtures::compactd_bin())
         .args(args)
         .env("DATABASE_URL", url)
-        .env("COMPACTD_CONFIG_DIR", tempfile::tempdir().unwrap().keep())
+        .env("COMPACTD_CONFIG_DIR", config.path())
         .output()
         .expect("compactd runs")
 }
@@ -45,6 +47,8 @@ fn import_then_export_gives_back_the_same_bytes() {
     .unwrap();
     let exact: Vec<PathBuf> = vec![
         fixtures::session("quirks.jsonl"),
+        // oh-my-pi 18: a title line before the header, a `title_change` entry.
+        fixtures::session("omp18-title.jsonl"),
         fixtures::demo_session(),
         generated,
     ];

@@ -412,6 +412,10 @@ class CompactResult(TypedDict):
     `remote`, `hook`, or `none` when nothing was summarised. When it is a fallback,
     `details.summarizers` says why the summarizers before it failed.
     """
+    warnings: NotRequired[list[str]]
+    """Settings of the session's project file that were ignored (the keys that decide where
+    data or credentials go, in a project the user does not trust), one line each.
+    """
 
 
 class SummaryDetails(TypedDict):
@@ -503,6 +507,25 @@ class SessionContextResult(TypedDict):
     """The thinking level on the branch (`off` when never set)."""
     models: dict[str, str]
     """The model per role on the branch (`provider/modelId`)."""
+    missingBlobs: NotRequired[list[MissingBlobInfo]]
+    """Full texts of truncated strings and images that the blob store could not give back
+    (deleted, unreadable, a symlink): each such message holds the truncated text or the
+    `blob:sha256:` reference instead. Absent when there are none.
+    """
+
+
+class MissingBlobInfo(TypedDict):
+    """A blob the context could not read back (`session/context` `missingBlobs`)."""
+    entryId: str
+    """The entry that refers to it."""
+    blob: NotRequired[Optional[str]]
+    """The blob's SHA-256 (hex), when the reference names one."""
+    pointer: str
+    """A JSON pointer into the entry for a truncated string's full text; `image` for an image."""
+    reason: str
+    """Why it could not be read, naming the store file (e.g. `…/<hex>: not in the blob store`,
+    `…/<hex>: is a symbolic link, not a regular file`).
+    """
 
 
 class SessionTreeParams(TypedDict):
@@ -569,6 +592,99 @@ class SessionUsageResult(TypedDict):
     """Whether a branch summary is being generated."""
     autoCompactionEnabled: bool
     """`compaction.enabled`."""
+    backgroundCompaction: NotRequired[Optional[BackgroundCompactionStatus]]
+    """The background (speculative) compaction, while one runs or waits armed."""
+    autoCompactionPaused: NotRequired[Optional[AutoCompactionPauseReason]]
+    """Set while automatic compaction is paused for the session (thrash guard or circuit
+    breaker); a manual `session/compact` or a `settings/update` resumes it.
+    """
+
+
+class BackgroundCompactionStatus(TypedDict):
+    """Where a background compaction stands (`session/usage`)."""
+    operationId: str
+    """The id its `session/backgroundCompaction` events carry."""
+    armed: bool
+    """The result is ready: the append that crosses the threshold writes it at once."""
+    phase: NotRequired[Optional[str]]
+    """The step it is at while it runs: `preparing`, `summarizing`."""
+    chunk: NotRequired[Optional[int]]
+    """Which summarizer request of the history summary it is at, and how many there are."""
+    chunks: NotRequired[Optional[int]]
+    startedAtMs: int
+    """When it started, in milliseconds since the epoch."""
+
+
+class SessionSearchParams(TypedDict):
+    """Params of `session/search`."""
+    sessionId: str
+    query: str
+    """The text to find: literal, unless `regex`."""
+    regex: NotRequired[Optional[bool]]
+    """`query` is a regular expression (Rust `regex` syntax; no look-around or
+    backreferences). Default `false`.
+    """
+    caseSensitive: NotRequired[Optional[bool]]
+    """Match case exactly. Default `false` (case-insensitive)."""
+    scope: NotRequired[Optional[SearchScope]]
+    """Default `branch`."""
+    limit: NotRequired[Optional[int]]
+    """Hits per page: 1 to 200, default 20."""
+    cursor: NotRequired[Optional[str]]
+    """The previous page's `nextCursor`."""
+
+
+class SessionSearchResult(TypedDict):
+    """Result of `session/search`."""
+    hits: list[SearchHit]
+    """In scope order (oldest first), one per matching entry."""
+    nextCursor: NotRequired[Optional[str]]
+    """Pass as `cursor` for the next page; absent when there are no more hits."""
+    missingBlobs: NotRequired[list[str]]
+    """Blobs (hex names) that searched entries refer to but the store lacks: their full
+    texts were not searched, only the truncated head in the line.
+    """
+
+
+class SearchHit(TypedDict):
+    """One matching entry: its first match."""
+    entryId: str
+    role: str
+    """The message's role (`user`, `assistant`, `toolResult`, `bashExecution`, ...), else the
+    entry's type (`compaction`, `branch_summary`, `custom_message`, ...).
+    """
+    snippet: str
+    """The match with some text around it, on one line, at most 160 characters (plus `…`
+    where it was cut).
+    """
+    compacted: bool
+    """The model no longer sees this text as written: the entry is behind the branch's
+    latest compaction or off the branch, or the match is in a pruned output's original.
+    """
+    timestamp: str
+    """The entry's timestamp (ISO-8601)."""
+
+
+class SessionReadEntryParams(TypedDict):
+    """Params of `session/readEntry`."""
+    sessionId: str
+    entryId: str
+
+
+class SessionReadEntryResult(TypedDict):
+    """Result of `session/readEntry`."""
+    entry: WireEntry
+    """The entry as written, with every string the size controls truncated replaced by its
+    full text from the blob store (its `compactdFullText` map removed) and a pruned tool
+    output's `content` replaced by its `originalContent`. Image data stays as written
+    (`blob:sha256:<hex>` references included).
+    """
+    restoredFullTexts: list[str]
+    """JSON pointers of the strings whose full text came from the blob store."""
+    restoredPruned: bool
+    """The content was a prune notice and is here the original."""
+    compacted: bool
+    """As in `session/search`: the model no longer sees this entry as written."""
 
 
 class SetLabelParams(TypedDict):
@@ -583,6 +699,87 @@ class SetLabelParams(TypedDict):
 
 class SetLabelResult(TypedDict):
     """Result of `session/setLabel` (a `label` entry is appended at the leaf)."""
+    entryId: str
+    leafId: str
+
+
+class SessionLedgerResult(TypedDict):
+    """Result of `session/ledger` (and `compactd ledger --json`): where the agent stands on the
+    session's branch, derived from the entries; the same session gives the same bytes.
+    """
+    requests: list[LedgerRequest]
+    """Every user request on the branch, oldest first."""
+    files: LedgerFiles
+    errors: list[LedgerError]
+    """Failed commands and tool calls, oldest first; one per command, its latest failure."""
+    pins: list[LedgerPin]
+    """Pinned facts, in pinning order."""
+    nextStep: NotRequired[Optional[str]]
+    """The latest plan the assistant stated since the last request."""
+
+
+class LedgerRequest(TypedDict):
+    """A user request."""
+    entryId: str
+    text: str
+    """Verbatim for the current request; a one-line gist for the others."""
+    status: RequestStatus
+
+
+class LedgerFiles(TypedDict):
+    """Files read and modified on the whole branch, sorted by path; a file ever written or edited
+    is in `modified` only.
+    """
+    read: list[LedgerFile]
+    modified: list[LedgerFile]
+
+
+class LedgerFile(TypedDict):
+    path: str
+    lastOp: FileOp
+    """The last operation on the file."""
+
+
+class LedgerError(TypedDict):
+    """A failed command or tool call."""
+    entryId: str
+    """The failing tool result or command entry."""
+    command: str
+    """What failed: `bash: cargo build`, `edit: src/a.rs`."""
+    text: str
+    """The key error line."""
+    resolved: bool
+    """A later run of the same command succeeded."""
+
+
+class LedgerPin(TypedDict):
+    pinId: str
+    text: str
+
+
+class SessionPinParams(TypedDict):
+    """Params of `session/pin`."""
+    sessionId: str
+    text: str
+    """The fact to carry verbatim through every later compaction until unpinned."""
+
+
+class SessionPinResult(TypedDict):
+    """Result of `session/pin` (a `custom` entry of type `compactd.pin` is appended at the leaf)."""
+    pinId: str
+    """The pin's id: the id of its entry."""
+    leafId: str
+
+
+class SessionUnpinParams(TypedDict):
+    """Params of `session/unpin`."""
+    sessionId: str
+    pinId: str
+    """A pin on the session's branch."""
+
+
+class SessionUnpinResult(TypedDict):
+    """Result of `session/unpin` (a `custom` entry of type `compactd.unpin` is appended)."""
     entryId: str
     leafId: str
 
@@ -1073,6 +1270,28 @@ class AutoContinue(TypedDict):
     """The appended user message entry (marked `synthetic: true`)."""
 
 
+class BackgroundCompaction(TypedDict):
+    """`session/backgroundCompaction`: a background compaction changed state."""
+    sessionId: str
+    operationId: str
+    """The background run's own id (`background-…`); the automatic compaction that commits it
+    has its own.
+    """
+    state: BackgroundCompactionState
+    reason: NotRequired[Optional[BackgroundDiscardReason]]
+    message: NotRequired[Optional[str]]
+
+
+class AutoCompactionPaused(TypedDict):
+    """`session/autoCompactionPaused`: automatic compaction stopped for the session until the user
+    acts (a manual `session/compact` or a `settings/update` resumes it).
+    """
+    sessionId: str
+    reason: AutoCompactionPauseReason
+    count: int
+    """How many times in a row it happened."""
+
+
 class ContextReport(TypedDict):
     """`compactd context --json`: `session/context` with `perMessage: true`, the counter used,
     and `session/usage` (the CLI runs no compaction, so its `is*` flags are `false`).
@@ -1096,9 +1315,48 @@ class ContextReport(TypedDict):
     """The thinking level on the branch (`off` when never set)."""
     models: dict[str, str]
     """The model per role on the branch (`provider/modelId`)."""
+    missingBlobs: NotRequired[list[MissingBlobInfo]]
+    """Full texts of truncated strings and images that the blob store could not give back
+    (deleted, unreadable, a symlink): each such message holds the truncated text or the
+    `blob:sha256:` reference instead. Absent when there are none.
+    """
     tokenizer: str
     """The token counter used (`chars4`, `o200k`, `cl100k`)."""
     usage: SessionUsageResult
+
+
+class EvalReport(TypedDict):
+    """`compactd eval --json`: what compactions at several points of a session kept of where the
+    agent stood (its progress ledger at each point), a retention score.
+    """
+    compactions: list[EvalCompaction]
+    """One per point compacted, oldest first."""
+    score: float
+    """Kept over total, over every compaction and kind (1 when there was nothing to keep)."""
+
+
+class EvalCompaction(TypedDict):
+    """One compaction (a preview at `leafId`, nothing written) and what its summary kept."""
+    leafId: str
+    """The entry the compaction was computed at, as if it were the leaf."""
+    summarizer: str
+    """Which summarizer wrote the summary."""
+    requests: Retention
+    """The current request (verbatim) and the gists of the earlier ones."""
+    files: Retention
+    """Every file read and modified, by path."""
+    errors: Retention
+    """The unresolved errors, by their key line."""
+    pins: Retention
+    score: float
+    missing: list[str]
+    """What the summary lacks, as `kind: text`."""
+
+
+class Retention(TypedDict):
+    """How many of a kind of fact the summary kept."""
+    kept: int
+    total: int
 
 
 class CompactionPlan(TypedDict):
@@ -1139,6 +1397,12 @@ class BlobsReport(TypedDict):
     """In the store but referenced by none of the sessions read."""
     deleted: list[str]
     """Deleted by `--gc`."""
+    keptRecent: NotRequired[list[str]]
+    """Unreferenced, but modified within the grace period (`--grace`), so kept: a writer puts a
+    blob in the store before the line that refers to it.
+    """
+    graceSeconds: NotRequired[int]
+    """The grace period used, in seconds."""
 
 
 class ResponseError(TypedDict):
@@ -1155,7 +1419,7 @@ class ResponseError(TypedDict):
 
 class ErrorData(TypedDict):
     """The `data` object of an error: its `kind`, and the fields that kind names."""
-    kind: Literal["sessionNotFound", "entryNotFound", "alreadyCompacted", "nothingToCompact", "compactionInProgress", "summarizationFailed", "leafMoved", "sessionFileInvalid", "cannotGetUnderThreshold", "settingsInvalid", "pathOutsideAllowed", "sessionReadOnly", "storageUnavailable", "ioError", "invalidParams", "notInitialized", "cancelled", "parseError", "invalidRequest", "messageTooLarge", "alreadyInitialized", "shuttingDown", "methodNotFound", "internal", "overloaded"]
+    kind: Literal["sessionNotFound", "entryNotFound", "alreadyCompacted", "nothingToCompact", "compactionInProgress", "summarizationFailed", "leafMoved", "sessionFileInvalid", "cannotGetUnderThreshold", "settingsInvalid", "pathOutsideAllowed", "sessionReadOnly", "storageUnavailable", "ioError", "blobMissing", "invalidParams", "notInitialized", "cancelled", "parseError", "invalidRequest", "messageTooLarge", "alreadyInitialized", "shuttingDown", "methodNotFound", "internal", "overloaded"]
     """The error's kind (see `errors` in `protocol.schema.json`): match on it, not on the
     message.
     """
@@ -1183,6 +1447,10 @@ class ErrorData(TypedDict):
     """`cannotGetUnderThreshold`: the threshold it had to get under."""
     key: NotRequired[Optional[str]]
     """`settingsInvalid`: the offending key, when known."""
+    blob: NotRequired[Optional[str]]
+    """`blobMissing`: the missing blob's name (hex SHA-256, or the reference as written when
+    it is not a blob name).
+    """
 
 
 #: No params: absent, `null` or an object (ignored).
@@ -1205,6 +1473,17 @@ NextAction = Literal["continue", "compacting", "recovering", "retry", "autoConti
 #: Why an auto-compaction runs (the reference's `auto_compaction_start.reason`).
 AutoCompactionReason = Literal["threshold", "overflow"]
 
+#: Why automatic compaction paused.
+AutoCompactionPauseReason = Literal["thrashing", "repeatedFailures"]
+
+#: Which entries `session/search` walks.
+SearchScope = Literal["branch", "session"]
+
+#: Where a request stands.
+RequestStatus = Literal["current", "answered", "superseded"]
+
+FileOp = Literal["read", "write", "edit"]
+
 #: A settings layer, lowest precedence first.
 SettingsSource = Literal["default", "user", "project", "initialize", "request"]
 
@@ -1225,6 +1504,12 @@ WorkDoneProgress = Union["WorkDoneProgressBegin", "WorkDoneProgressReport", "Wor
 
 #: Which summary a delta belongs to.
 SummaryPart = Literal["history", "turnPrefix", "short"]
+
+#: Where a background (speculative) compaction stands.
+BackgroundCompactionState = Literal["started", "armed", "committed", "discarded"]
+
+#: Why a background compaction was discarded.
+BackgroundDiscardReason = Literal["leafLeftBranch", "compactedSince", "doesNotFit", "aborted", "failed", "manualCompaction"]
 
 #: Whose rules `compactd plan` cut with.
 PlanMode = Literal["fixed", "parity"]
@@ -1271,9 +1556,29 @@ class SyncMethods:
         """Context size, window, threshold and whether a compaction runs. (``session/usage``)"""
         return self.request("session/usage", params, **options)  # type: ignore[no-any-return]
 
+    def session_search(self, params: SessionSearchParams, **options: Any) -> SessionSearchResult:
+        """Finds text in every entry, behind compactions and in full texts too; pages. (``session/search``)"""
+        return self.request("session/search", params, **options)  # type: ignore[no-any-return]
+
+    def session_read_entry(self, params: SessionReadEntryParams, **options: Any) -> SessionReadEntryResult:
+        """One entry as written, full texts and pruned originals restored. (``session/readEntry``)"""
+        return self.request("session/readEntry", params, **options)  # type: ignore[no-any-return]
+
     def session_set_label(self, params: SetLabelParams, **options: Any) -> SetLabelResult:
         """Sets or clears an entry's label (appends a `label` entry). (``session/setLabel``)"""
         return self.request("session/setLabel", params, **options)  # type: ignore[no-any-return]
+
+    def session_ledger(self, params: SessionRef, **options: Any) -> SessionLedgerResult:
+        """The progress ledger of the branch: requests, files, errors, pins, next step. (``session/ledger``)"""
+        return self.request("session/ledger", params, **options)  # type: ignore[no-any-return]
+
+    def session_pin(self, params: SessionPinParams, **options: Any) -> SessionPinResult:
+        """Pins a fact, carried verbatim through every later compaction (appends an entry). (``session/pin``)"""
+        return self.request("session/pin", params, **options)  # type: ignore[no-any-return]
+
+    def session_unpin(self, params: SessionUnpinParams, **options: Any) -> SessionUnpinResult:
+        """Unpins a pinned fact (appends an entry). (``session/unpin``)"""
+        return self.request("session/unpin", params, **options)  # type: ignore[no-any-return]
 
     def session_compact(self, params: SessionCompactParams, **options: Any) -> CompactResult:
         """Compacts now; answers when done, with progress and summary deltas meanwhile. (``session/compact``)"""
@@ -1345,9 +1650,29 @@ class AsyncMethods:
         """Context size, window, threshold and whether a compaction runs. (``session/usage``)"""
         return await self.request("session/usage", params, **options)  # type: ignore[no-any-return]
 
+    async def session_search(self, params: SessionSearchParams, **options: Any) -> SessionSearchResult:
+        """Finds text in every entry, behind compactions and in full texts too; pages. (``session/search``)"""
+        return await self.request("session/search", params, **options)  # type: ignore[no-any-return]
+
+    async def session_read_entry(self, params: SessionReadEntryParams, **options: Any) -> SessionReadEntryResult:
+        """One entry as written, full texts and pruned originals restored. (``session/readEntry``)"""
+        return await self.request("session/readEntry", params, **options)  # type: ignore[no-any-return]
+
     async def session_set_label(self, params: SetLabelParams, **options: Any) -> SetLabelResult:
         """Sets or clears an entry's label (appends a `label` entry). (``session/setLabel``)"""
         return await self.request("session/setLabel", params, **options)  # type: ignore[no-any-return]
+
+    async def session_ledger(self, params: SessionRef, **options: Any) -> SessionLedgerResult:
+        """The progress ledger of the branch: requests, files, errors, pins, next step. (``session/ledger``)"""
+        return await self.request("session/ledger", params, **options)  # type: ignore[no-any-return]
+
+    async def session_pin(self, params: SessionPinParams, **options: Any) -> SessionPinResult:
+        """Pins a fact, carried verbatim through every later compaction (appends an entry). (``session/pin``)"""
+        return await self.request("session/pin", params, **options)  # type: ignore[no-any-return]
+
+    async def session_unpin(self, params: SessionUnpinParams, **options: Any) -> SessionUnpinResult:
+        """Unpins a pinned fact (appends an entry). (``session/unpin``)"""
+        return await self.request("session/unpin", params, **options)  # type: ignore[no-any-return]
 
     async def session_compact(self, params: SessionCompactParams, **options: Any) -> CompactResult:
         """Compacts now; answers when done, with progress and summary deltas meanwhile. (``session/compact``)"""
@@ -1390,7 +1715,12 @@ CLIENT_REQUESTS: dict[str, tuple[str, str]] = {
     "session/context": ("SessionContextParams", "SessionContextResult"),
     "session/tree": ("SessionTreeParams", "SessionTreeResult"),
     "session/usage": ("SessionRef", "SessionUsageResult"),
+    "session/search": ("SessionSearchParams", "SessionSearchResult"),
+    "session/readEntry": ("SessionReadEntryParams", "SessionReadEntryResult"),
     "session/setLabel": ("SetLabelParams", "SetLabelResult"),
+    "session/ledger": ("SessionRef", "SessionLedgerResult"),
+    "session/pin": ("SessionPinParams", "SessionPinResult"),
+    "session/unpin": ("SessionUnpinParams", "SessionUnpinResult"),
     "session/compact": ("SessionCompactParams", "CompactResult"),
     "session/abortCompaction": ("SessionRef", "AbortResult"),
     "session/prune": ("SessionPruneParams", "PruneResult"),
@@ -1411,6 +1741,8 @@ SERVER_NOTIFICATIONS: dict[str, tuple[str, str]] = {
     "session/treeNavigated": ("TreeNavigated", "None"),
     "session/entriesAppended": ("EntriesAppended", "None"),
     "session/autoContinue": ("AutoContinue", "None"),
+    "session/backgroundCompaction": ("BackgroundCompaction", "None"),
+    "session/autoCompactionPaused": ("AutoCompactionPaused", "None"),
 }
 
 #: Requests the daemon sends to a client that declared them: method -> (params, answer).
@@ -1438,6 +1770,7 @@ ERROR_CODES: dict[str, int] = {
     "sessionReadOnly": -32021,
     "storageUnavailable": -32022,
     "ioError": -32023,
+    "blobMissing": -32024,
     "invalidParams": -32602,
     "notInitialized": -32002,
     "cancelled": -32800,

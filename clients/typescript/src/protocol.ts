@@ -74,6 +74,19 @@ export type NextAction = 'continue' | 'compacting' | 'recovering' | 'retry' | 'a
  */
 export type AutoCompactionReason = 'threshold' | 'overflow';
 /**
+ * Why automatic compaction paused.
+ */
+export type AutoCompactionPauseReason = 'thrashing' | 'repeatedFailures';
+/**
+ * Which entries `session/search` walks.
+ */
+export type SearchScope = 'branch' | 'session';
+/**
+ * Where a request stands.
+ */
+export type RequestStatus = 'current' | 'answered' | 'superseded';
+export type FileOp = 'read' | 'write' | 'edit';
+/**
  * A settings layer, lowest precedence first.
  */
 export type SettingsSource = 'default' | 'user' | 'project' | 'initialize' | 'request';
@@ -140,6 +153,15 @@ export type WorkDoneProgress =
  * Which summary a delta belongs to.
  */
 export type SummaryPart = 'history' | 'turnPrefix' | 'short';
+/**
+ * Where a background (speculative) compaction stands.
+ */
+export type BackgroundCompactionState = 'started' | 'armed' | 'committed' | 'discarded';
+/**
+ * Why a background compaction was discarded.
+ */
+export type BackgroundDiscardReason =
+  'leafLeftBranch' | 'compactedSince' | 'doesNotFit' | 'aborted' | 'failed' | 'manualCompaction';
 /**
  * Whose rules `compactd plan` cut with.
  */
@@ -658,6 +680,11 @@ export interface CompactResult {
    * `details.summarizers` says why the summarizers before it failed.
    */
   summarizer?: string | null;
+  /**
+   * Settings of the session's project file that were ignored (the keys that decide where
+   * data or credentials go, in a project the user does not trust), one line each.
+   */
+  warnings?: string[];
 }
 /**
  * Files the summarised history touched and what the retention check added, as recorded in a
@@ -793,6 +820,34 @@ export interface SessionContextResult {
   models: {
     [k: string]: string;
   };
+  /**
+   * Full texts of truncated strings and images that the blob store could not give back
+   * (deleted, unreadable, a symlink): each such message holds the truncated text or the
+   * `blob:sha256:` reference instead. Absent when there are none.
+   */
+  missingBlobs?: MissingBlobInfo[];
+}
+/**
+ * A blob the context could not read back (`session/context` `missingBlobs`).
+ */
+export interface MissingBlobInfo {
+  /**
+   * The entry that refers to it.
+   */
+  entryId: string;
+  /**
+   * The blob's SHA-256 (hex), when the reference names one.
+   */
+  blob?: string | null;
+  /**
+   * A JSON pointer into the entry for a truncated string's full text; `image` for an image.
+   */
+  pointer: string;
+  /**
+   * Why it could not be read, naming the store file (e.g. `…/<hex>: not in the blob store`,
+   * `…/<hex>: is a symbolic link, not a regular file`).
+   */
+  reason: string;
 }
 /**
  * Params of `session/tree`.
@@ -895,6 +950,146 @@ export interface SessionUsageResult {
    * `compaction.enabled`.
    */
   autoCompactionEnabled: boolean;
+  /**
+   * The background (speculative) compaction, while one runs or waits armed.
+   */
+  backgroundCompaction?: BackgroundCompactionStatus | null;
+  /**
+   * Set while automatic compaction is paused for the session (thrash guard or circuit
+   * breaker); a manual `session/compact` or a `settings/update` resumes it.
+   */
+  autoCompactionPaused?: AutoCompactionPauseReason | null;
+}
+/**
+ * Where a background compaction stands (`session/usage`).
+ */
+export interface BackgroundCompactionStatus {
+  /**
+   * The id its `session/backgroundCompaction` events carry.
+   */
+  operationId: string;
+  /**
+   * The result is ready: the append that crosses the threshold writes it at once.
+   */
+  armed: boolean;
+  /**
+   * The step it is at while it runs: `preparing`, `summarizing`.
+   */
+  phase?: string | null;
+  /**
+   * Which summarizer request of the history summary it is at, and how many there are.
+   */
+  chunk?: number | null;
+  chunks?: number | null;
+  /**
+   * When it started, in milliseconds since the epoch.
+   */
+  startedAtMs: number;
+}
+/**
+ * Params of `session/search`.
+ */
+export interface SessionSearchParams {
+  sessionId: string;
+  /**
+   * The text to find: literal, unless `regex`.
+   */
+  query: string;
+  /**
+   * `query` is a regular expression (Rust `regex` syntax; no look-around or
+   * backreferences). Default `false`.
+   */
+  regex?: boolean | null;
+  /**
+   * Match case exactly. Default `false` (case-insensitive).
+   */
+  caseSensitive?: boolean | null;
+  /**
+   * Default `branch`.
+   */
+  scope?: SearchScope | null;
+  /**
+   * Hits per page: 1 to 200, default 20.
+   */
+  limit?: number | null;
+  /**
+   * The previous page's `nextCursor`.
+   */
+  cursor?: string | null;
+}
+/**
+ * Result of `session/search`.
+ */
+export interface SessionSearchResult {
+  /**
+   * In scope order (oldest first), one per matching entry.
+   */
+  hits: SearchHit[];
+  /**
+   * Pass as `cursor` for the next page; absent when there are no more hits.
+   */
+  nextCursor?: string | null;
+  /**
+   * Blobs (hex names) that searched entries refer to but the store lacks: their full
+   * texts were not searched, only the truncated head in the line.
+   */
+  missingBlobs?: string[];
+}
+/**
+ * One matching entry: its first match.
+ */
+export interface SearchHit {
+  entryId: string;
+  /**
+   * The message's role (`user`, `assistant`, `toolResult`, `bashExecution`, ...), else the
+   * entry's type (`compaction`, `branch_summary`, `custom_message`, ...).
+   */
+  role: string;
+  /**
+   * The match with some text around it, on one line, at most 160 characters (plus `…`
+   * where it was cut).
+   */
+  snippet: string;
+  /**
+   * The model no longer sees this text as written: the entry is behind the branch's
+   * latest compaction or off the branch, or the match is in a pruned output's original.
+   */
+  compacted: boolean;
+  /**
+   * The entry's timestamp (ISO-8601).
+   */
+  timestamp: string;
+}
+/**
+ * Params of `session/readEntry`.
+ */
+export interface SessionReadEntryParams {
+  sessionId: string;
+  entryId: string;
+}
+/**
+ * Result of `session/readEntry`.
+ */
+export interface SessionReadEntryResult {
+  /**
+   * The entry as written, with every string the size controls truncated replaced by its
+   * full text from the blob store (its `compactdFullText` map removed) and a pruned tool
+   * output's `content` replaced by its `originalContent`. Image data stays as written
+   * (`blob:sha256:<hex>` references included).
+   */
+  entry: WireEntry;
+  /**
+   * JSON pointers of the strings whose full text came from the blob store.
+   */
+  restoredFullTexts: string[];
+  /**
+   * The content was a prune notice and is here the original.
+   */
+  restoredPruned: boolean;
+  /**
+   * As in `session/search`: the model no longer sees this entry as written.
+   */
+  compacted: boolean;
 }
 /**
  * Params of `session/setLabel`.
@@ -915,6 +1110,117 @@ export interface SetLabelParams {
  * Result of `session/setLabel` (a `label` entry is appended at the leaf).
  */
 export interface SetLabelResult {
+  entryId: string;
+  leafId: string;
+}
+/**
+ * Result of `session/ledger` (and `compactd ledger --json`): where the agent stands on the
+ * session's branch, derived from the entries; the same session gives the same bytes.
+ */
+export interface SessionLedgerResult {
+  /**
+   * Every user request on the branch, oldest first.
+   */
+  requests: LedgerRequest[];
+  files: LedgerFiles;
+  /**
+   * Failed commands and tool calls, oldest first; one per command, its latest failure.
+   */
+  errors: LedgerError[];
+  /**
+   * Pinned facts, in pinning order.
+   */
+  pins: LedgerPin[];
+  /**
+   * The latest plan the assistant stated since the last request.
+   */
+  nextStep?: string | null;
+}
+/**
+ * A user request.
+ */
+export interface LedgerRequest {
+  entryId: string;
+  /**
+   * Verbatim for the current request; a one-line gist for the others.
+   */
+  text: string;
+  status: RequestStatus;
+}
+/**
+ * Files read and modified on the whole branch, sorted by path; a file ever written or edited
+ * is in `modified` only.
+ */
+export interface LedgerFiles {
+  read: LedgerFile[];
+  modified: LedgerFile[];
+}
+export interface LedgerFile {
+  path: string;
+  /**
+   * The last operation on the file.
+   */
+  lastOp: FileOp;
+}
+/**
+ * A failed command or tool call.
+ */
+export interface LedgerError {
+  /**
+   * The failing tool result or command entry.
+   */
+  entryId: string;
+  /**
+   * What failed: `bash: cargo build`, `edit: src/a.rs`.
+   */
+  command: string;
+  /**
+   * The key error line.
+   */
+  text: string;
+  /**
+   * A later run of the same command succeeded.
+   */
+  resolved: boolean;
+}
+export interface LedgerPin {
+  pinId: string;
+  text: string;
+}
+/**
+ * Params of `session/pin`.
+ */
+export interface SessionPinParams {
+  sessionId: string;
+  /**
+   * The fact to carry verbatim through every later compaction until unpinned.
+   */
+  text: string;
+}
+/**
+ * Result of `session/pin` (a `custom` entry of type `compactd.pin` is appended at the leaf).
+ */
+export interface SessionPinResult {
+  /**
+   * The pin's id: the id of its entry.
+   */
+  pinId: string;
+  leafId: string;
+}
+/**
+ * Params of `session/unpin`.
+ */
+export interface SessionUnpinParams {
+  sessionId: string;
+  /**
+   * A pin on the session's branch.
+   */
+  pinId: string;
+}
+/**
+ * Result of `session/unpin` (a `custom` entry of type `compactd.unpin` is appended).
+ */
+export interface SessionUnpinResult {
   entryId: string;
   leafId: string;
 }
@@ -1583,6 +1889,32 @@ export interface AutoContinue {
   entryId: string;
 }
 /**
+ * `session/backgroundCompaction`: a background compaction changed state.
+ */
+export interface BackgroundCompaction {
+  sessionId: string;
+  /**
+   * The background run's own id (`background-…`); the automatic compaction that commits it
+   * has its own.
+   */
+  operationId: string;
+  state: BackgroundCompactionState;
+  reason?: BackgroundDiscardReason | null;
+  message?: string | null;
+}
+/**
+ * `session/autoCompactionPaused`: automatic compaction stopped for the session until the user
+ * acts (a manual `session/compact` or a `settings/update` resumes it).
+ */
+export interface AutoCompactionPaused {
+  sessionId: string;
+  reason: AutoCompactionPauseReason;
+  /**
+   * How many times in a row it happened.
+   */
+  count: number;
+}
+/**
  * `compactd context --json`: `session/context` with `perMessage: true`, the counter used,
  * and `session/usage` (the CLI runs no compaction, so its `is*` flags are `false`).
  */
@@ -1624,10 +1956,68 @@ export interface ContextReport {
     [k: string]: string;
   };
   /**
+   * Full texts of truncated strings and images that the blob store could not give back
+   * (deleted, unreadable, a symlink): each such message holds the truncated text or the
+   * `blob:sha256:` reference instead. Absent when there are none.
+   */
+  missingBlobs?: MissingBlobInfo[];
+  /**
    * The token counter used (`chars4`, `o200k`, `cl100k`).
    */
   tokenizer: string;
   usage: SessionUsageResult;
+}
+/**
+ * `compactd eval --json`: what compactions at several points of a session kept of where the
+ * agent stood (its progress ledger at each point), a retention score.
+ */
+export interface EvalReport {
+  /**
+   * One per point compacted, oldest first.
+   */
+  compactions: EvalCompaction[];
+  /**
+   * Kept over total, over every compaction and kind (1 when there was nothing to keep).
+   */
+  score: number;
+}
+/**
+ * One compaction (a preview at `leafId`, nothing written) and what its summary kept.
+ */
+export interface EvalCompaction {
+  /**
+   * The entry the compaction was computed at, as if it were the leaf.
+   */
+  leafId: string;
+  /**
+   * Which summarizer wrote the summary.
+   */
+  summarizer: string;
+  /**
+   * The current request (verbatim) and the gists of the earlier ones.
+   */
+  requests: Retention;
+  /**
+   * Every file read and modified, by path.
+   */
+  files: Retention;
+  /**
+   * The unresolved errors, by their key line.
+   */
+  errors: Retention;
+  pins: Retention;
+  score: number;
+  /**
+   * What the summary lacks, as `kind: text`.
+   */
+  missing: string[];
+}
+/**
+ * How many of a kind of fact the summary kept.
+ */
+export interface Retention {
+  kept: number;
+  total: number;
 }
 /**
  * `compactd plan --json`: where a compaction would cut now, without summarising.
@@ -1694,6 +2084,15 @@ export interface BlobsReport {
    * Deleted by `--gc`.
    */
   deleted: string[];
+  /**
+   * Unreferenced, but modified within the grace period (`--grace`), so kept: a writer puts a
+   * blob in the store before the line that refers to it.
+   */
+  keptRecent?: string[];
+  /**
+   * The grace period used, in seconds.
+   */
+  graceSeconds?: number;
 }
 /**
  * A JSON-RPC error object as compactd sends it (`error` in a response).
@@ -1736,6 +2135,7 @@ export interface ErrorData {
     | 'sessionReadOnly'
     | 'storageUnavailable'
     | 'ioError'
+    | 'blobMissing'
     | 'invalidParams'
     | 'notInitialized'
     | 'cancelled'
@@ -1789,6 +2189,11 @@ export interface ErrorData {
    * `settingsInvalid`: the offending key, when known.
    */
   key?: string | null;
+  /**
+   * `blobMissing`: the missing blob's name (hex SHA-256, or the reference as written when
+   * it is not a blob name).
+   */
+  blob?: string | null;
 }
 
 /** Requests a client sends: params and result of each. */
@@ -1815,8 +2220,18 @@ export interface ClientRequests {
   'session/tree': { params: SessionTreeParams; result: SessionTreeResult };
   /** Context size, window, threshold and whether a compaction runs. */
   'session/usage': { params: SessionRef; result: SessionUsageResult };
+  /** Finds text in every entry, behind compactions and in full texts too; pages. */
+  'session/search': { params: SessionSearchParams; result: SessionSearchResult };
+  /** One entry as written, full texts and pruned originals restored. */
+  'session/readEntry': { params: SessionReadEntryParams; result: SessionReadEntryResult };
   /** Sets or clears an entry's label (appends a `label` entry). */
   'session/setLabel': { params: SetLabelParams; result: SetLabelResult };
+  /** The progress ledger of the branch: requests, files, errors, pins, next step. */
+  'session/ledger': { params: SessionRef; result: SessionLedgerResult };
+  /** Pins a fact, carried verbatim through every later compaction (appends an entry). */
+  'session/pin': { params: SessionPinParams; result: SessionPinResult };
+  /** Unpins a pinned fact (appends an entry). */
+  'session/unpin': { params: SessionUnpinParams; result: SessionUnpinResult };
   /** Compacts now; answers when done, with progress and summary deltas meanwhile. */
   'session/compact': { params: SessionCompactParams; result: CompactResult };
   /** Aborts the session's running compaction, manual or automatic. */
@@ -1879,6 +2294,10 @@ export interface ServerNotifications {
   'session/entriesAppended': EntriesAppended;
   /** The continue prompt was appended after a threshold compaction: run the model. */
   'session/autoContinue': AutoContinue;
+  /** A background (speculative) compaction started, is armed, was committed or discarded. */
+  'session/backgroundCompaction': BackgroundCompaction;
+  /** Automatic compaction paused for the session (thrash guard or circuit breaker). */
+  'session/autoCompactionPaused': AutoCompactionPaused;
 }
 
 /** The `code` of each typed error, by its `data.kind`. */
@@ -1897,6 +2316,7 @@ export const ERROR_CODES = {
   sessionReadOnly: -32021,
   storageUnavailable: -32022,
   ioError: -32023,
+  blobMissing: -32024,
   invalidParams: -32602,
   notInitialized: -32002,
   cancelled: -32800,

@@ -21,6 +21,37 @@ import { type Options, isObject } from "./options";
 
 const STATUS_KEY = "compactd";
 
+/** The model's tool for compacted history. */
+export const RECALL_TOOL = "recall";
+
+/** The one line every compaction summary from compactd ends with, so the model knows. */
+export const RECALL_HINT = `Earlier details of this session (exact text, full tool outputs) were compacted away but are kept: search them with the \`${RECALL_TOOL}\` tool.`;
+
+/** The recall tool's arguments. */
+export interface RecallParams {
+  query?: string;
+  regex?: boolean;
+  scope?: "branch" | "session";
+  cursor?: string;
+  entryId?: string;
+  offset?: number;
+}
+
+export const RECALL_PARAMETERS: Record<string, unknown> = {
+  type: "object",
+  properties: {
+    query: { type: "string", description: "Text to find (case-insensitive), or a regex with regex: true." },
+    regex: { type: "boolean" },
+    scope: { type: "string", enum: ["branch", "session"], description: "branch (default) or every branch." },
+    cursor: { type: "string", description: "The cursor a previous search gave, for more hits." },
+    entryId: { type: "string", description: "Read this entry whole instead of searching." },
+    offset: { type: "number", description: "Character offset when reading a long entry." },
+  },
+};
+
+/** Characters of an entry the recall tool returns at once. */
+const RECALL_PAGE_CHARS = 40_000;
+
 /** Which open compactd session holds which agent file, for the daemon that opened it. */
 interface OpenSession {
   sessionId: string;
@@ -165,6 +196,32 @@ export class Compactd {
     }
   }
 
+  /** The recall tool: a search of the agent's session, or one entry read back whole. */
+  async recall(params: RecallParams, ctx: ExtensionContext): Promise<string> {
+    const file = ctx.sessionManager.getSessionFile();
+    if (!file) return "This session has no file yet: there is no earlier history.";
+    this.#ctx = ctx;
+    const sessionId = await this.#open(file);
+    if (params.entryId) {
+      const read = await this.daemon.request("session/readEntry", { sessionId, entryId: params.entryId });
+      return renderEntry(params.entryId, read, params.offset ?? 0);
+    }
+    if (!params.query) return "Give `query` to search, or `entryId` to read an entry.";
+    const found = await this.daemon.request("session/search", {
+      sessionId,
+      query: params.query,
+      regex: params.regex,
+      scope: params.scope,
+      cursor: params.cursor,
+    });
+    if (found.hits.length === 0) return `No entry matches ${JSON.stringify(params.query)}.`;
+    const lines = found.hits.map(
+      hit => `- entryId ${hit.entryId} | ${hit.role} | ${hit.timestamp}${hit.compacted ? " (compacted)" : ""}\n  ${hit.snippet}`,
+    );
+    if (found.nextCursor) lines.push(`More hits: call ${RECALL_TOOL} again with cursor ${JSON.stringify(found.nextCursor)}.`);
+    return lines.join("\n");
+  }
+
   /** `/compactd`: where a compaction would cut now and what it would summarise (writes nothing). */
   async plan(ctx: ExtensionContext, keepRecentTokens: number | undefined): Promise<string> {
     const file = ctx.sessionManager.getSessionFile();
@@ -263,7 +320,7 @@ function toCompaction(result: CompactResult, models: string[]): CompactionResult
   // compactd ran this as a request of its client; why the agent compacted is the agent's to say.
   const { reason: _trigger, ...details } = result.details;
   const compaction: CompactionResult = {
-    summary: result.summary,
+    summary: `${result.summary.trimEnd()}\n\n${RECALL_HINT}`,
     firstKeptEntryId: result.firstKeptEntryId,
     tokensBefore: result.tokensBefore,
     details: { ...details, compactd: compactdDetails(result.summarizer ?? undefined, models, result.tokensAfter ?? undefined) },
@@ -281,6 +338,29 @@ function compactdDetails(summarizer: string | undefined, models: string[], token
   if (summarizer === "client" && models.length > 0) details.models = models;
   if (tokensAfter !== undefined) details.tokensAfter = tokensAfter;
   return details;
+}
+
+/** An entry's texts (as `session/readEntry` restored them), a page of them from `offset`. */
+function renderEntry(entryId: string, read: { entry: Record<string, unknown>; compacted: boolean }, offset: number): string {
+  const texts: string[] = [];
+  const walk = (value: unknown, key: string): void => {
+    if (typeof value === "string") {
+      if (!value.startsWith("blob:sha256:")) texts.push(value);
+    } else if (Array.isArray(value)) {
+      value.forEach(item => walk(item, key));
+    } else if (isObject(value)) {
+      const image = value.type === "image";
+      for (const [k, v] of Object.entries(value)) if (!(image && k === "data")) walk(v, k);
+    }
+  };
+  const { type, id: _id, parentId: _parent, timestamp, ...fields } = read.entry;
+  walk(fields, "");
+  const body = texts.join("\n");
+  const page = body.slice(offset, offset + RECALL_PAGE_CHARS);
+  const end = offset + page.length;
+  let text = `Entry ${entryId} (${String(type)}, ${String(timestamp)}${read.compacted ? ", compacted" : ""}), characters ${offset}..${end} of ${body.length}:\n${page}`;
+  if (end < body.length) text += `\n[${body.length - end} more characters: call ${RECALL_TOOL} with entryId ${entryId} and offset ${end}]`;
+  return text;
 }
 
 /** The agent writes its session file asynchronously; its session manager can flush. */

@@ -1,7 +1,10 @@
 /**
- * The parts of oh-my-pi's extension API (13.19, `extensibility/extensions/types.ts`) that this
- * extension uses, written out structurally so the extension typechecks without the agent's
- * sources. The real-agent test (`scripts/test.d/omp.sh`) checks them against the agent itself.
+ * The parts of oh-my-pi's extension API (13.19 and 18.2, `extensibility/extensions/types.ts`)
+ * that this extension uses, written out structurally so the extension typechecks without the
+ * agent's sources. pi (oh-my-pi's upstream, 0.73) has the same hooks with fewer fields: no
+ * `pi.pi`, and a `CompactionResult` without `shortSummary` / `preserveData` (it stores only the
+ * four fields it knows). The real-agent tests (`scripts/test.d/omp.sh`) check them against each
+ * agent itself.
  */
 
 /** A session entry as the agent holds it (one line of its session file). */
@@ -105,16 +108,33 @@ export interface ExtensionCommandContext extends ExtensionContext {
 
 type Handler<E, R = undefined> = (event: E, ctx: ExtensionContext) => Promise<R | undefined> | R | undefined;
 
+/** A tool result the agent hands its model (`AgentToolResult`). */
+export interface ToolResult {
+  content: { type: "text"; text: string }[];
+  details?: unknown;
+}
+
+/** The agent's `ToolDefinition` (only what this extension sets). `parameters` is a JSON
+ * Schema object (TypeBox schemas are JSON Schema). */
+export interface ToolDefinition<P> {
+  name: string;
+  label: string;
+  description: string;
+  parameters: Record<string, unknown>;
+  execute(toolCallId: string, params: P, signal: AbortSignal | undefined, onUpdate: unknown, ctx: ExtensionContext): Promise<ToolResult>;
+}
+
 /** The `pi` object an extension factory receives. */
 export interface ExtensionAPI {
   on(event: "session_before_compact", handler: Handler<SessionBeforeCompactEvent, SessionBeforeCompactResult>): void;
   on(event: "session_before_tree", handler: Handler<SessionBeforeTreeEvent, SessionBeforeTreeResult>): void;
   on(event: "session_start" | "session_switch" | "session_shutdown", handler: Handler<{ type: string }>): void;
+  registerTool<P>(tool: ToolDefinition<P>): void;
   registerCommand(
     name: string,
     options: { description?: string; handler: (args: string, ctx: ExtensionCommandContext) => Promise<void> },
   ): void;
   logger: { warn(message: string, meta?: Record<string, unknown>): void; debug(message: string, meta?: Record<string, unknown>): void };
-  /** The agent package's own exports. */
-  pi: { getAgentDir(): string; VERSION?: string };
+  /** The agent package's own exports (oh-my-pi only: pi has no `pi.pi`). */
+  pi?: { getAgentDir(): string; VERSION?: string };
 }

@@ -21,9 +21,10 @@ export interface Options {
   bin: string;
   /**
    * Who writes the summaries inside compactd's rules (cut point, bounded input, retention
-   * guard): `agent` (default) the agent's current model, called through the agent's own
+   * guard): `agent` (the default in oh-my-pi) the agent's current model, called through the agent's own
    * provider code, so every provider and login the agent has works and compactd needs no key;
-   * `compactd` whatever compactd's own settings say (its offline extractive summarizer when
+   * `compactd` (the default in pi, which runs under Node where the agent's provider code cannot
+   * be reached) whatever compactd's own settings say (its offline extractive summarizer when
    * nothing is configured).
    */
   summarizer: SummarizerChoice;
@@ -40,7 +41,11 @@ export const DEFAULT_TIMEOUT_MS = 180_000;
 export const OPTIONS_FILE = "compactd.json";
 
 /** Reads the options; an unreadable or invalid file is an error that names it. */
-export function loadOptions(agentDir: string, env: Record<string, string | undefined>): Options {
+export function loadOptions(
+  agentDir: string,
+  env: Record<string, string | undefined>,
+  defaultSummarizer: SummarizerChoice = "agent",
+): Options {
   const file = path.join(agentDir, OPTIONS_FILE);
   let raw: Record<string, unknown> = {};
   let source = "defaults";
@@ -55,7 +60,7 @@ export function loadOptions(agentDir: string, env: Record<string, string | undef
     }
   }
   const bin = optionalString(raw, "bin", file) ?? env.COMPACTD_BIN ?? "compactd";
-  const summarizer = optionalString(raw, "summarizer", file) ?? "agent";
+  const summarizer = optionalString(raw, "summarizer", file) ?? defaultSummarizer;
   if (summarizer !== "agent" && summarizer !== "compactd") {
     throw new Error(`${file}: "summarizer" must be "agent" or "compactd", not ${JSON.stringify(summarizer)}`);
   }

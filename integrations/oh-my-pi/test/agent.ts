@@ -1,17 +1,26 @@
 /**
- * Drives the real oh-my-pi agent in `--mode rpc` (one JSON object a line on stdin/stdout):
- * commands with ids matched to their responses, every other line kept as an event. Also writes
- * the agent's directory (models, config) for a run against the fake model.
+ * Drives the real oh-my-pi agent, or pi, in `--mode rpc` (one JSON object a line on
+ * stdin/stdout): commands with ids matched to their responses, every other line kept as an
+ * event. Also writes the agent's directory (models, config or settings) for a run against the
+ * fake model.
  */
 import { type Subprocess, spawn } from "bun";
 import * as fs from "node:fs";
 import * as path from "node:path";
 
-export interface AgentPaths {
-  /** The installed `@oh-my-pi/pi-coding-agent` package. */
-  agentPkg: string;
-  /** The Bun binary that runs it. */
-  bun: string;
+/** How to start the agent, before `--mode rpc` and the extensions. */
+export interface AgentCommand {
+  argv: string[];
+}
+
+/** oh-my-pi: its `src/cli.ts` (of the installed `@oh-my-pi/pi-coding-agent`) run by `bun`. */
+export function ompCommand(agentPkg: string, bun: string): AgentCommand {
+  return { argv: [bun, path.join(agentPkg, "src/cli.ts")] };
+}
+
+/** pi: its `dist/cli.js` (of the installed `@mariozechner/pi-coding-agent`) run by Node, offline. */
+export function piCommand(piPkg: string): AgentCommand {
+  return { argv: [process.env.NODE ?? "node", path.join(piPkg, "dist/cli.js"), "--offline"] };
 }
 
 export interface AgentSetup {
@@ -70,6 +79,9 @@ export function writeAgentDir(dir: string, setup: AgentSetup): void {
     .join("\n");
   const config = [`modelRoles:`, `  default: ${PROVIDER}/${MODEL}`, `compaction:`, compaction, ""].join("\n");
   fs.writeFileSync(path.join(dir, "config.yml"), config);
+  // pi reads settings.json instead (and has no thresholdTokens: it compacts at window - reserve).
+  const settings = { defaultProvider: PROVIDER, defaultModel: MODEL, compaction: setup.compaction };
+  fs.writeFileSync(path.join(dir, "settings.json"), JSON.stringify(settings, null, 2));
   if (setup.compactdOptions) {
     fs.writeFileSync(path.join(dir, "compactd.json"), JSON.stringify(setup.compactdOptions, null, 2));
   }
@@ -84,8 +96,8 @@ export class Agent {
   #eventWaiters: { test: (e: AgentEvent) => boolean; resolve: (e: AgentEvent) => void }[] = [];
   #exited: Promise<number>;
 
-  constructor(paths: AgentPaths, agentDir: string, cwd: string, setup: AgentSetup) {
-    const args = [paths.bun, path.join(paths.agentPkg, "src/cli.ts"), "--mode", "rpc"];
+  constructor(command: AgentCommand, agentDir: string, cwd: string, setup: AgentSetup) {
+    const args = [...command.argv, "--mode", "rpc"];
     for (const ext of setup.extensions) args.push("-e", ext);
     this.#proc = spawn(args, {
       cwd,

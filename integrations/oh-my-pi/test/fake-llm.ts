@@ -11,8 +11,8 @@
  *   the file paths, so compactd's retention guard has facts to put back;
  * - the agent's own summaries (its fallback path): a summary marked `AGENT-OWN-SUMMARY`.
  *
- * A user message containing `BIG` gets an answer whose usage says `bigPromptTokens`, so a test
- * can push the agent over its compaction threshold on the turn it chooses. `hold()` makes
+ * A user message containing `BIG` gets a final answer (once) whose usage says `bigPromptTokens`,
+ * so a test can push the agent over its compaction threshold on the turn it chooses. `hold()` makes
  * compactd's summary requests hang until released, so a test can kill compactd in the middle
  * of a compaction.
  */
@@ -50,6 +50,7 @@ export class FakeLlm {
   #waiters: (() => void)[] = [];
   #heldCount = 0;
   #onHeld: (() => void)[] = [];
+  #bigAnswered = new Set<string>();
 
   start(): string {
     this.#server = Bun.serve({
@@ -113,7 +114,12 @@ export class FakeLlm {
     }
     const reply = answer(kind, body);
     const tokens = usage(body, reply);
-    if (kind === "turn" && this.bigPromptTokens > 0 && lastUserText(body).includes("BIG")) {
+    const prompt = lastUserText(body);
+    // Once per prompt, on its final answer: oh-my-pi 18 also checks the threshold between the
+    // requests of a turn (mid-turn compaction), and a turn's later requests still end with the
+    // same user message.
+    if (kind === "turn" && this.bigPromptTokens > 0 && !reply.toolCall && prompt.includes("BIG") && !this.#bigAnswered.has(prompt)) {
+      this.#bigAnswered.add(prompt);
       tokens.prompt_tokens = this.bigPromptTokens;
       tokens.total_tokens = tokens.prompt_tokens + tokens.completion_tokens;
     }
@@ -186,6 +192,14 @@ function answer(kind: RequestKind, body: ChatRequest): Reply {
     return { text: `I read it: ${result.length} characters, starting "${result.slice(0, 40)}".` };
   }
   const prompt = last ? textOf(last.content) : "";
+  const recall = /^recall (\S+)/.exec(prompt.trim());
+  if (recall) {
+    toolCallSeq++;
+    return {
+      text: "",
+      toolCall: { id: `call_${toolCallSeq}`, name: "recall", arguments: JSON.stringify({ query: recall[1] }) },
+    };
+  }
   const read = /read (\S+)/.exec(prompt.trim());
   if (read) {
     toolCallSeq++;

@@ -5,98 +5,24 @@
  * sets OMP_AGENT_PKG, OMP_BUN and COMPACTD_BIN.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { Agent, type AgentSetup, MODEL, PROVIDER, writeAgentDir } from "./agent";
+import { Agent, type AgentSetup, MODEL, PROVIDER, ompCommand, writeAgentDir } from "./agent";
 import { AGENT_OWN_SUMMARY, FakeLlm, MODEL_SUMMARY_MARK, textOf } from "./fake-llm";
+import { type Entry, compactd, count, entriesOf, expectSameContext, lastIs, pathTo, required, settled } from "./session";
 
 const AGENT_PKG = required("OMP_AGENT_PKG");
 const BUN = required("OMP_BUN");
 const COMPACTD = required("COMPACTD_BIN");
 const EXTENSION = path.resolve(import.meta.dir, "../src/index.ts");
 const PROBE = path.resolve(import.meta.dir, "probe-extension.ts");
+const AGENT_VERSION = JSON.parse(fs.readFileSync(path.join(AGENT_PKG, "package.json"), "utf8")).version as string;
+const AGENT_MAJOR = Number(AGENT_VERSION.split(".")[0]);
+/** The synthetic prompt after a threshold compaction (13.19's). */
+const CONTINUE_PROMPT = /^Continue if you have next steps\./;
 const KEEP_RECENT = 1500;
 const TEST_TIMEOUT = 240_000;
-
-function required(name: string): string {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set (scripts/test.d/omp.sh sets it)`);
-  return value;
-}
-
-type Entry = Record<string, any> & { type: string; id: string; parentId: string | null };
-
-/** The entries of a session file (header excluded). */
-function entriesOf(file: string): Entry[] {
-  return fs
-    .readFileSync(file, "utf8")
-    .split("\n")
-    .slice(1)
-    .filter(line => line.trim())
-    .map(line => JSON.parse(line) as Entry);
-}
-
-/** The file's entries once `ready` holds of them: the agent writes its file asynchronously, so a
- * command's response can arrive before the entry it made is on disk. */
-async function settled(file: string, ready: (entries: Entry[]) => boolean): Promise<Entry[]> {
-  for (let i = 0; i < 100; i++) {
-    const entries = entriesOf(file);
-    if (ready(entries)) return entries;
-    await Bun.sleep(100);
-  }
-  return entriesOf(file);
-}
-
-const lastIs = (type: string) => (entries: Entry[]) => entries[entries.length - 1]?.type === type;
-const count = (type: string, n: number) => (entries: Entry[]) => entries.filter(e => e.type === type).length >= n;
-
-/** Root-to-leaf path ending at `leafId`. */
-function pathTo(entries: Entry[], leafId: string): Entry[] {
-  const byId = new Map(entries.map(e => [e.id, e]));
-  const out: Entry[] = [];
-  for (let e = byId.get(leafId); e; e = e.parentId ? byId.get(e.parentId) : undefined) out.unshift(e);
-  return out;
-}
-
-function compactd(...args: string[]): string {
-  return execFileSync(COMPACTD, args, { encoding: "utf8" });
-}
-
-/** compactd's context shows summaries as the user messages the LLM reads; the agent keeps them
- * as `compactionSummary` / `branchSummary` messages (its own `convertToLlm` wraps them later). */
-const COMPACTD_WRAPPERS: [string, string][] = [
-  ["compactionSummary", fs.readFileSync(path.resolve(import.meta.dir, "../../../prompts/compaction-summary-context.md"), "utf8")],
-  ["branchSummary", fs.readFileSync(path.resolve(import.meta.dir, "../../../prompts/branch-summary-context.md"), "utf8")],
-];
-
-/** A message reduced to what both views share: role and text. */
-function norm(message: any): string {
-  const role = message.role;
-  if (role === "compactionSummary" || role === "branchSummary") return `${role}: ${message.summary}`;
-  if (role === "assistant") {
-    const parts = (message.content as any[]).map(p =>
-      p.type === "text" ? p.text : p.type === "toolCall" ? `call ${p.name} ${JSON.stringify(p.arguments)}` : "",
-    );
-    return `${role}: ${parts.join("")}`;
-  }
-  const text = textOf(message.content);
-  if (role === "user") {
-    for (const [summaryRole, template] of COMPACTD_WRAPPERS) {
-      const [head, tail] = template.trim().split("{{summary}}");
-      if (text.startsWith(head) && text.endsWith(tail)) return `${summaryRole}: ${text.slice(head.length, text.length - tail.length)}`;
-    }
-  }
-  return `${role}: ${text}`;
-}
-
-/** The agent's rebuilt messages must be compactd's context of the same file. */
-async function expectSameContext(agent: Agent, file: string): Promise<void> {
-  const { messages } = await agent.ok<{ messages: any[] }>({ type: "get_messages" });
-  const ours = JSON.parse(compactd("context", file, "--json")) as { messages: any[] };
-  expect(ours.messages.map(norm)).toEqual(messages.map(norm));
-}
 
 /** A piece of a message that any summary input holding the message contains. */
 function probeText(message: any): string {
@@ -148,7 +74,7 @@ class World {
     };
     const dir = path.join(this.root, name);
     writeAgentDir(dir, setup);
-    const agent = new Agent({ agentPkg: AGENT_PKG, bun: BUN }, dir, this.cwd, setup);
+    const agent = new Agent(ompCommand(AGENT_PKG, BUN), dir, this.cwd, setup);
     await agent.waitForEvent(e => e.type === "ready", 90_000, 0);
     return agent;
   }
@@ -160,7 +86,7 @@ class World {
   }
 }
 
-describe("compactd inside the real oh-my-pi agent", () => {
+describe(`compactd inside the real oh-my-pi agent ${AGENT_VERSION}`, () => {
   let world: World;
   let agent: Agent;
   let file: string;
@@ -182,6 +108,9 @@ describe("compactd inside the real oh-my-pi agent", () => {
       const state = await agent.ok<{ sessionFile: string; model: { id: string } }>({ type: "get_state" });
       file = state.sessionFile;
       expect(state.model.id).toBe(MODEL);
+      const firstLine = fs.readFileSync(file, "utf8").split("\n")[0];
+      // oh-my-pi 18 starts every session file with a title line, before the header.
+      expect(JSON.parse(firstLine).type).toBe(AGENT_MAJOR >= 18 ? "title" : "session");
       const before = fs.readFileSync(file, "utf8");
       const result = await agent.ok<any>({ type: "compact", customInstructions: "Keep the list of modules read." });
 
@@ -196,6 +125,8 @@ describe("compactd inside the real oh-my-pi agent", () => {
       expect(c1.summary).toContain("## Goal");
       expect(c1.summary).toContain("<read-files>");
       expect(c1.summary).toContain("read src/mod3.rs");
+      // One line tells the model that what was compacted can be searched.
+      expect(c1.summary.trimEnd().split("\n").pop()).toContain("`recall` tool");
       const facts = c1.details.retainedFacts as { kind: string; text: string }[];
       expect(facts.some(f => f.kind === "lastUserRequest" && f.text.includes("read src/mod3.rs"))).toBe(true);
       expect(c1.details.compactd.summarizer).toBe("client");
@@ -236,13 +167,13 @@ describe("compactd inside the real oh-my-pi agent", () => {
       expect(c2.fromExtension).toBe(true);
       expect(c2.summary).toContain(MODEL_SUMMARY_MARK);
       expect(c2.details.compactd.summarizer).toBe("client");
-      // The agent continued after the threshold compaction.
+      // 13.19 continues after a threshold compaction, with a synthetic prompt in the `developer`
+      // role; 18 does not after a turn that ended in a text answer, as this one did.
       const after = entries.slice(entries.indexOf(c2) + 1);
-      // (13.19 sends its synthetic prompt with the `developer` role.)
       const continued = after.some(
-        e => ["user", "developer"].includes(e.message?.role) && textOf(e.message.content) === "Continue if you have next steps.",
+        e => ["user", "developer"].includes(e.message?.role) && CONTINUE_PROMPT.test(textOf(e.message.content)),
       );
-      expect(continued).toBe(true);
+      expect(continued).toBe(AGENT_MAJOR < 18);
 
       // Every message the first compaction kept is kept again or was in the second's summary
       // input; the reference's window starts after the first compaction and drops them.
@@ -311,9 +242,11 @@ describe("compactd inside the real oh-my-pi agent", () => {
     "the agent's file holds only the agent's own lines",
     async () => {
       const dump = path.join(world.root, "dump.json");
-      await agent.runCommand(`/dump ${dump}`, m => m === "dump: done");
+      await agent.runCommand(`/dump-entries ${dump}`, m => m === "dump: done");
       const memory = JSON.parse(fs.readFileSync(dump, "utf8")) as { entries: Entry[]; leafId: string };
       const entries = entriesOf(file);
+      // (18 keeps an `errorId` on assistant messages in memory that it does not write.)
+      for (const entry of memory.entries) delete (entry as Entry).message?.errorId;
       expect(entries).toEqual(memory.entries);
       expect(entries.some(e => e.type === "compactd_leaf")).toBe(false);
       const lock = path.join(path.dirname(file), `.${path.basename(file)}.lock`);
@@ -358,6 +291,27 @@ describe("compactd inside the real oh-my-pi agent", () => {
       expect(entries[entries.length - 1].fromExtension).toBe(true);
       expect(childrenNamed(agent.pid, "compactd").length).toBe(1);
       await expectSameContext(agent, file);
+    },
+    TEST_TIMEOUT,
+  );
+
+  // oh-my-pi 13.19 only for now: 18.2.3 does not offer the extension's registered tool to the
+  // model in its requests (open, noted on issues 32 and 34).
+  test.skipIf(!AGENT_VERSION.startsWith("13."))(
+    "the model's recall tool finds what compactions hid",
+    async () => {
+      const offered = world.llm.received.some(r =>
+        (r.body.tools ?? []).some((t: any) => (t.function?.name ?? t.name) === "recall"),
+      );
+      expect(offered).toBe(true);
+      await agent.prompt("recall src/mod1.rs");
+      const entries = await settled(file, e => e.some(x => x.message?.role === "toolResult" && x.message.toolName === "recall"));
+      const result = entries.find(e => e.message?.role === "toolResult" && e.message.toolName === "recall");
+      const text = textOf(result.message.content);
+      expect(result.message.isError).not.toBe(true);
+      expect(text).toContain("entryId ");
+      expect(text).toContain("(compacted)");
+      expect(text).toContain("src/mod1.rs");
     },
     TEST_TIMEOUT,
   );

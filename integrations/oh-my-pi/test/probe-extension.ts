@@ -4,7 +4,8 @@
  * command of its own):
  * - `/goto <entryId>` navigates the tree there with a branch summary
  *   (`ctx.navigateTree(id, {summarize: true})`), which fires `session_before_tree`;
- * - `/dump <file>` writes the entries and leaf the agent holds in memory to `file`.
+ * - `/dump-entries <file>` writes the entries and leaf the agent holds in memory to `file`
+ *   (not `/dump`: oh-my-pi 18 has a `/dump` of its own).
  * Every `session_before_compact` preparation (the agent's own cut) is appended to
  * `$OMP_TEST_RECORD`; the handler returns nothing, so compactd's answer stands.
  */
@@ -33,7 +34,7 @@ export default function probeExtension(pi: ExtensionAPI): void {
       ctx.ui.notify(`goto: ${result.cancelled ? "cancelled" : "done"}`, "info");
     },
   });
-  pi.registerCommand("dump", {
+  pi.registerCommand("dump-entries", {
     description: "Write the agent's entries and leaf to a file",
     handler: async (args, ctx) => {
       const manager = ctx.sessionManager as unknown as FullSessionManager;

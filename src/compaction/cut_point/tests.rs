@@ -7,7 +7,7 @@ use crate::tokens::Chars4;
 
 fn cut(b: &PathBuilder, keep: u64, mode: CutMode) -> CutPoint {
     let refs = b.refs();
-    find_cut_point_with(&refs, 0, refs.len(), keep, &Chars4, mode)
+    find_cut_point(&refs, 0, refs.len(), keep, &Chars4, mode)
 }
 
 #[test]
@@ -138,16 +138,13 @@ fn fixed_counts_extension_content_and_cuts_on_new_roles() {
     let refs = b.refs();
     let exact = crate::tokens::Tiktoken::new(crate::tokens::Bpe::O200k);
     // The reference never counts the custom_message and cannot cut at python/custom roles.
-    let parity = find_cut_point_with(&refs, 0, 6, 60, &Chars4, CutMode::Parity);
+    let parity = find_cut_point(&refs, 0, 6, 60, &Chars4, CutMode::Parity);
     assert_eq!(parity.first_kept_entry_index, 0);
-    let fixed = find_cut_point_with(&refs, 0, 6, 30, &exact, CutMode::Fixed);
+    let fixed = find_cut_point(&refs, 0, 6, 30, &exact, CutMode::Fixed);
     assert_eq!(fixed.first_kept_entry_index, 4);
     assert!(!fixed.is_split_turn);
-    assert_eq!(find_turn_start_index(&refs, 3, 0), Some(3));
-    assert_eq!(
-        find_turn_start_index_with(&refs, 3, 0, CutMode::Parity),
-        Some(0)
-    );
+    assert_eq!(find_turn_start_index(&refs, 3, 0, CutMode::Fixed), Some(3));
+    assert_eq!(find_turn_start_index(&refs, 3, 0, CutMode::Parity), Some(0));
 }
 
 #[test]
@@ -243,7 +240,7 @@ proptest! {
         let b = build(&ops);
         let refs = b.refs();
         let end = refs.len();
-        let c = find_cut_point_with(&refs, 0, end, keep, &Chars4, CutMode::Fixed);
+        let c = find_cut_point(&refs, 0, end, keep, &Chars4, CutMode::Fixed);
         let first = c.first_kept_entry_index;
         prop_assert!(first < end);
         // Never on a tool result, not even behind metadata.
@@ -285,9 +282,9 @@ fn file_mentions_count_and_are_cut_points_with_the_exact_counter() {
     b.assistant("a3");
     let refs = b.refs();
     let exact = crate::tokens::Tiktoken::new(crate::tokens::Bpe::O200k);
-    let c = find_cut_point(&refs, 0, refs.len(), 20, &exact);
+    let c = find_cut_point(&refs, 0, refs.len(), 20, &exact, CutMode::Fixed);
     assert_eq!(c.first_kept_entry_index, 2);
     // chars4 (parity) does not see it and never cuts there.
-    let p = find_cut_point_with(&refs, 0, refs.len(), 20, &Chars4, CutMode::Parity);
+    let p = find_cut_point(&refs, 0, refs.len(), 20, &Chars4, CutMode::Parity);
     assert_eq!(p.first_kept_entry_index, 0);
 }

@@ -10,7 +10,7 @@ use crate::protocol::{
     PROTOCOL_VERSION, ServerCapabilities, ServerInfo, WorkDoneProgressTokenParams,
 };
 use crate::rpc::{NotificationCtx, RequestCtx, RpcError};
-use crate::server::progress::CancelTarget;
+use crate::server::hub::CancelTarget;
 use crate::server::{ClientHooks, Daemon, client_summarizer, to_proto};
 
 /// Records the client's capabilities, layers its settings, wires hooks, the client
@@ -107,9 +107,9 @@ pub async fn initialize(
 /// The client got the `initialize` result; nothing to do.
 pub async fn initialized(_: Arc<Daemon>, _: NotificationCtx, _: NoParams) {}
 
-/// Later requests are refused by the transport; in-flight ones finish.
-pub async fn shutdown(daemon: Arc<Daemon>, _: RequestCtx, _: NoParams) -> Result<(), RpcError> {
-    daemon.hub.flush().await;
+/// Later requests are refused by the transport; in-flight ones finish. The router flushes the
+/// notifications queued so far before the answer.
+pub async fn shutdown(_: Arc<Daemon>, _: RequestCtx, _: NoParams) -> Result<(), RpcError> {
     Ok(())
 }
 
@@ -122,7 +122,8 @@ pub async fn work_done_progress_cancel(
     match daemon.hub.cancel_target(&params.token) {
         Some(CancelTarget::Token(token)) => token.cancel(),
         Some(CancelTarget::AbortCompaction(session_id)) => {
-            daemon.engine.abort_compaction(&session_id).await;
+            // A closed session has nothing left to abort.
+            let _ = daemon.engine.abort_compaction(&session_id);
         }
         None => tracing::debug!(token = ?params.token, "cancel for no running operation"),
     }

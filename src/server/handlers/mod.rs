@@ -6,10 +6,12 @@ pub(crate) mod lifecycle;
 pub(crate) mod session_append;
 pub(crate) mod session_compact;
 pub(crate) mod session_label;
+pub(crate) mod session_ledger;
 pub(crate) mod session_navigate;
 pub(crate) mod session_open;
 pub(crate) mod session_prune;
 pub(crate) mod session_read;
+pub(crate) mod session_recall;
 pub(crate) mod settings;
 
 use crate::protocol::ErrorKind;

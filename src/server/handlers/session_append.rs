@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::invalid;
 use crate::protocol::{SessionAppendParams, SessionAppendResult};
 use crate::rpc::{RequestCtx, RpcError};
-use crate::server::{Daemon, OpObserver, from_proto, to_proto};
+use crate::server::{Daemon, OperationKind, from_proto, to_proto};
 
 pub async fn append(
     daemon: Arc<Daemon>,
@@ -25,10 +25,8 @@ pub async fn append(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let session_id = params.session_id;
-    let observer = OpObserver {
-        hub: daemon.hub.clone(),
-        session_id: session_id.clone(),
-    };
+    // A due auto-compaction reports as the session's compaction.
+    let observer = daemon.hub.observer(&session_id, OperationKind::Compaction);
     let appended = daemon
         .engine
         .append_with(
@@ -39,7 +37,6 @@ pub async fn append(
             &observer,
         )
         .await;
-    daemon.hub.flush().await;
     let mut outcome = appended.map_err(to_proto::error)?;
     let usage = daemon
         .engine
@@ -49,12 +46,10 @@ pub async fn append(
     if let Some(pending) = outcome.pending.take() {
         // The compaction runs on after the answer, holding the session's write gate so later
         // mutating requests on the session wait behind it; its events report the end.
-        let hub = daemon.hub.clone();
         tokio::spawn(async move {
             if let Err(error) = pending.run(&observer).await {
                 tracing::warn!(%error, "background auto-compaction failed");
             }
-            hub.flush().await;
         });
     }
     let auto = outcome.auto.as_ref();

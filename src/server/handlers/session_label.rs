@@ -16,12 +16,11 @@ pub async fn set_label(
         .set_label(
             &params.session_id,
             &params.target_id,
-            params.label.as_deref().filter(|l| !l.is_empty()),
+            params.label.as_deref(),
             from_proto::expected_leaf(params.expected_leaf_id),
         )
-        .await;
-    daemon.hub.flush().await;
-    let entry = entry.map_err(to_proto::error)?;
+        .await
+        .map_err(to_proto::error)?;
     // The label entry is appended at the leaf, so it is the leaf now.
     Ok(SetLabelResult {
         leaf_id: entry.id.clone(),

@@ -1,58 +1,68 @@
 //! `session/navigateTree` (spec §6.4, with an optional branch summary) and
-//! `session/abortBranchSummary`.
+//! `session/abortBranchSummary`. The router brackets the navigation (see `server/table.rs`).
 
 use std::sync::Arc;
 
-use super::session_compact::progress_token;
-use crate::protocol::{AbortResult, NavigateTreeParams, NavigateTreeResult, SessionRef};
-use crate::rpc::{RequestCtx, RpcError};
-use crate::server::{Daemon, OpObserver, OperationKind, from_proto, to_proto};
+use tokio_util::sync::CancellationToken;
 
-pub async fn navigate(
-    daemon: Arc<Daemon>,
-    ctx: RequestCtx,
-    params: NavigateTreeParams,
-) -> Result<NavigateTreeResult, RpcError> {
-    let session_id = params.session_id.clone();
-    daemon.engine.state(&session_id).map_err(to_proto::error)?;
-    let summarize = params.summarize.unwrap_or(false);
-    let cancel = ctx.token().child_token();
-    // Progress only when there is a summary to wait for.
-    let progress = match summarize {
-        true => progress_token(&daemon, &ctx, params.work_done_token.clone()).await,
-        false => None,
-    };
-    daemon.hub.begin(
-        &session_id,
-        OperationKind::BranchSummary,
-        progress,
-        cancel.clone(),
-    );
-    if summarize {
-        // Reads of the session sent after this request run meanwhile (they see it running)
-        // rather than wait for a model; requests that change the session still wait.
-        ctx.let_reads_pass();
+use crate::engine::{Engine, EngineError, NavigateOutcome, NavigationClaim};
+use crate::protocol::method::SessionNavigateTree;
+use crate::protocol::{
+    AbortResult, NavigateTreeParams, NavigateTreeResult, ProgressToken, SessionRef,
+};
+use crate::rpc::{RequestCtx, RpcError};
+use crate::server::{Daemon, OpObserver, OperationKind, OperationRequest, from_proto, to_proto};
+
+impl OperationRequest for SessionNavigateTree {
+    const KIND: OperationKind = OperationKind::BranchSummary;
+    type Claim = NavigationClaim;
+    type Outcome = NavigateOutcome;
+
+    fn session_id(params: &NavigateTreeParams) -> &str {
+        &params.session_id
     }
-    let observer = OpObserver {
-        hub: daemon.hub.clone(),
-        session_id: session_id.clone(),
-    };
-    let options = from_proto::navigate_options(&params);
-    let result = daemon
-        .engine
-        .navigate(&session_id, &params.target_id, options, cancel, &observer)
-        .await;
-    let end = match &result {
-        Ok(outcome) if outcome.aborted || outcome.cancelled => "cancelled".to_owned(),
-        Ok(_) => "done".to_owned(),
-        Err(error) => error.to_string(),
-    };
-    daemon
-        .hub
-        .end(&session_id, OperationKind::BranchSummary, end);
-    daemon.hub.flush().await;
-    let outcome = result.map_err(to_proto::error)?;
-    Ok(to_proto::navigate_result(outcome))
+
+    fn work_done_token(params: &NavigateTreeParams) -> Option<ProgressToken> {
+        params.work_done_token.clone()
+    }
+
+    /// Only a navigation that summarises the branch it leaves waits for a model.
+    fn waits_for_a_model(params: &NavigateTreeParams) -> bool {
+        params.summarize.unwrap_or(false)
+    }
+
+    fn claim(
+        engine: &Engine,
+        params: &NavigateTreeParams,
+        cancel: &CancellationToken,
+    ) -> Result<NavigationClaim, EngineError> {
+        let preview = params.preview.unwrap_or(false);
+        engine.claim_navigation(&params.session_id, preview, cancel)
+    }
+
+    async fn run(
+        engine: &Engine,
+        claim: NavigationClaim,
+        params: NavigateTreeParams,
+        observer: &OpObserver,
+    ) -> Result<NavigateOutcome, EngineError> {
+        let options = from_proto::navigate_options(&params);
+        engine
+            .navigate(claim, &params.target_id, options, observer)
+            .await
+    }
+
+    fn end_message(outcome: &Result<NavigateOutcome, EngineError>) -> String {
+        match outcome {
+            Ok(outcome) if outcome.aborted || outcome.cancelled => "cancelled".to_owned(),
+            Ok(_) => "done".to_owned(),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    fn result(outcome: NavigateOutcome) -> NavigateTreeResult {
+        to_proto::navigate_result(outcome)
+    }
 }
 
 pub async fn abort(
@@ -60,11 +70,9 @@ pub async fn abort(
     _: RequestCtx,
     params: SessionRef,
 ) -> Result<AbortResult, RpcError> {
-    daemon
+    let aborted = daemon
         .engine
-        .state(&params.session_id)
+        .abort_branch_summary(&params.session_id)
         .map_err(to_proto::error)?;
-    Ok(AbortResult {
-        aborted: daemon.engine.abort_branch_summary(&params.session_id).await,
-    })
+    Ok(AbortResult { aborted })
 }

@@ -68,8 +68,6 @@ pub async fn open(
                 format!("Opening {target}"),
                 format!("opening {target}"),
             );
-            // `begin` is on its way to the client before the file is read.
-            hub.flush().await;
             let (hub, token) = (hub.clone(), token.clone());
             Arc::new(move |step| {
                 let (message, percentage) = to_proto::load_step(step);
@@ -86,7 +84,6 @@ pub async fn open(
             Err(error) => error.to_string(),
         };
         hub.work_end(token, end);
-        hub.flush().await;
     }
     let info = opened.map_err(to_proto::error)?;
     // In the result (`warnings`) for the client, and on stderr for whoever runs the daemon.

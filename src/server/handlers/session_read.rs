@@ -39,24 +39,16 @@ pub async fn tree(
     _: RequestCtx,
     params: SessionTreeParams,
 ) -> Result<SessionTreeResult, RpcError> {
-    let view = daemon
+    let include_entries = params.include_entries.unwrap_or(false);
+    let mut view = daemon
         .engine
-        .tree(&params.session_id)
+        .tree(&params.session_id, include_entries)
         .await
         .map_err(to_proto::error)?;
-    let mut entries = HashMap::new();
-    if params.include_entries.unwrap_or(false) {
-        let state = daemon
-            .engine
-            .state(&params.session_id)
-            .map_err(to_proto::error)?;
-        let session = state.session.read().await;
-        for node in &view.nodes {
-            if let Some(entry) = session.get(&node.id) {
-                entries.insert(node.id.clone(), to_proto::entry(entry));
-            }
-        }
-    }
+    let entries: HashMap<_, _> = std::mem::take(&mut view.entries)
+        .iter()
+        .map(|entry| (entry.id.clone(), to_proto::entry(entry)))
+        .collect();
     Ok(to_proto::tree_result(view, entries))
 }
 
@@ -70,14 +62,8 @@ pub async fn usage(
         .usage(&params.session_id)
         .await
         .map_err(to_proto::error)?;
-    let state = engine.state(&params.session_id).map_err(to_proto::error)?;
-    let settings = engine.session_settings(&state).map_err(to_proto::error)?;
-    Ok(to_proto::usage_result(
-        &view,
-        to_proto::Activity {
-            compacting: state.ops.is_compacting(),
-            summarizing_branch: state.ops.is_summarizing_branch(),
-            auto_compaction_enabled: settings.compaction.enabled,
-        },
-    ))
+    let activity = engine
+        .activity(&params.session_id)
+        .map_err(to_proto::error)?;
+    Ok(to_proto::usage_result(&view, activity))
 }

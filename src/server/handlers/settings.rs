@@ -20,9 +20,8 @@ pub async fn get(
     let stack = match &params.session_id {
         Some(id) => daemon
             .engine
-            .state(id)
-            .map_err(to_proto::error)?
-            .settings_stack(),
+            .session_settings_stack(id)
+            .map_err(to_proto::error)?,
         None => daemon.engine.settings(),
     };
     let settings = stack

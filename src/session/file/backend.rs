@@ -86,6 +86,7 @@ impl Session {
             cwd: cwd.to_owned(),
             parent_session: options.parent_session,
             extra: Default::default(),
+            title_line: None,
         };
         let id = header.id.clone();
         let line = header.to_value().to_string().into_bytes();
@@ -475,7 +476,7 @@ impl Session {
             out.push(stored_line(e));
         }
         out.extend(raw.map(|r| raw_line(&r.bytes)));
-        (header.to_value().to_string().into_bytes(), out)
+        (header.head_bytes(), out)
     }
 
     /// The session-level fields once `new` is appended.
@@ -534,7 +535,11 @@ pub fn import_file(
             path: path.to_path_buf(),
             source,
         })?;
-        exact_lines(&bytes, report.torn_tail.is_some())
+        exact_lines(
+            &bytes,
+            session.header.head_lines(),
+            report.torn_tail.is_some(),
+        )
     };
     let meta = session.meta_after(&[]);
     let id = session.header.id.clone();
@@ -552,9 +557,9 @@ pub fn import_file(
     Ok((stored, report))
 }
 
-/// A file's header line and every other line as written, each with the fields of its entry
-/// when it is one.
-fn exact_lines(bytes: &[u8], torn_tail: bool) -> (Vec<u8>, Vec<StoredLine>) {
+/// A file's head (its first `head_lines` lines: the title line, if any, and the header) and
+/// every other line as written, each with the fields of its entry when it is one.
+fn exact_lines(bytes: &[u8], head_lines: usize, torn_tail: bool) -> (Vec<u8>, Vec<StoredLine>) {
     #[derive(serde::Deserialize)]
     struct Head<'a> {
         #[serde(borrow, rename = "type")]
@@ -571,7 +576,11 @@ fn exact_lines(bytes: &[u8], torn_tail: bool) -> (Vec<u8>, Vec<StoredLine>) {
         pieces.pop();
     }
     let mut pieces = pieces.into_iter();
-    let header = pieces.next().unwrap_or_default().to_vec();
+    let header = pieces
+        .by_ref()
+        .take(head_lines)
+        .collect::<Vec<_>>()
+        .join(&b'\n');
     let lines = pieces
         .map(|line| {
             let head = std::str::from_utf8(line)

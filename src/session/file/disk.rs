@@ -69,12 +69,20 @@ pub(super) struct DiskState {
     pub(super) id: Option<FileId>,
 }
 
-/// Holds the sidecar lock; closing the file releases it.
-pub(super) struct LockGuard(File);
+/// Holds the writers' locks: the sidecar named after the path, and the session file itself
+/// (its inode, so every name of the file, hard links included, shares it). Closing the files
+/// releases them.
+pub(super) struct LockGuard {
+    sidecar: File,
+    data: Option<File>,
+}
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        let _ = self.0.unlock();
+        if let Some(data) = &self.data {
+            let _ = data.unlock();
+        }
+        let _ = self.sidecar.unlock();
     }
 }
 
@@ -98,6 +106,7 @@ impl Session {
             cwd: cwd.to_owned(),
             parent_session: options.parent_session,
             extra: Default::default(),
+            title_line: None,
         };
         let mut line = header.to_value().to_string().into_bytes();
         line.push(b'\n');
@@ -196,7 +205,38 @@ impl Session {
         )
         .map_err(io_err(&lock_path))?;
         file.lock().map_err(io_err(&lock_path))?;
-        Ok(LockGuard(file))
+        let data = self.lock_data_file()?;
+        Ok(LockGuard {
+            sidecar: file,
+            data,
+        })
+    }
+
+    /// Takes the exclusive lock on the session file's inode, then checks that the path still
+    /// names that inode (a writer that held it may have renamed a rewrite over the path in
+    /// the meantime; then the new file is locked instead). `None` when there is no file (it
+    /// was deleted: the write puts it back). The sidecar lock is named after one path; this
+    /// one is what two names of one file (hard links) share.
+    fn lock_data_file(&self) -> Result<Option<File>> {
+        for _ in 0..1000 {
+            let file = match files::open_regular(&self.file, OpenOptions::new().read(true)) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(io_err(&self.path)(e)),
+            };
+            file.lock().map_err(io_err(&self.path))?;
+            let locked = file_id(&file.metadata().map_err(io_err(&self.path))?);
+            match fs::metadata(&self.file) {
+                Ok(meta) if file_id(&meta) == locked => return Ok(Some(file)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(io_err(&self.path)(e)),
+                // Replaced while this waited: lock the file the path names now.
+                Ok(_) => {}
+            }
+        }
+        Err(io_err(&self.path)(io::Error::other(
+            "the session file kept being replaced while waiting for its lock",
+        )))
     }
 
     /// Under the lock: ingests the file's new lines, builds new entries with `build`, writes
@@ -384,9 +424,13 @@ impl Session {
         if header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
             header.version = Some(CURRENT_SESSION_VERSION);
         }
-        let mut out = Vec::new();
-        let mut lines = 1;
-        out.extend_from_slice(header.to_value().to_string().as_bytes());
+        if header.title_line.is_some() {
+            // The agent rewrites its title slot in place, without our lock: keep what it
+            // holds now, not what it held when this session was read.
+            header.title_line = current_title_line(&self.file).or(header.title_line);
+        }
+        let mut out = header.head_bytes();
+        let mut lines = header.head_lines();
         out.push(b'\n');
         let mut raw = self.raw_lines.iter().peekable();
         for (i, e) in self.entries.iter().enumerate() {
@@ -406,6 +450,7 @@ impl Session {
             out.push(b'\n');
             lines += 1;
         }
+        refuse_hard_linked(&self.file).map_err(io_err(&self.path))?;
         remove_stale_temp_files(&self.file);
         let id = atomic_write(&self.file, &out).map_err(io_err(&self.path))?;
         self.header = header;
@@ -419,6 +464,22 @@ impl Session {
         self.file_leaf = file_leaf_of(&self.entries);
         Ok(())
     }
+}
+
+/// The title line the file at `path` starts with now, if it starts with one.
+fn current_title_line(path: &Path) -> Option<crate::session::entry::TitleLine> {
+    let file = files::open_regular(path, OpenOptions::new().read(true)).ok()?;
+    let mut first = Vec::new();
+    // A title slot is a few hundred bytes; a longer first line is read no further.
+    io::BufRead::read_until(
+        &mut io::BufReader::new(file).take(64 << 10),
+        b'\n',
+        &mut first,
+    )
+    .ok()?;
+    let line = first.strip_suffix(b"\n")?;
+    let value = serde_json::from_slice(line).ok()?;
+    crate::session::entry::TitleLine::from_line(line, &value)
 }
 
 /// `path` with every symlink resolved: the file itself, whatever name it was given by.
@@ -514,6 +575,30 @@ pub(super) fn remove_stale_temp_files(path: &Path) {
             let _ = fs::remove_file(entry.path());
         }
     }
+}
+
+/// A rewrite renames a new file over the path: with more than one hard link the other names
+/// would keep the old file and stop seeing the session's writes, so it is refused (appends,
+/// which write the file in place under its inode's lock, go on).
+fn refuse_hard_linked(path: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match fs::metadata(path) {
+            Ok(meta) if meta.nlink() > 1 => {
+                return Err(io::Error::other(format!(
+                    "the session file has {} hard links; compactd does not rewrite (prune, \
+                     migrate, repair) a hard-linked session, as replacing it would split its \
+                     names into two files: give it a single name (copy it) to rewrite it",
+                    meta.nlink()
+                )));
+            }
+            _ => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// Temp file in the same directory, fsync, rename over `path`, fsync the directory. Keeps the

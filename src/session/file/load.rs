@@ -13,7 +13,7 @@ use super::{
     SyncPolicy, file_leaf_of, next_revision, stream,
 };
 use crate::session::entry::{
-    CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader, read_exact_at,
+    CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader, TitleLine, read_exact_at,
 };
 
 /// How much of a streamed file is read to find its header line; a longer header (a huge
@@ -42,15 +42,15 @@ impl Session {
         progress: &dyn Fn(LoadStep),
     ) -> Result<Session> {
         let bytes = data.bytes();
-        let header_end = memchr::memchr(b'\n', bytes);
         let mut session = Session::with_header(path, file, bytes, id)?;
+        let head_complete = !session.disk.missing_newline;
         let mut parsed = Loaded::default();
         let from = session.disk.consumed as usize;
         progress(LoadStep::Parsing {
             bytes: bytes.len() as u64,
         });
         session.read_lines(&data, from, TailMode::Open, report, &mut parsed);
-        debug_assert!(header_end.is_some() || parsed.is_empty());
+        debug_assert!(head_complete || parsed.is_empty());
         session.finish_load(parsed, report, progress);
         Ok(session)
     }
@@ -72,10 +72,10 @@ impl Session {
         };
         let mut first = vec![0u8; (len as usize).min(HEADER_READ_BYTES)];
         read_exact_at(f, &mut first, 0)?;
-        let Some(header_end) = memchr::memchr(b'\n', &first) else {
+        let Some(head_end) = complete_head_end(&first) else {
             return Ok(None);
         };
-        let mut session = match Session::with_header(path, file, &first[..=header_end], id) {
+        let mut session = match Session::with_header(path, file, &first[..=head_end], id) {
             Ok(s) if s.lazy => s,
             Ok(_) => return Ok(None),
             Err(e) => return Ok(Some(Err(e))),
@@ -145,22 +145,12 @@ impl Session {
         bytes: &[u8],
         id: Option<FileId>,
     ) -> Result<Session> {
-        let invalid = |reason: String| SessionError::InvalidHeader {
+        let head = read_head(bytes).map_err(|(line, reason)| SessionError::InvalidHeader {
             path: path.clone(),
-            line: 1,
+            line,
             reason,
-        };
-        if bytes.is_empty() {
-            return Err(invalid("the file is empty".into()));
-        }
-        let header_end = memchr::memchr(b'\n', bytes);
-        let header_bytes = &bytes[..header_end.unwrap_or(bytes.len())];
-        let header_text = std::str::from_utf8(header_bytes)
-            .map_err(|e| invalid(format!("invalid UTF-8: {e}")))?;
-        let header_value: Value =
-            serde_json::from_str(header_text).map_err(|e| invalid(format!("not JSON: {e}")))?;
-        let header = SessionHeader::from_value(header_value)
-            .ok_or_else(|| invalid("not a `type:\"session\"` object with a string `id`".into()))?;
+        })?;
+        let header = head.header;
         // Only current-version entries are kept raw: migration rewrites ids and fields.
         let lazy = header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
         Ok(Session {
@@ -174,9 +164,9 @@ impl Session {
             raw_lines: Vec::new(),
             needs_rewrite: false,
             disk: DiskState {
-                consumed: header_end.map_or(bytes.len(), |e| e + 1) as u64,
-                missing_newline: header_end.is_none(),
-                lines: 1,
+                consumed: head.end as u64,
+                missing_newline: head.missing_newline,
+                lines: head.lines,
                 id,
             },
             sync: SyncPolicy::default(),
@@ -402,4 +392,77 @@ impl IntoIterator for Loaded {
     fn into_iter(self) -> Self::IntoIter {
         self.entries.into_iter().zip(self.lines)
     }
+}
+
+/// The head of a session file: the header, and the title line before it when there is one.
+struct Head {
+    header: SessionHeader,
+    /// Bytes up to the first entry line (the head's last `\n` included).
+    end: usize,
+    /// The header line is the file's last and has no `\n`.
+    missing_newline: bool,
+    /// Lines the head takes: 1, or 2 with a title line.
+    lines: usize,
+}
+
+/// Reads the head at the start of `bytes`; an error gives the 1-based line at fault and why.
+fn read_head(bytes: &[u8]) -> std::result::Result<Head, (usize, String)> {
+    if bytes.is_empty() {
+        return Err((1, "the file is empty".into()));
+    }
+    let (first, first_end) = line_at(bytes, 0);
+    let value = json_line(first).map_err(|reason| (1, reason))?;
+    let title_line = TitleLine::from_line(first, &value);
+    let (value, line, end, missing_newline) = match (&title_line, first_end) {
+        (None, end) => (value, 1, end, end == bytes.len() && !bytes.ends_with(b"\n")),
+        (Some(_), end) if end >= bytes.len() => {
+            return Err((
+                2,
+                "the title line is not followed by a session header".into(),
+            ));
+        }
+        (Some(_), start) => {
+            let (second, end) = line_at(bytes, start);
+            let value = json_line(second).map_err(|reason| (2, reason))?;
+            (value, 2, end, end == bytes.len() && !bytes.ends_with(b"\n"))
+        }
+    };
+    let mut header = SessionHeader::from_value(value).ok_or_else(|| {
+        (
+            line,
+            "not a `type:\"session\"` object with a string `id`".to_owned(),
+        )
+    })?;
+    header.title_line = title_line;
+    Ok(Head {
+        header,
+        end,
+        missing_newline,
+        lines: line,
+    })
+}
+
+/// The index of the head's last `\n` in `bytes`, when the head (a title line and the header,
+/// or the header alone) ends inside them.
+fn complete_head_end(bytes: &[u8]) -> Option<usize> {
+    let first_end = memchr::memchr(b'\n', bytes)?;
+    let titled = json_line(&bytes[..first_end])
+        .is_ok_and(|value| TitleLine::from_line(&[], &value).is_some());
+    if !titled {
+        return Some(first_end);
+    }
+    memchr::memchr(b'\n', &bytes[first_end + 1..]).map(|i| first_end + 1 + i)
+}
+
+/// The line starting at `start` (without its `\n`) and where the next one starts.
+fn line_at(bytes: &[u8], start: usize) -> (&[u8], usize) {
+    match memchr::memchr(b'\n', &bytes[start..]) {
+        Some(i) => (&bytes[start..start + i], start + i + 1),
+        None => (&bytes[start..], bytes.len()),
+    }
+}
+
+fn json_line(line: &[u8]) -> std::result::Result<Value, String> {
+    let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8: {e}"))?;
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
 }

@@ -276,7 +276,7 @@ impl Session {
         let Some(p) = self.partial.take() else {
             return Ok(());
         };
-        let mut data = self.header.to_value().to_string().into_bytes();
+        let mut data = self.header.head_bytes();
         data.push(b'\n');
         for (_, line) in &lines {
             data.extend_from_slice(line);

@@ -9,6 +9,7 @@ use super::*;
 
 mod edges;
 mod lazy;
+mod title;
 use crate::session::context::{ContextLeaf, build_session_context};
 use crate::session::message::AgentMessage;
 

@@ -677,7 +677,7 @@ impl PgStore {
         let (id, cwd, title, created) = (
             header.id.clone(),
             header.cwd.clone(),
-            header.title.clone(),
+            header.display_title().map(str::to_owned),
             header.timestamp.clone(),
         );
         let total: u64 = header_line.len() as u64

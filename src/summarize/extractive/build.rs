@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 use crate::summarize::SummaryRequest;
 
-use super::facts::{Done, Facts, Failure, collect_plans};
+use super::cues::collect_plans;
+use super::facts::{Done, Facts, Failure};
 use super::sections::{Items, Keep, Sections, first_code_span};
 use super::text::{clip, clip_line, condense, few_paths, first_line};
 use super::{

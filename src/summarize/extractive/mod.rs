@@ -32,6 +32,7 @@
 //! lines; so the retention guard, which checks for these, has nothing to add.
 
 mod build;
+mod cues;
 mod facts;
 mod render;
 mod sections;

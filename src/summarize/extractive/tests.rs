@@ -1,6 +1,6 @@
 //! Unit tests of the extractive summarizer.
 
-use super::facts::{passed_count, verification};
+use super::cues::{passed_count, verification};
 use super::sections::{Sections, dedupe_key, first_code_span, strip_bullet};
 use super::text::{code, condense, contains_word, fenced, unfence};
 use super::*;

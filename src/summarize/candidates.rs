@@ -3,8 +3,8 @@
 //! Order, duplicates removed by id: the RPC client's summarizer (when the client offered one),
 //! the remote endpoint (when configured), `summarizer.model`, `summarizer.candidates`, the
 //! model of each role in `default, smol, slow, plan, commit`, then (when at least one of those
-//! is configured) the available model with the largest context window that is not yet listed. `summarizer.kind` other than
-//! `auto` keeps only summarizers of that kind. The extractive summarizer is always the last
+//! is configured) the available model with the largest context window that is not yet listed.
+//! `summarizer.kind` other than `auto` keeps only summarizers of that kind. The extractive summarizer is always the last
 //! rung, so a compaction never fails for want of a model. Manual compactions and branch
 //! summaries use the same candidates and retries as automatic ones (spec §13 #9).
 //!
@@ -20,67 +20,27 @@
 use std::sync::Arc;
 
 use crate::settings::{ProviderKind, SecretString, Settings, SummarizerKind};
-use crate::summarize::anthropic::{AnthropicConfig, AnthropicSummarizer};
-use crate::summarize::extractive::ExtractiveSummarizer;
-use crate::summarize::openai::{OpenAiConfig, OpenAiSummarizer};
-use crate::summarize::remote::{RemoteConfig, RemoteSummarizer};
-use crate::summarize::{Breaker, HttpOptions, RequestQueue, RetryPolicy, Summarizer};
 
-use super::EngineError;
+use super::anthropic::{AnthropicConfig, AnthropicSummarizer};
+use super::extractive::ExtractiveSummarizer;
+use super::openai::{OpenAiConfig, OpenAiSummarizer};
+use super::remote::{RemoteConfig, RemoteSummarizer};
+use super::{
+    Breaker, HttpOptions, RequestQueue, RetryPolicy, SummarizeError, Summarizer, SummarizerSet,
+};
 
 /// The model roles whose models are summarizer candidates, in order (spec §4.15).
 pub const MODEL_ROLE_IDS: [&str; 5] = ["default", "smol", "slow", "plan", "commit"];
 
-/// The summarizers a session uses, in the order they are tried.
-#[derive(Clone, Default)]
-pub struct SummarizerSet {
-    pub candidates: Vec<Arc<dyn Summarizer>>,
-    /// The extractive summarizer, tried when every candidate failed.
-    pub fallback: Option<Arc<dyn Summarizer>>,
-    pub retry: RetryPolicy,
-    /// The breaker and retry budget of the operation using this set; see
-    /// [`SummarizerSet::for_operation`].
-    pub breaker: Arc<Breaker>,
-}
-
-impl std::fmt::Debug for SummarizerSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SummarizerSet")
-            .field("candidates", &self.ids())
-            .field("fallback", &self.fallback.as_ref().map(|s| s.id()))
-            .finish_non_exhaustive()
-    }
-}
-
-impl SummarizerSet {
-    /// Only the extractive summarizer (no network).
-    pub fn extractive_only() -> Self {
-        SummarizerSet {
-            candidates: Vec::new(),
-            fallback: Some(Arc::new(ExtractiveSummarizer::new())),
-            retry: RetryPolicy::default(),
-            breaker: Arc::default(),
-        }
-    }
-
-    /// The same summarizers with a fresh breaker and retry budget: one per compaction or
-    /// branch summary, shared by all its requests.
-    pub fn for_operation(&self) -> Self {
-        SummarizerSet {
-            breaker: Arc::new(Breaker::new(self.retry.max_retries)),
-            ..self.clone()
-        }
-    }
-
-    /// Ids of the candidates then the fallback, in order.
-    pub fn ids(&self) -> Vec<String> {
-        self.all().map(|s| s.id()).collect()
-    }
-
-    /// Every summarizer in the order it is tried.
-    pub fn all(&self) -> impl Iterator<Item = &Arc<dyn Summarizer>> {
-        self.candidates.iter().chain(self.fallback.as_ref())
-    }
+/// Why the candidates cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CandidateError {
+    /// The settings name a summarizer that cannot be built (`settingsInvalid`).
+    #[error("{0}")]
+    Settings(String),
+    /// The summarizer one request asked for cannot run (`invalidParams`).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// A summarizer asked for by one request; see the module doc.
@@ -115,7 +75,7 @@ impl SummarizerChoice {
 pub fn summarizers_from_settings(
     settings: &Settings,
     client: Option<Arc<dyn Summarizer>>,
-) -> Result<SummarizerSet, EngineError> {
+) -> Result<SummarizerSet, CandidateError> {
     summarizers_with_env(settings, client, &|name| std::env::var(name).ok())
 }
 
@@ -125,7 +85,7 @@ pub fn summarizers_for_choice(
     settings: &Settings,
     client: Option<Arc<dyn Summarizer>>,
     choice: &SummarizerChoice,
-) -> Result<SummarizerSet, EngineError> {
+) -> Result<SummarizerSet, CandidateError> {
     summarizers_for_choice_with_env(settings, client, choice, &|name| std::env::var(name).ok())
 }
 
@@ -135,14 +95,14 @@ pub fn summarizers_for_choice_with_env(
     client: Option<Arc<dyn Summarizer>>,
     choice: &SummarizerChoice,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<SummarizerSet, EngineError> {
+) -> Result<SummarizerSet, CandidateError> {
     let settings = choice.applied_to(settings.clone());
     if let Some(model) = &choice.model {
         let only = provider_kind_of(settings.summarizer.kind);
         match model_summarizer(&settings, model, only, env)? {
             Built::Ready(_) => {}
             Built::Skipped(reason) => {
-                return Err(EngineError::InvalidParams(format!(
+                return Err(CandidateError::Unavailable(format!(
                     "the summarizer model {model} cannot be used: {reason}"
                 )));
             }
@@ -166,7 +126,7 @@ pub fn summarizers_for_choice_with_env(
                 kind_name(kind)
             ),
         };
-        return Err(EngineError::InvalidParams(format!(
+        return Err(CandidateError::Unavailable(format!(
             "the summarizer {} cannot be used: {why}",
             kind_name(kind)
         )));
@@ -198,7 +158,7 @@ pub fn summarizers_with_env(
     settings: &Settings,
     client: Option<Arc<dyn Summarizer>>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<SummarizerSet, EngineError> {
+) -> Result<SummarizerSet, CandidateError> {
     let kind = settings.summarizer.kind;
     let mut candidates: Vec<Arc<dyn Summarizer>> = Vec::new();
     let wants = |k: SummarizerKind| kind == SummarizerKind::Auto || kind == k;
@@ -213,12 +173,12 @@ pub fn summarizers_with_env(
         match RemoteConfig::from_settings(&settings.compaction, env) {
             Some(config) => {
                 let remote = RemoteSummarizer::new(config).map_err(|e| {
-                    EngineError::Settings(format!("compaction.remoteEndpoint: {e}"))
+                    CandidateError::Settings(format!("compaction.remoteEndpoint: {e}"))
                 })?;
                 candidates.push(Arc::new(remote));
             }
             None if kind == SummarizerKind::Remote => {
-                return Err(EngineError::Settings(
+                return Err(CandidateError::Settings(
                     "summarizer.kind is remote but compaction.remoteEndpoint is not set".into(),
                 ));
             }
@@ -285,7 +245,7 @@ fn largest_window_model(
     only: Option<ProviderKind>,
     env: &dyn Fn(&str) -> Option<String>,
     candidates: &[Arc<dyn Summarizer>],
-) -> Result<Option<Arc<dyn Summarizer>>, EngineError> {
+) -> Result<Option<Arc<dyn Summarizer>>, CandidateError> {
     let mut models: Vec<(u64, String)> = settings
         .providers
         .iter()
@@ -336,7 +296,7 @@ fn model_summarizer(
     model: &str,
     only: Option<ProviderKind>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Built, EngineError> {
+) -> Result<Built, CandidateError> {
     let Some((provider_name, id)) = resolve_model(settings, model) else {
         return Ok(Built::Skipped(
             "no provider lists it (use provider/id with a provider under providers)".into(),
@@ -377,9 +337,8 @@ fn model_summarizer(
     };
     let slots = usize::try_from(provider.parallel_requests()).unwrap_or(usize::MAX);
     let queue = Some(RequestQueue::shared(&base_url, slots));
-    let invalid = |e: crate::summarize::SummarizeError| {
-        EngineError::Settings(format!("providers.{provider_name}: {e}"))
-    };
+    let invalid =
+        |e: SummarizeError| CandidateError::Settings(format!("providers.{provider_name}: {e}"));
     let summarizer: Arc<dyn Summarizer> = match provider.kind {
         ProviderKind::Openai => Arc::new(
             OpenAiSummarizer::new(OpenAiConfig {
@@ -438,13 +397,9 @@ mod tests {
             };
             summarizers_for_choice_with_env(&Settings::default(), None, &choice, &no_env)
         };
-        let message = |r: Result<SummarizerSet, EngineError>| match r {
+        let message = |r: Result<SummarizerSet, CandidateError>| match r {
             Err(e) => {
-                assert_eq!(
-                    e.kind(),
-                    crate::engine::EngineErrorKind::InvalidParams,
-                    "{e}"
-                );
+                assert!(matches!(e, CandidateError::Unavailable(_)), "{e}");
                 e.to_string()
             }
             Ok(set) => panic!("expected an error, got {:?}", set.ids()),
@@ -535,12 +490,10 @@ mod tests {
         // Settings validation refuses this too; the builder must not rely on it.
         let mut remote = Settings::default();
         remote.summarizer.kind = SummarizerKind::Remote;
-        assert_eq!(
-            summarizers_with_env(&remote, None, &env)
-                .unwrap_err()
-                .kind(),
-            crate::engine::EngineErrorKind::Settings
-        );
+        assert!(matches!(
+            summarizers_with_env(&remote, None, &env),
+            Err(CandidateError::Settings(_))
+        ));
     }
 
     #[test]

@@ -110,6 +110,17 @@ pub fn extract_facts(span: &[AgentMessage], modified_files: &[String]) -> Vec<Fa
     facts
 }
 
+/// `summary` guarded for the span it summarises: [`extract_facts`] then [`apply_guard`]; the
+/// guarded text and the facts that were added.
+pub fn guard(
+    summary: &str,
+    span: &[AgentMessage],
+    modified_files: &[String],
+    also_present: &str,
+) -> (String, Vec<Fact>) {
+    apply_guard(summary, also_present, &extract_facts(span, modified_files))
+}
+
 /// `summary` plus a "Retained facts" section listing each fact that neither `summary` nor
 /// `also_present` (e.g. the file-operations block that will follow it) carries, and the facts
 /// that were added. The summary is returned unchanged when nothing is missing.
