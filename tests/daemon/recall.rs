@@ -45,7 +45,11 @@ async fn compacted_session() -> Recall {
             "compaction": {"keepRecentTokens": 300, "pruneEnabled": false}}}),
     )
     .await;
-    let info = d.ok("session/create", json!({"cwd": d.project()})).await;
+    // A file, named, on either backend: a test below writes to it as another writer would.
+    let file = d.home.path().join("recall.jsonl");
+    let info = d
+        .ok("session/create", json!({"path": file, "cwd": d.project()}))
+        .await;
     let session = info["sessionId"].as_str().unwrap().to_owned();
     let path = info["path"].as_str().unwrap().to_owned();
     let mut entries = vec![user("where is the staging database?")];

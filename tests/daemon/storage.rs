@@ -668,7 +668,7 @@ async fn a_blob_store_write_failure_is_an_io_error_with_its_os_error() {
     let info = d.ok("session/create", json!({"cwd": d.project()})).await;
     let s = info["sessionId"].as_str().unwrap().to_owned();
     let path = info["path"].as_str().unwrap().to_owned();
-    let before = std::fs::read(&path).unwrap();
+    let before = d.stored_bytes(&path);
     let big: String = "x".repeat(600_000);
     let error = d
         .request(
@@ -681,7 +681,7 @@ async fn a_blob_store_write_failure_is_an_io_error_with_its_os_error() {
         .await
         .expect_err("the store cannot be written");
     assert_io_error(&error, "EROFS");
-    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing written");
+    assert_eq!(d.stored_bytes(&path), before, "nothing written");
     fs.remount(false);
     d.finish().await;
 }
