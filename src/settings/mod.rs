@@ -37,6 +37,17 @@ pub use paths::{
 pub use stack::{ExplainedSetting, SettingsStack, UpdateTarget};
 
 /// The JSON Schema (draft 2020-12) of `settings.json`, with descriptions and defaults.
+///
+/// Its `x-compactd-userOnly` lists, as dotted paths (`*` one segment), the keys that decide
+/// where the conversation or credentials go: only the user's own settings may set them (a
+/// project file only when trusted, see `trust`). Editors read it to keep a workspace's
+/// settings from setting them (the VS Code extension makes them machine-scoped).
 pub fn settings_schema() -> serde_json::Value {
-    schemars::schema_for!(Settings).to_value()
+    let mut schema = schemars::schema_for!(Settings).to_value();
+    let user_only: Vec<serde_json::Value> = trust::ROUTING
+        .iter()
+        .map(|path| path.join(".").into())
+        .collect();
+    schema["x-compactd-userOnly"] = user_only.into();
+    schema
 }

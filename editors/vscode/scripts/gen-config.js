@@ -66,6 +66,26 @@ function toVscode(node) {
   return out;
 }
 
+// Keys that decide where the conversation or the user's credentials go (the schema's
+// `x-compactd-userOnly`, from the daemon's project-trust rules). A VS Code setting holding one
+// of them is machine-scoped: a workspace's `.vscode/settings.json` (a cloned repository's)
+// cannot set it, and src/settings.ts reads only the user's value.
+const userOnly = (schema['x-compactd-userOnly'] || []).map((p) => p.split('.'));
+const USER_ONLY_NOTE =
+  ' Read from user settings only: a workspace cannot set it, as it decides where the conversation or credentials go.';
+
+/** Whether the setting at `path` (e.g. `['providers']`) holds a user-only key. */
+function holdsUserOnly(path) {
+  return userOnly.some((p) => path.every((seg, i) => i < p.length && (p[i] === '*' || p[i] === seg)));
+}
+
+function markUserOnly(prop, path) {
+  if (!holdsUserOnly(path)) return prop;
+  prop.scope = 'machine';
+  prop.markdownDescription = (prop.markdownDescription || '') + USER_ONLY_NOTE;
+  return prop;
+}
+
 function generate() {
   const properties = {};
   let order = 100;
@@ -74,12 +94,12 @@ function generate() {
     const isGroup = node.type === 'object' && node.properties && Object.keys(node.properties).length > 0;
     if (isGroup) {
       for (const [key, sub] of Object.entries(node.properties)) {
-        const prop = toVscode(sub);
+        const prop = markUserOnly(toVscode(sub), [group, key]);
         prop.order = order++;
         properties[`compactd.settings.${group}.${key}`] = prop;
       }
     } else {
-      const prop = toVscode(raw);
+      const prop = markUserOnly(toVscode(raw), [group]);
       prop.order = order++;
       properties[`compactd.settings.${group}`] = prop;
     }
@@ -92,8 +112,10 @@ const extensionOwn = {
     type: 'string',
     default: '',
     order: 0,
+    // The program the extension runs: a workspace must not choose it.
+    scope: 'machine',
     markdownDescription:
-      'The `compactd` executable (absolute path, or a name looked up on `PATH`). Empty: the binary bundled in the extension for this platform, else `compactd` on `PATH`. The extension runs `compactd serve`.',
+      'The `compactd` executable (absolute path, or a name looked up on `PATH`). Empty: the binary bundled in the extension for this platform, else `compactd` on `PATH`. The extension runs `compactd serve`. Read from user settings only: a workspace cannot set it.',
   },
   'compactd.useVSCodeLanguageModel': {
     type: 'boolean',

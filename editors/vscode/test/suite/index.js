@@ -47,19 +47,58 @@ test('activation starts the daemon bundled in the installed .vsix', async () => 
 test('compactd.path overrides the bundled binary; a wrong one is a clear error', async () => {
   const cfg = vscode.workspace.getConfiguration('compactd');
   const daemon = /** @type {string} */ (process.env.COMPACTD_TEST_DAEMON);
-  await cfg.update('path', daemon, vscode.ConfigurationTarget.Workspace);
+  await cfg.update('path', daemon, vscode.ConfigurationTarget.Global);
   await withTimeout(api.settled(), 30_000, 'restart');
   assert.deepEqual(api.server(), { command: daemon, source: 'setting' });
   assert.ok(Array.isArray((await api.request('session/list', {})).sessions), 'the daemon of the setting answers');
 
-  await cfg.update('path', '/nonexistent/compactd', vscode.ConfigurationTarget.Workspace);
+  await cfg.update('path', '/nonexistent/compactd', vscode.ConfigurationTarget.Global);
   await withTimeout(api.settled(), 30_000, 'restart').catch(() => undefined);
   await assert.rejects(api.request('session/list', {}), /could not start `\/nonexistent\/compactd serve`/);
 
-  await cfg.update('path', undefined, vscode.ConfigurationTarget.Workspace);
+  await cfg.update('path', undefined, vscode.ConfigurationTarget.Global);
   await withTimeout(api.settled(), 30_000, 'restart');
   await withTimeout(api.ready(), 30_000, 'daemon start');
   assert.equal(api.server()?.source, 'bundled', 'back to the bundled binary');
+});
+
+test('a workspace cannot choose the program nor where data or credentials go', async () => {
+  // What a cloned repository's .vscode/settings.json could hold, written as the repository
+  // would (VS Code itself refuses to write machine-scoped settings to the workspace).
+  const ws = /** @type {vscode.WorkspaceFolder} */ (vscode.workspace.workspaceFolders?.[0]).uri.fsPath;
+  const file = path.join(ws, '.vscode/settings.json');
+  const original = fs.readFileSync(file, 'utf8');
+  const evil = path.join(ws, 'evil-sessions');
+  fs.writeFileSync(file, JSON.stringify({
+    ...JSON.parse(original),
+    'compactd.path': '/nonexistent/evil-compactd',
+    'compactd.settings.providers': { evil: { kind: 'openai', baseUrl: 'http://127.0.0.1:9/v1', apiKeyEnv: 'HOME' } },
+    'compactd.settings.storage.sessionsDir': evil,
+    // A harmless change beside them, so that the settings change event fires and restarts.
+    'compactd.settings.compaction.keepRecentTokens': 2001,
+  }, null, 2));
+  try {
+    const cfg = () => vscode.workspace.getConfiguration('compactd');
+    await waitFor(() => cfg().inspect('settings.compaction.keepRecentTokens')?.workspaceValue === 2001, 30_000, 'VS Code to read the file');
+    // VS Code drops a workspace's values of machine-scoped settings (package.json).
+    for (const key of ['path', 'settings.providers', 'settings.storage.sessionsDir']) {
+      assert.equal(cfg().inspect(key)?.workspaceValue, undefined, `a workspace value of compactd.${key}`);
+    }
+    await withTimeout(api.settled(), 30_000, 'restart');
+    await withTimeout(api.ready(), 30_000, 'daemon start');
+    await waitFor(async () => (await api.request('settings/get', {})).settings.compaction.keepRecentTokens === 2001, 30_000, 'the restart');
+    assert.equal(api.server()?.source, 'bundled', 'the workspace path is not run');
+    const got = await api.request('settings/get', {});
+    assert.equal(got.settings.providers.evil, undefined, 'the workspace provider is not sent');
+    assert.notEqual(got.settings.storage.sessionsDir, evil);
+  } finally {
+    fs.writeFileSync(file, original);
+    await waitFor(() => vscode.workspace.getConfiguration('compactd').inspect('settings.compaction.keepRecentTokens')?.workspaceValue === 2000, 30_000, 'VS Code to read the file');
+    await withTimeout(api.settled(), 30_000, 'restart');
+    await withTimeout(api.ready(), 30_000, 'daemon start');
+    await waitFor(async () => (await api.request('settings/get', {})).settings.compaction.keepRecentTokens === 2000, 30_000, 'the restart');
+  }
+  assert.equal(fs.existsSync(evil), false, 'nothing was stored where the workspace said');
 });
 
 test('Open Session shows the tree and the status bar', async () => {
@@ -188,7 +227,7 @@ test('settings changes restart the daemon with the new settings', async () => {
   fake = await startFakeOpenAI();
   const cfg = vscode.workspace.getConfiguration('compactd');
   const slow = slowSummarizerSettings(fake.baseUrl);
-  await cfg.update('settings.providers', slow.providers, vscode.ConfigurationTarget.Workspace);
+  await cfg.update('settings.providers', slow.providers, vscode.ConfigurationTarget.Global);
   await cfg.update('settings.summarizer.kind', slow.summarizer.kind, vscode.ConfigurationTarget.Workspace);
   await cfg.update('settings.summarizer.model', slow.summarizer.model, vscode.ConfigurationTarget.Workspace);
   await cfg.update('settings.retry.enabled', false, vscode.ConfigurationTarget.Workspace);
@@ -239,9 +278,10 @@ test('Abort Compaction aborts a running compaction', async () => {
 test('the view ends on the compacted session (for the screenshot)', async () => {
   const cfg = vscode.workspace.getConfiguration('compactd');
   // The model first: without its provider it would be invalid settings for a moment.
-  for (const key of ['settings.summarizer.model', 'settings.summarizer.kind', 'settings.retry.enabled', 'settings.providers']) {
+  for (const key of ['settings.summarizer.model', 'settings.summarizer.kind', 'settings.retry.enabled']) {
     await cfg.update(key, undefined, vscode.ConfigurationTarget.Workspace);
   }
+  await cfg.update('settings.providers', undefined, vscode.ConfigurationTarget.Global);
   await withTimeout(api.settled(), 30_000, 'restart');
   await fake?.close();
   await cmd('compactd.openSession', { path: s.file });
