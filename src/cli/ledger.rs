@@ -1,12 +1,15 @@
 //! `compactd ledger SESSION`: the progress ledger of the session's branch, as
-//! `session/ledger` returns it.
+//! `session/ledger` returns it; `compactd pin` and `unpin` add to it, as `session/pin` and
+//! `session/unpin` do.
 
 use std::fmt::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use crate::compaction::{PIN_CUSTOM_TYPE, UNPIN_CUSTOM_TYPE};
 use crate::engine::Ledger;
-use crate::protocol::{RequestStatus, SessionLedgerResult};
+use crate::protocol::{RequestStatus, SessionLedgerResult, SessionPinResult, SessionUnpinResult};
 use crate::server::to_proto;
+use crate::session::{EntryKind, Session};
 
 use super::common::{self, CliError};
 
@@ -63,4 +66,83 @@ fn render(l: &SessionLedgerResult) -> String {
         let _ = writeln!(out, "next step: {next}");
     }
     out
+}
+
+/// Arguments of `compactd pin`.
+#[derive(Debug, clap::Args)]
+pub struct PinArgs {
+    /// The session file (`.jsonl`); the pin is appended at its leaf.
+    pub session: PathBuf,
+    /// The fact to carry verbatim through every later compaction.
+    pub text: String,
+    /// Print JSON instead of text (`SessionPinResult` in the schema).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `compactd unpin`.
+#[derive(Debug, clap::Args)]
+pub struct UnpinArgs {
+    /// The session file (`.jsonl`); the unpin is appended at its leaf.
+    pub session: PathBuf,
+    /// The pin's id (its entry's id, as `compactd ledger` shows it).
+    pub pin_id: String,
+    /// Print JSON instead of text (`SessionUnpinResult` in the schema).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `compactd pin SESSION TEXT`: what `session/pin` does, on a file.
+pub fn run_pin(args: &PinArgs) -> Result<(), CliError> {
+    if args.text.trim().is_empty() {
+        return Err(CliError::new("a pin needs some text"));
+    }
+    let mut session = common::open(&args.session)?;
+    let kind = EntryKind::Custom {
+        custom_type: PIN_CUSTOM_TYPE.to_owned(),
+        data: Some(serde_json::json!({ "text": args.text })),
+    };
+    let id = append(&mut session, &args.session, kind)?;
+    if args.json {
+        return common::print_json(&SessionPinResult {
+            pin_id: id.clone(),
+            leaf_id: id,
+        });
+    }
+    common::print(&format!("pinned {id}\n"))
+}
+
+/// `compactd unpin SESSION PIN_ID`: what `session/unpin` does, on a file.
+pub fn run_unpin(args: &UnpinArgs) -> Result<(), CliError> {
+    let mut session = common::open(&args.session)?;
+    let pinned = Ledger::derive(&session.path_to_leaf())
+        .pins
+        .iter()
+        .any(|p| p.pin_id == args.pin_id);
+    if !pinned {
+        return Err(CliError::new(format!(
+            "{}: {} is not a pin on the session's branch",
+            args.session.display(),
+            args.pin_id
+        )));
+    }
+    let kind = EntryKind::Custom {
+        custom_type: UNPIN_CUSTOM_TYPE.to_owned(),
+        data: Some(serde_json::json!({ "pinId": args.pin_id })),
+    };
+    let id = append(&mut session, &args.session, kind)?;
+    if args.json {
+        return common::print_json(&SessionUnpinResult {
+            entry_id: id.clone(),
+            leaf_id: id,
+        });
+    }
+    common::print(&format!("unpinned {} (entry {id})\n", args.pin_id))
+}
+
+fn append(session: &mut Session, path: &Path, kind: EntryKind) -> Result<String, CliError> {
+    session
+        .append(kind)
+        .map(|entry| entry.id.clone())
+        .map_err(|e| CliError::new(format!("{}: {e}", path.display())))
 }

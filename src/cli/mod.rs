@@ -75,6 +75,10 @@ enum Command {
     Plan(plan::PlanArgs),
     /// The progress ledger of the session's branch: requests, files, errors, pins, next step.
     Ledger(ledger::LedgerArgs),
+    /// Pin a fact: carried verbatim through every later compaction until unpinned.
+    Pin(ledger::PinArgs),
+    /// Unpin a pin (by its id, as `compactd ledger` shows it).
+    Unpin(ledger::UnpinArgs),
     /// Compact the session at several points (nothing written) and score what each summary
     /// kept of its progress ledger: requests, files, unresolved errors, pins.
     Eval(eval::EvalArgs),
@@ -129,6 +133,8 @@ pub fn main() -> ExitCode {
         Some(Command::Tree(args)) => tree::run(args),
         Some(Command::Plan(args)) => plan::run(args),
         Some(Command::Ledger(args)) => ledger::run(args),
+        Some(Command::Pin(args)) => ledger::run_pin(args),
+        Some(Command::Unpin(args)) => ledger::run_unpin(args),
         Some(Command::Eval(args)) => eval::run(args),
         Some(Command::Prune(args)) => prune::run(args),
         Some(Command::Search(args)) => recall::run_search(args),

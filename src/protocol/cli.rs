@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::common::EntryId;
 use super::session::{SessionContextResult, SessionUsageResult};
 use super::{
-    CompactResult, NavigateTreeResult, PruneResult, SessionLedgerResult, SessionTreeResult,
-    TypeSpec,
+    CompactResult, NavigateTreeResult, PruneResult, SessionLedgerResult, SessionPinResult,
+    SessionTreeResult, SessionUnpinResult, TypeSpec,
 };
 
 /// `compactd context --json`: `session/context` with `perMessage: true`, the counter used,
@@ -150,6 +150,14 @@ pub const CLI_OUTPUTS: &[CliOutput] = &[
     CliOutput {
         command: "ledger",
         output: TypeSpec::of::<SessionLedgerResult>(),
+    },
+    CliOutput {
+        command: "pin",
+        output: TypeSpec::of::<SessionPinResult>(),
+    },
+    CliOutput {
+        command: "unpin",
+        output: TypeSpec::of::<SessionUnpinResult>(),
     },
     CliOutput {
         command: "plan",

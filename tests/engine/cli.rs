@@ -432,7 +432,7 @@ fn json_output_is_the_protocols_result_types() {
     let commands: Vec<&str> = CLI_OUTPUTS.iter().map(|c| c.command).collect();
     for command in [
         "context", "plan", "tree", "compact", "navigate", "prune", "blobs", "search", "show",
-        "ledger", "eval",
+        "ledger", "eval", "pin", "unpin",
     ] {
         assert!(
             commands.contains(&command),
@@ -1123,4 +1123,63 @@ fn ledger_and_eval_print_their_schema_types_the_same_each_time() {
     assert_eq!(last.files.kept, last.files.total, "{last:?}");
     assert!(last.files.total > 0 && last.requests.total > 0);
     assert_eq!(eval.score, 1.0, "{eval:?}");
+}
+
+#[test]
+fn pin_and_unpin_from_the_command_line() {
+    use compactd::protocol::{SessionLedgerResult, SessionPinResult};
+    let (dir, path) = demo_copy();
+    let p = path.to_str().unwrap();
+    let run = |args: &[&str]| -> Output {
+        let out = compactd(args, dir.path());
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    const FACT: &str = "Never push to main: release/2.x is frozen until Friday";
+    let pinned: SessionPinResult =
+        serde_json::from_slice(&run(&["pin", p, FACT, "--json"]).stdout).expect("a pin result");
+    let ledger: SessionLedgerResult =
+        serde_json::from_slice(&run(&["ledger", p, "--json"]).stdout).unwrap();
+    assert_eq!(ledger.pins.len(), 1, "{ledger:?}");
+    assert_eq!(ledger.pins[0].pin_id, pinned.pin_id);
+    assert_eq!(ledger.pins[0].text, FACT);
+
+    // Carried verbatim by a compaction whatever the summarizer wrote.
+    run(&["compact", p, "--summarizer", "extractive"]);
+    let summary = |session: &Session| -> String {
+        match session.path_to_leaf().iter().rev().find_map(|e| match e.kind() {
+            EntryKind::Compaction(c) => Some(c.summary.clone()),
+            _ => None,
+        }) {
+            Some(summary) => summary,
+            None => panic!("no compaction on the branch"),
+        }
+    };
+    let (session, _) = Session::open(&path).unwrap();
+    assert!(summary(&session).contains(FACT), "{}", summary(&session));
+
+    // Unknown ids are refused and nothing is written.
+    let before = std::fs::read(&path).unwrap();
+    let out = compactd(&["unpin", p, "nosuchid"], dir.path());
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nosuchid is not a pin"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    let out = compactd(&["pin", p, "  "], dir.path());
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+
+    // Unpinned, the next compaction no longer carries it.
+    let text = String::from_utf8(run(&["unpin", p, &pinned.pin_id]).stdout).unwrap();
+    assert!(text.starts_with(&format!("unpinned {}", pinned.pin_id)), "{text}");
+    run(&["compact", p, "--summarizer", "extractive"]);
+    let (session, _) = Session::open(&path).unwrap();
+    assert!(!summary(&session).contains(FACT), "{}", summary(&session));
 }
