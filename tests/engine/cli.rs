@@ -1151,10 +1151,14 @@ fn pin_and_unpin_from_the_command_line() {
     // Carried verbatim by a compaction whatever the summarizer wrote.
     run(&["compact", p, "--summarizer", "extractive"]);
     let summary = |session: &Session| -> String {
-        match session.path_to_leaf().iter().rev().find_map(|e| match e.kind() {
-            EntryKind::Compaction(c) => Some(c.summary.clone()),
-            _ => None,
-        }) {
+        match session
+            .path_to_leaf()
+            .iter()
+            .rev()
+            .find_map(|e| match e.kind() {
+                EntryKind::Compaction(c) => Some(c.summary.clone()),
+                _ => None,
+            }) {
             Some(summary) => summary,
             None => panic!("no compaction on the branch"),
         }
@@ -1178,7 +1182,10 @@ fn pin_and_unpin_from_the_command_line() {
 
     // Unpinned, the next compaction no longer carries it.
     let text = String::from_utf8(run(&["unpin", p, &pinned.pin_id]).stdout).unwrap();
-    assert!(text.starts_with(&format!("unpinned {}", pinned.pin_id)), "{text}");
+    assert!(
+        text.starts_with(&format!("unpinned {}", pinned.pin_id)),
+        "{text}"
+    );
     run(&["compact", p, "--summarizer", "extractive"]);
     let (session, _) = Session::open(&path).unwrap();
     assert!(!summary(&session).contains(FACT), "{}", summary(&session));
