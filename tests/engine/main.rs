@@ -9,6 +9,7 @@
 mod auto;
 mod cli;
 mod compact;
+mod extractive;
 mod install;
 mod navigate;
 mod summaries;
