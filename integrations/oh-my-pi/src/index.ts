@@ -47,6 +47,9 @@ export default function compactdExtension(pi: ExtensionAPI): void {
       "With `query`: the matching entries (id, role, whether compacted, a snippet). With `entryId`: that entry's full text " +
       "(long texts in pages: pass `offset`).",
     parameters: RECALL_PARAMETERS,
+    // oh-my-pi 18 would otherwise keep it out of the model's tools (an extension tool is
+    // "discoverable" by default there), and the summary's pointer to it would lead nowhere.
+    loadMode: "essential",
     execute: async (_id, params, _signal, _onUpdate, ctx) => {
       const active = ready(ctx);
       if (!active) throw new Error(`compactd is not available (${optionsError})`);

@@ -121,6 +121,10 @@ export interface ToolDefinition<P> {
   label: string;
   description: string;
   parameters: Record<string, unknown>;
+  /** oh-my-pi 18: how the tool is presented. An extension's tool defaults to `"discoverable"`
+   * there (kept out of the model's tool list until discovered); `"essential"` lists it.
+   * Older agents and pi ignore it. */
+  loadMode?: "essential" | "discoverable";
   execute(toolCallId: string, params: P, signal: AbortSignal | undefined, onUpdate: unknown, ctx: ExtensionContext): Promise<ToolResult>;
 }
 

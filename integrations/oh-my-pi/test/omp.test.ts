@@ -295,9 +295,7 @@ describe(`compactd inside the real oh-my-pi agent ${AGENT_VERSION}`, () => {
     TEST_TIMEOUT,
   );
 
-  // oh-my-pi 13.19 only for now: 18.2.3 does not offer the extension's registered tool to the
-  // model in its requests (open, noted on issues 32 and 34).
-  test.skipIf(!AGENT_VERSION.startsWith("13."))(
+  test(
     "the model's recall tool finds what compactions hid",
     async () => {
       const offered = world.llm.received.some(r =>
