@@ -313,6 +313,37 @@ describe(`compactd inside the real oh-my-pi agent ${AGENT_VERSION}`, () => {
     },
     TEST_TIMEOUT,
   );
+
+  test(
+    "a pin compactd wrote loads in the agent: the same context, and the next compaction carries it",
+    async () => {
+      const PIN = "Release branch release/2.x is frozen: never push to it";
+      const pinned = JSON.parse(compactd("pin", file, PIN, "--json"));
+      const pinEntry = entriesOf(file).find(e => e.id === pinned.pinId)!;
+      expect(pinEntry.type).toBe("custom");
+      expect(pinEntry.customType).toBe("compactd.pin");
+      // The agent reads the file again, pin entry included, and rebuilds compactd's context.
+      const switched = await agent.ok<{ cancelled: boolean }>({ type: "switch_session", sessionPath: file });
+      expect(switched.cancelled).toBe(false);
+      await expectSameContext(agent, file);
+
+      // The session goes on from the pin, and the next compaction (compactd's, through the
+      // extension) carries the pin verbatim whatever the model wrote.
+      await agent.prompt("read src/mod2.rs");
+      const entries = await settled(file, es => es.some(e => e.parentId === pinned.pinId));
+      const next = entries.find(e => e.parentId === pinned.pinId);
+      expect(next?.message?.role).toBe("user");
+      const compactions = entries.filter(e => e.type === "compaction").length;
+      await agent.ok({ type: "compact" });
+      const after = await settled(file, count("compaction", compactions + 1));
+      const c = after.filter(e => e.type === "compaction").pop()!;
+      expect(c.fromExtension).toBe(true);
+      expect(c.summary).toContain(PIN);
+      expect(JSON.parse(compactd("ledger", file, "--json")).pins).toEqual([{ pinId: pinned.pinId, text: PIN }]);
+      await expectSameContext(agent, file);
+    },
+    TEST_TIMEOUT,
+  );
 });
 
 describe("without compactd", () => {
