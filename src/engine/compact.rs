@@ -7,6 +7,8 @@
 //! append the entry. A preview stops before the append. Cancellation at any point writes
 //! nothing: the token is checked once more right before the append.
 
+mod edit;
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -27,6 +29,8 @@ use crate::summarize::{
     PromptBuilder, Purpose, SummarizeError, SummaryJob, SummaryOutput, SummaryReport,
     record_reports, retention, write_summary,
 };
+
+pub use edit::SummaryEdit;
 
 use super::events::DiscardReason;
 use super::{
@@ -96,6 +100,8 @@ pub struct CompactOutcome {
     /// Settings the session's project file tried to set and that were ignored (see
     /// `settings::trust`), for the client to show.
     pub warnings: Vec<String>,
+    /// For a preview kept by the engine: the id `session/commitCompaction` writes it by.
+    pub preview_id: Option<String>,
 }
 
 /// What was prepared under the read lock.
@@ -107,6 +113,7 @@ struct Prepared {
 }
 
 /// The summary parts of a compaction before it is persisted.
+#[derive(Clone)]
 struct Drafted {
     summary: String,
     short_summary: Option<String>,
@@ -119,6 +126,9 @@ struct Drafted {
     reports: Vec<(Purpose, SummaryReport)>,
     /// Messages kept after the summary, to estimate the context afterwards.
     kept: Vec<AgentMessage>,
+    /// What an edited summary needs to get the treatment of a generated one (`None` for a
+    /// hook's compaction, which gets none).
+    kit: Option<edit::EditKit>,
 }
 
 /// Compacts `session`: see the module doc.
@@ -129,6 +139,20 @@ pub async fn compact(
     cancel: CancellationToken,
     observer: &dyn OperationObserver,
 ) -> Result<CompactOutcome, EngineError> {
+    compact_keeping(session, env, opts, cancel, observer)
+        .await
+        .map(|(outcome, _)| outcome)
+}
+
+/// [`compact`], and for a preview the compaction it would write, to be written later with
+/// [`commit_preview`] while the branch is unchanged.
+pub async fn compact_keeping(
+    session: &SharedSession,
+    env: &CompactEnv,
+    opts: CompactOptions,
+    cancel: CancellationToken,
+    observer: &dyn OperationObserver,
+) -> Result<(CompactOutcome, Option<PreviewedCompaction>), EngineError> {
     observer.phase(Phase::Preparing, "Preparing compaction", None);
     let prepared = prepare(session, env, &opts).await?;
     let mut drafted = match run_before_compact(env, &opts, &prepared, &cancel).await? {
@@ -141,11 +165,96 @@ pub async fn compact(
     }
     let tokens_after = estimate_after(env.counter.as_ref(), &drafted);
     if opts.preview {
-        return Ok(outcome(None, drafted, tokens_after, true));
+        let kept = PreviewedCompaction {
+            leaf: prepared.leaf,
+            drafted: drafted.clone(),
+        };
+        return Ok((outcome(None, drafted, tokens_after, true), Some(kept)));
     }
     observer.phase(Phase::Persisting, "Saving the compaction", None);
     let entry_id = persist(session, &opts, &prepared, &drafted, &cancel).await?;
-    Ok(outcome(Some(entry_id), drafted, tokens_after, false))
+    Ok((outcome(Some(entry_id), drafted, tokens_after, false), None))
+}
+
+/// A previewed compaction kept for `session/commitCompaction`: the entry it would append and
+/// the leaf it was computed at (not the branch itself, so a kept preview stays small).
+#[derive(Clone)]
+pub struct PreviewedCompaction {
+    leaf: Option<String>,
+    drafted: Drafted,
+}
+
+impl std::fmt::Debug for PreviewedCompaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreviewedCompaction")
+            .field("leaf", &self.leaf)
+            .field("first_kept_entry_id", &self.drafted.first_kept_entry_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PreviewedCompaction {
+    /// The leaf the preview was computed at.
+    #[cfg(test)]
+    pub fn leaf(&self) -> Option<&str> {
+        self.leaf.as_deref()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_tests(leaf: Option<String>) -> Self {
+        PreviewedCompaction {
+            leaf,
+            drafted: Drafted {
+                summary: "summary".into(),
+                short_summary: None,
+                first_kept_entry_id: "kept".into(),
+                tokens_before: 0,
+                details: json!({}),
+                preserve_data: None,
+                from_extension: false,
+                summarizer: "extractive".into(),
+                reports: Vec::new(),
+                kept: Vec::new(),
+                kit: None,
+            },
+        }
+    }
+}
+
+/// Writes a previewed compaction at `session`'s leaf, with the user's text when `edit` has
+/// some ([`SummaryEdit`]). Valid only while the branch is as it was: the leaf must be the
+/// preview's (the check [`snapshot_fits`] makes, with nothing appended since) and `stale`
+/// unset (a prune or navigation since); otherwise `LeafMoved` and nothing is written.
+pub async fn commit_preview(
+    session: &SharedSession,
+    counter: &dyn TokenCounter,
+    preview: PreviewedCompaction,
+    stale: bool,
+    edit: SummaryEdit,
+    cancel: &CancellationToken,
+) -> Result<CompactOutcome, EngineError> {
+    let PreviewedCompaction { leaf, mut drafted } = preview;
+    drafted.apply_edit(edit)?;
+    let mut s = session.write().await;
+    s.refresh()?;
+    let actual = s.leaf_id().map(str::to_owned);
+    let unchanged = {
+        let path = s.path_to_leaf();
+        snapshot_fits(leaf.as_deref(), &path).is_ok()
+            && path.last().map(|e| e.id.as_str()) == leaf.as_deref()
+    };
+    if stale || !unchanged {
+        return Err(EngineError::LeafMoved {
+            expected: leaf,
+            actual,
+        });
+    }
+    if cancel.is_cancelled() {
+        return Err(EngineError::compaction_cancelled());
+    }
+    let tokens_after = estimate_after(counter, &drafted);
+    let id = append_compaction(&mut s, &leaf, &drafted)?;
+    Ok(outcome(Some(id), drafted, tokens_after, false))
 }
 
 /// A compaction drafted on a snapshot of the branch and not yet written: what a background
@@ -275,7 +384,7 @@ pub async fn commit_armed(
         ..
     } = armed;
     prepared.leaf = leaf;
-    let id = append_compaction(&mut s, &prepared, &d)?;
+    let id = append_compaction(&mut s, &prepared.leaf, &d)?;
     Ok(outcome(Some(id), d, tokens_after, false))
 }
 
@@ -299,6 +408,7 @@ fn outcome(
         summarizer: d.summarizer,
         reports: d.reports,
         warnings: Vec::new(),
+        preview_id: None,
     }
 }
 
@@ -448,6 +558,7 @@ async fn run_before_compact(
         summarizer: "hook".into(),
         reports: Vec::new(),
         kept,
+        kit: None,
     }))
 }
 
@@ -506,7 +617,8 @@ async fn draft(
     let mut span_ops = FileOps::default();
     span.iter().for_each(|m| span_ops.add_message(m));
     let (_, span_modified) = compute_file_lists(&span_ops);
-    let (guarded, added) = retention::guard(&summary, &span, &span_modified, &file_block);
+    let facts = retention::extract_facts(&span, &span_modified);
+    let (guarded, added) = retention::apply_guard(&summary, &file_block, &facts);
     let mut details = file_lists_details(&read_files, &modified_files);
     retention::record_in_details(&mut details, &added);
     let reports = summaries.take_reports();
@@ -524,6 +636,11 @@ async fn draft(
         summarizer: history_output.map_or_else(|| "none".to_owned(), |o| o.model),
         reports,
         kept: prep.recent_messages.clone(),
+        kit: Some(edit::EditKit {
+            file_block: file_block.clone(),
+            ledger_block: ledger_block.clone(),
+            facts,
+        }),
     })
 }
 
@@ -833,14 +950,14 @@ async fn persist(
     if cancel.is_cancelled() {
         return Err(EngineError::compaction_cancelled());
     }
-    append_compaction(&mut s, prepared, d)
+    append_compaction(&mut s, &prepared.leaf, d)
 }
 
-/// Appends the compaction entry of `d` at `prepared.leaf` (the session's leaf, under the
-/// held write lock).
+/// Appends the compaction entry of `d` at `leaf` (the session's leaf, under the held write
+/// lock).
 fn append_compaction(
     s: &mut Session,
-    prepared: &Prepared,
+    leaf: &Option<String>,
     d: &Drafted,
 ) -> Result<String, EngineError> {
     // The leaf is checked again under the writers' lock: another daemon's append may land
@@ -856,10 +973,7 @@ fn append_compaction(
         extra: Default::default(),
     });
     let written = s
-        .append_expecting(
-            vec![(kind, Default::default())],
-            Some(prepared.leaf.clone()),
-        )
+        .append_expecting(vec![(kind, Default::default())], Some(leaf.clone()))
         .map_err(EngineError::from_write)?;
     let id = written[0].id.clone();
     // Planning and summarising parsed the old history; the context from now on starts at the

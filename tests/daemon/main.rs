@@ -8,6 +8,7 @@
 mod agent_flow;
 mod background;
 mod blob_store;
+mod commit_preview;
 mod concurrency;
 mod crash;
 mod exposure;

@@ -671,6 +671,12 @@ export interface CompactResult {
    */
   preview: boolean;
   /**
+   * A preview of the session's own branch that can be written as is or edited with
+   * `session/commitCompaction` while the branch is unchanged (absent with `leafId` and on a
+   * read-only session). A session keeps its 8 latest previews, each for 30 minutes.
+   */
+  previewId?: string | null;
+  /**
    * Whether a hook supplied the compaction.
    */
   fromExtension: boolean;
@@ -710,6 +716,12 @@ export interface SummaryDetails {
    * (a fallback is never silent). Absent when no summarizer ran (a hook supplied it).
    */
   summarizers?: SummarizerReport[] | null;
+  /**
+   * `true` when the summary or short summary is the user's text
+   * (`session/commitCompaction` with `summary` or `shortSummary`, `compactd compact
+   * --summary-file`). Absent for a generated one.
+   */
+  edited?: boolean | null;
   [k: string]: unknown;
 }
 /**
@@ -1257,6 +1269,32 @@ export interface SessionCompactParams {
   leafId?: string | null;
   /**
    * LSP client-initiated progress: `$/progress` for this compaction uses this token.
+   */
+  workDoneToken?: ProgressToken | null;
+}
+/**
+ * Params of `session/commitCompaction`: write a previewed compaction, the user's text in
+ * place of the generated one when given. The retention guard and the progress-ledger block
+ * apply to an edited summary as to a generated one, and `details.edited` is `true`.
+ */
+export interface CommitCompactionParams {
+  sessionId: string;
+  /**
+   * The `previewId` of a `session/compact` preview result.
+   */
+  previewId: string;
+  /**
+   * The summary to write instead of the previewed one (not empty). File tags and the
+   * `<progress-ledger>` block the text lacks are appended again, as are facts the retention
+   * guard requires (under "Retained Facts").
+   */
+  summary?: string | null;
+  /**
+   * The short summary to write instead of the previewed one (empty: none).
+   */
+  shortSummary?: string | null;
+  /**
+   * LSP client-initiated progress for the commit.
    */
   workDoneToken?: ProgressToken | null;
 }
@@ -2136,6 +2174,7 @@ export interface ErrorData {
     | 'storageUnavailable'
     | 'ioError'
     | 'blobMissing'
+    | 'previewNotFound'
     | 'invalidParams'
     | 'notInitialized'
     | 'cancelled'
@@ -2234,6 +2273,8 @@ export interface ClientRequests {
   'session/unpin': { params: SessionUnpinParams; result: SessionUnpinResult };
   /** Compacts now; answers when done, with progress and summary deltas meanwhile. */
   'session/compact': { params: SessionCompactParams; result: CompactResult };
+  /** Writes a previewed compaction, optionally with the user's edited summary. */
+  'session/commitCompaction': { params: CommitCompactionParams; result: CompactResult };
   /** Aborts the session's running compaction, manual or automatic. */
   'session/abortCompaction': { params: SessionRef; result: AbortResult };
   /** Prunes old tool outputs in the live context. */
@@ -2317,6 +2358,7 @@ export const ERROR_CODES = {
   storageUnavailable: -32022,
   ioError: -32023,
   blobMissing: -32024,
+  previewNotFound: -32025,
   invalidParams: -32602,
   notInitialized: -32002,
   cancelled: -32800,
