@@ -57,6 +57,10 @@ pub struct CompactArgs {
     /// Tokens of recent conversation to keep verbatim (default: the setting).
     #[arg(long)]
     pub keep_recent_tokens: Option<u64>,
+    /// The summary's size in tokens, overriding `compaction.detail` (the result says whether
+    /// it was met).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub target_tokens: Option<u64>,
     /// Print the result as JSON (a `session/compact` result, the protocol's schema).
     #[arg(long)]
     pub json: bool,
@@ -99,6 +103,7 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
     let opts = CompactOptions {
         custom_instructions: args.instructions.clone(),
         preview: args.preview || edited.is_some(),
+        target_tokens: args.target_tokens,
         ..CompactOptions::manual()
     };
     let progress = StderrProgress::new();
@@ -295,6 +300,16 @@ fn pretty(o: &CompactOutcome, sizes: &Sizes, file: &Path) -> String {
     text.push_str(&common::fallback_lines(
         o.reports.iter().map(|(part, report)| (*part, report)),
     ));
+    if let Some(t) = &o.target {
+        let verdict = match &t.reason {
+            None => "met".to_owned(),
+            Some(reason) => format!("not met: {reason}"),
+        };
+        text.push_str(&format!(
+            "target: {} tokens, summary {} tokens: {verdict}\n",
+            t.target_tokens, t.summary_tokens
+        ));
+    }
     // The two summaries cover different spans: the short one the whole session (the kept
     // messages included), the long one only what was compacted. Saying so keeps a change made
     // in the kept messages from reading as a contradiction of an "In Progress" summary.

@@ -60,6 +60,10 @@ pub struct CompactOptions {
     /// program whose leaf is that entry would get (only with `preview`, as nothing can be
     /// appended there).
     pub leaf_id: Option<String>,
+    /// The summary's size in tokens, overriding `compaction.detail`: sizes the summarizer's
+    /// output budget and length line, the extractive sections and the ledger block; the
+    /// outcome's [`TargetReport`] says whether it was met.
+    pub target_tokens: Option<u64>,
 }
 
 impl CompactOptions {
@@ -72,8 +76,37 @@ impl CompactOptions {
             first_kept_entry_id: None,
             expected_leaf_id: None,
             leaf_id: None,
+            target_tokens: None,
         }
     }
+}
+
+/// Whether a compaction's summary met the `targetTokens` it was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetReport {
+    pub target_tokens: u64,
+    /// The stored summary's size (file tags, retained facts and ledger included).
+    pub summary_tokens: u64,
+    pub met: bool,
+    /// Why not, when not met.
+    pub reason: Option<String>,
+}
+
+/// The detail scale of a compaction: `targetTokens` over the usual history budget when given,
+/// else `compaction.detail`'s factor.
+pub fn detail_scale(settings: &crate::settings::CompactionSettings, target: Option<u64>) -> f64 {
+    match target {
+        Some(target) => {
+            let usual = u64::from(history_max_tokens(settings.reserve_tokens)).max(1);
+            target as f64 / usual as f64
+        }
+        None => settings.detail.factor(),
+    }
+}
+
+/// `budget` times `scale`, at least 1.
+fn scale_budget(budget: u64, scale: f64) -> u64 {
+    ((budget as f64 * scale).round() as u64).max(1)
 }
 
 /// What a compaction produced.
@@ -102,6 +135,8 @@ pub struct CompactOutcome {
     pub warnings: Vec<String>,
     /// For a preview kept by the engine: the id `session/commitCompaction` writes it by.
     pub preview_id: Option<String>,
+    /// With `targetTokens`: whether the summary met it.
+    pub target: Option<TargetReport>,
 }
 
 /// What was prepared under the read lock.
@@ -129,6 +164,8 @@ struct Drafted {
     /// What an edited summary needs to get the treatment of a generated one (`None` for a
     /// hook's compaction, which gets none).
     kit: Option<edit::EditKit>,
+    /// With `targetTokens`: whether the summary met it.
+    target: Option<TargetReport>,
 }
 
 /// Compacts `session`: see the module doc.
@@ -216,6 +253,7 @@ impl PreviewedCompaction {
                 reports: Vec::new(),
                 kept: Vec::new(),
                 kit: None,
+                target: None,
             },
         }
     }
@@ -409,6 +447,7 @@ fn outcome(
         reports: d.reports,
         warnings: Vec::new(),
         preview_id: None,
+        target: d.target,
     }
 }
 
@@ -559,6 +598,7 @@ async fn run_before_compact(
         reports: Vec::new(),
         kept,
         kit: None,
+        target: None,
     }))
 }
 
@@ -592,7 +632,9 @@ async fn draft(
     let hook = run_compacting(env, &span, cancel).await?;
 
     observer.phase(Phase::Summarizing, "Summarizing the conversation", None);
+    let scale = detail_scale(&env.settings.compaction, opts.target_tokens);
     let summaries = Summaries {
+        scale,
         env,
         set: env.summarizers.for_operation(),
         prep,
@@ -623,10 +665,20 @@ async fn draft(
     retention::record_in_details(&mut details, &added);
     let reports = summaries.take_reports();
     record_reports(&mut details, &reports);
-    let ledger_block = ledger_block(env, prepared, &mut details);
+    let ledger_block = ledger_block(env, prepared, &mut details, scale);
+    let summary = format!("{guarded}{file_block}{ledger_block}");
+    let target = opts.target_tokens.map(|target| {
+        let parts = TargetParts {
+            summary: &summary,
+            blocks: &format!("{file_block}{ledger_block}"),
+            retained: added.len(),
+        };
+        target_report(target, &parts, env.counter.as_ref())
+    });
 
     Ok(Drafted {
-        summary: format!("{guarded}{file_block}{ledger_block}"),
+        summary,
+        target,
         short_summary,
         first_kept_entry_id: prep.first_kept_entry_id.clone(),
         tokens_before: prep.tokens_before,
@@ -648,7 +700,7 @@ async fn draft(
 /// compaction to extend, and rendered (with a blank line before it) for the summary's end,
 /// within `compaction.ledgerBudgetPercent` of `keepRecentTokens`. Inside the summary, the
 /// reference builds the same context from the file as compactd.
-fn ledger_block(env: &CompactEnv, prepared: &Prepared, details: &mut Value) -> String {
+fn ledger_block(env: &CompactEnv, prepared: &Prepared, details: &mut Value, scale: f64) -> String {
     let path: Vec<&Entry> = prepared.path.iter().collect();
     let ledger = Ledger::derive(&path);
     record_ledger_in_details(details, &ledger);
@@ -656,6 +708,7 @@ fn ledger_block(env: &CompactEnv, prepared: &Prepared, details: &mut Value) -> S
     if budget == 0 {
         return String::new();
     }
+    let budget = scale_budget(budget, scale);
     let block = render_ledger_block(&ledger, budget, env.counter.as_ref());
     if block.is_empty() {
         block
@@ -683,8 +736,50 @@ async fn run_compacting(
     Ok(reply.unwrap_or_default())
 }
 
+/// What a summary is made of, for its [`TargetReport`].
+struct TargetParts<'a> {
+    summary: &'a str,
+    /// The file tags and the ledger block.
+    blocks: &'a str,
+    /// Facts the retention guard added.
+    retained: usize,
+}
+
+fn target_report(target: u64, parts: &TargetParts<'_>, counter: &dyn TokenCounter) -> TargetReport {
+    let summary_tokens = counter.count_text(parts.summary);
+    let met = summary_tokens <= target;
+    let reason = (!met).then(|| {
+        let blocks = counter.count_text(parts.blocks);
+        if blocks >= target {
+            format!(
+                "the file lists and the progress ledger alone take {blocks} tokens, more than \
+                 the target of {target}"
+            )
+        } else if parts.retained > 0 {
+            format!(
+                "the summary is {summary_tokens} tokens: the retention guard added {} facts the \
+                 summary must keep",
+                parts.retained
+            )
+        } else {
+            format!(
+                "the summary is {summary_tokens} tokens: the summarizer's shortest summary of \
+                 this span is longer than the target of {target}"
+            )
+        }
+    });
+    TargetReport {
+        target_tokens: target,
+        summary_tokens,
+        met,
+        reason,
+    }
+}
+
 /// The summarizer calls of one compaction.
 struct Summaries<'a> {
+    /// The detail scale ([`detail_scale`]).
+    scale: f64,
     env: &'a CompactEnv,
     /// The summarizers with this compaction's breaker and retry budget.
     set: SummarizerSet,
@@ -716,6 +811,11 @@ impl Summaries<'_> {
 
     fn reserve(&self) -> u64 {
         self.env.settings.compaction.reserve_tokens
+    }
+
+    /// A usual output budget at this compaction's detail scale.
+    fn budget(&self, usual: u32) -> u32 {
+        u32::try_from(scale_budget(u64::from(usual), self.scale)).unwrap_or(u32::MAX)
     }
 
     /// The history summary, merged with the turn-prefix summary of a split turn (spec §4.9),
@@ -790,7 +890,7 @@ impl Summaries<'_> {
             messages,
             self.prep.previous_summary.clone(),
             &build,
-            history_max_tokens(self.reserve()),
+            self.budget(history_max_tokens(self.reserve())),
         );
         self.run(&job)
             .await
@@ -815,7 +915,7 @@ impl Summaries<'_> {
             &self.prep.turn_prefix_messages,
             None,
             &build,
-            turn_prefix_max_tokens(self.reserve()),
+            self.budget(turn_prefix_max_tokens(self.reserve())),
         );
         self.run(&job)
             .await
@@ -872,6 +972,7 @@ impl Summaries<'_> {
         job.custom_instructions = self.custom.map(str::to_owned);
         job.read_files = read_files;
         job.modified_files = modified_files;
+        job.detail_scale = self.scale;
         job
     }
 

@@ -35,6 +35,12 @@ pub struct SessionCompactParams {
     /// read-only session, would get.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leaf_id: Option<EntryId>,
+    /// The summary's size in tokens, overriding `compaction.detail`: it sizes the summarizer's
+    /// output budget and the length the prompt asks for, the extractive summary's sections and
+    /// the progress-ledger block. The result's `targetMet` says whether it was met.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub target_tokens: Option<u64>,
     /// LSP client-initiated progress: `$/progress` for this compaction uses this token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_done_token: Option<ProgressToken>,
@@ -72,6 +78,17 @@ pub struct CompactResult {
     /// read-only session). A session keeps its 8 latest previews, each for 30 minutes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview_id: Option<String>,
+    /// With `targetTokens`: whether the summary (file tags, retained facts and ledger
+    /// included) is within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_met: Option<bool>,
+    /// With `targetTokens`: the summary's size in tokens, by the session's counter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_tokens: Option<u64>,
+    /// When `targetMet` is `false`: why (the retention guard had to add facts, the file lists
+    /// and ledger alone are larger, or the summarizer's shortest summary is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_reason: Option<String>,
     /// Whether a hook supplied the compaction.
     pub from_extension: bool,
     /// Which summarizer wrote the history summary: `extractive`, `provider/model`, `client`,

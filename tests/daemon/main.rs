@@ -11,6 +11,7 @@ mod blob_store;
 mod commit_preview;
 mod concurrency;
 mod crash;
+mod detail;
 mod exposure;
 mod faults;
 mod file_access;

@@ -8,7 +8,7 @@ use compactd::session::{EntryKind, Session};
 use devtools::fixtures::{demo_copy, demo_session, pi_session, run_cli};
 use serde_json::Value;
 
-fn compactd(args: &[&str], home: &std::path::Path) -> Output {
+pub(crate) fn compactd(args: &[&str], home: &std::path::Path) -> Output {
     // A temp HOME / config dir so no user settings (or API keys) leak in.
     Command::new(env!("CARGO_BIN_EXE_compactd"))
         .args(args)
@@ -1123,78 +1123,4 @@ fn ledger_and_eval_print_their_schema_types_the_same_each_time() {
     assert_eq!(last.files.kept, last.files.total, "{last:?}");
     assert!(last.files.total > 0 && last.requests.total > 0);
     assert_eq!(eval.score, 1.0, "{eval:?}");
-}
-
-/// Issue 33, item 1, on the command line: `compact --summary-file` writes the compaction with
-/// the user's text (marked edited, the ledger block and file tags put back), and `context`
-/// opens with it; an empty file writes nothing.
-#[test]
-fn compact_with_a_summary_file_writes_the_users_text() {
-    let (dir, path) = demo_copy();
-    let p = path.to_str().unwrap();
-    let before = std::fs::read(&path).unwrap();
-    let empty = dir.path().join("empty.md");
-    std::fs::write(&empty, "  \n").unwrap();
-    let out = compactd(
-        &["compact", p, "--summary-file", empty.to_str().unwrap()],
-        dir.path(),
-    );
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("empty"));
-    assert_eq!(std::fs::read(&path).unwrap(), before);
-    let both = compactd(
-        &[
-            "compact",
-            p,
-            "--preview",
-            "--summary-file",
-            empty.to_str().unwrap(),
-        ],
-        dir.path(),
-    );
-    assert!(
-        !both.status.success(),
-        "--preview and --summary-file conflict"
-    );
-
-    let mine = dir.path().join("summary.md");
-    std::fs::write(&mine, "My own account of the session, written by hand.\n").unwrap();
-    let out = compactd(
-        &[
-            "compact",
-            p,
-            "--json",
-            "--keep-recent-tokens",
-            "2000",
-            "--summary-file",
-            mine.to_str().unwrap(),
-        ],
-        dir.path(),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let entry_id = result["entryId"].as_str().expect("written");
-    assert_eq!(result["details"]["edited"], true);
-    let summary = result["summary"].as_str().unwrap();
-    assert!(
-        summary.starts_with("My own account of the session"),
-        "{summary}"
-    );
-    let (session, _) = Session::open(&path).unwrap();
-    let stored = session.get(entry_id).expect("the entry is in the file");
-    match stored.kind() {
-        EntryKind::Compaction(c) => {
-            assert_eq!(c.summary, summary);
-            assert_eq!(c.details.as_ref().unwrap()["edited"], true);
-            assert!(c.summary.contains("<progress-ledger>"), "{}", c.summary);
-        }
-        other => panic!("not a compaction: {other:?}"),
-    }
-    let out = compactd(&["context", p, "--json"], dir.path());
-    let context = String::from_utf8_lossy(&out.stdout);
-    assert!(context.contains("My own account of the session"));
 }

@@ -410,6 +410,16 @@ class CompactResult(TypedDict):
     `session/commitCompaction` while the branch is unchanged (absent with `leafId` and on a
     read-only session). A session keeps its 8 latest previews, each for 30 minutes.
     """
+    targetMet: NotRequired[Optional[bool]]
+    """With `targetTokens`: whether the summary (file tags, retained facts and ledger
+    included) is within it.
+    """
+    summaryTokens: NotRequired[Optional[int]]
+    """With `targetTokens`: the summary's size in tokens, by the session's counter."""
+    targetReason: NotRequired[Optional[str]]
+    """When `targetMet` is `false`: why (the retention guard had to add facts, the file lists
+    and ledger alone are larger, or the summarizer's shortest summary is).
+    """
     fromExtension: bool
     """Whether a hook supplied the compaction."""
     summarizer: NotRequired[Optional[str]]
@@ -816,6 +826,11 @@ class SessionCompactParams(TypedDict):
     """Compact the branch that ends at this entry instead of the session's leaf (only with
     `preview`): what a program whose leaf is that entry, such as the agent owning a
     read-only session, would get.
+    """
+    targetTokens: NotRequired[Optional[int]]
+    """The summary's size in tokens, overriding `compaction.detail`: it sizes the summarizer's
+    output budget and the length the prompt asks for, the extractive summary's sections and
+    the progress-ledger block. The result's `targetMet` says whether it was met.
     """
     workDoneToken: NotRequired[Optional[ProgressToken]]
     """LSP client-initiated progress: `$/progress` for this compaction uses this token."""

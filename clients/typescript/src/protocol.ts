@@ -677,6 +677,20 @@ export interface CompactResult {
    */
   previewId?: string | null;
   /**
+   * With `targetTokens`: whether the summary (file tags, retained facts and ledger
+   * included) is within it.
+   */
+  targetMet?: boolean | null;
+  /**
+   * With `targetTokens`: the summary's size in tokens, by the session's counter.
+   */
+  summaryTokens?: number | null;
+  /**
+   * When `targetMet` is `false`: why (the retention guard had to add facts, the file lists
+   * and ledger alone are larger, or the summarizer's shortest summary is).
+   */
+  targetReason?: string | null;
+  /**
    * Whether a hook supplied the compaction.
    */
   fromExtension: boolean;
@@ -1267,6 +1281,12 @@ export interface SessionCompactParams {
    * read-only session, would get.
    */
   leafId?: string | null;
+  /**
+   * The summary's size in tokens, overriding `compaction.detail`: it sizes the summarizer's
+   * output budget and the length the prompt asks for, the extractive summary's sections and
+   * the progress-ledger block. The result's `targetMet` says whether it was met.
+   */
+  targetTokens?: number | null;
   /**
    * LSP client-initiated progress: `$/progress` for this compaction uses this token.
    */

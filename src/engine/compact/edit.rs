@@ -54,6 +54,8 @@ impl Drafted {
             return Ok(());
         }
         if let Some(text) = edit.summary {
+            // The target was the generated text's; the user's text is the user's choice.
+            self.target = None;
             if text.trim().is_empty() {
                 return Err(EngineError::InvalidParams(
                     "summary is empty: give the text to write, or leave summary out to keep \
