@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::compaction::{CompactionParams, CutMode, summarize_compaction};
+use crate::engine::SummaryEdit;
+use crate::engine::compact::{commit_preview, compact_keeping};
 use crate::engine::usage::context_view;
 use crate::engine::{
     CompactEnv, CompactOptions, CompactOutcome, EngineError, EnvSource, OperationObserver, Phase,
@@ -38,8 +40,14 @@ pub struct CompactArgs {
     #[arg(long)]
     pub instructions: Option<String>,
     /// Compute the compaction and print it, but write nothing.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "summary_file")]
     pub preview: bool,
+    /// Write the compaction with this file's text as its summary (e.g. a `--preview` output
+    /// the user edited), marked `details.edited`; the retention guard, file tags and progress
+    /// ledger apply as to a generated summary. Summarises offline (extractive) for the rest
+    /// unless `--summarizer`/`--model` say otherwise.
+    #[arg(long, value_name = "FILE")]
+    pub summary_file: Option<PathBuf>,
     /// Which summarizer to use (default: the configured model, else extractive).
     #[arg(long, value_enum)]
     pub summarizer: Option<SummarizerArg>,
@@ -49,6 +57,10 @@ pub struct CompactArgs {
     /// Tokens of recent conversation to keep verbatim (default: the setting).
     #[arg(long)]
     pub keep_recent_tokens: Option<u64>,
+    /// The summary's size in tokens, overriding `compaction.detail` (the result says whether
+    /// it was met).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub target_tokens: Option<u64>,
     /// Print the result as JSON (a `session/compact` result, the protocol's schema).
     #[arg(long)]
     pub json: bool,
@@ -61,7 +73,16 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
     let mut session = open_writable(&args.session)?;
     let mut settings = common::settings_for(&mut session);
     // A summarizer named here that cannot run is an error, not a silent extractive summary.
-    let choice = summarizer_choice(args.summarizer, args.model.clone());
+    let edited = match &args.summary_file {
+        Some(file) => Some(read_summary_file(file)?),
+        None => None,
+    };
+    // The user's summary replaces the history summary: no need for a model unless asked.
+    let summarizer = match (&edited, args.summarizer, &args.model) {
+        (Some(_), None, None) => Some(SummarizerArg::Extractive),
+        _ => args.summarizer,
+    };
+    let choice = summarizer_choice(summarizer, args.model.clone());
     if let Some(keep) = args.keep_recent_tokens {
         settings.compaction.keep_recent_tokens = keep;
     }
@@ -81,13 +102,36 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
     let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
     let opts = CompactOptions {
         custom_instructions: args.instructions.clone(),
-        preview: args.preview,
+        preview: args.preview || edited.is_some(),
+        target_tokens: args.target_tokens,
         ..CompactOptions::manual()
     };
     let progress = StderrProgress::new();
     let outcome = run_cancellable(|cancel| {
         let (shared, env, progress) = (&shared, &env, &progress);
-        async move { compact(shared, env, opts, cancel, progress).await }
+        async move {
+            let Some(summary) = edited else {
+                return compact(shared, env, opts, cancel, progress).await;
+            };
+            // Prepared as a preview, then written with the user's text, as
+            // `session/commitCompaction` does.
+            let (_, previewed) =
+                compact_keeping(shared, env, opts, cancel.clone(), progress).await?;
+            let previewed = previewed.ok_or(EngineError::NothingToCompact)?;
+            let edit = SummaryEdit {
+                summary: Some(summary),
+                short_summary: None,
+            };
+            commit_preview(
+                shared,
+                env.counter.as_ref(),
+                previewed,
+                false,
+                edit,
+                &cancel,
+            )
+            .await
+        }
     })?;
     progress.finish();
     let outcome = outcome.map_err(|e| match e {
@@ -122,6 +166,19 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
         }),
     };
     common::print(&pretty(&outcome, &sizes, &args.session))
+}
+
+/// The text of `--summary-file`: not empty.
+fn read_summary_file(file: &Path) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| CliError::new(format!("--summary-file {}: {e}", file.display())))?;
+    if text.trim().is_empty() {
+        return Err(CliError::new(format!(
+            "--summary-file {}: the file is empty; nothing written",
+            file.display()
+        )));
+    }
+    Ok(text)
 }
 
 /// The figures `compact` prints beside the outcome.
@@ -243,6 +300,16 @@ fn pretty(o: &CompactOutcome, sizes: &Sizes, file: &Path) -> String {
     text.push_str(&common::fallback_lines(
         o.reports.iter().map(|(part, report)| (*part, report)),
     ));
+    if let Some(t) = &o.target {
+        let verdict = match &t.reason {
+            None => "met".to_owned(),
+            Some(reason) => format!("not met: {reason}"),
+        };
+        text.push_str(&format!(
+            "target: {} tokens, summary {} tokens: {verdict}\n",
+            t.target_tokens, t.summary_tokens
+        ));
+    }
     // The two summaries cover different spans: the short one the whole session (the kept
     // messages included), the long one only what was compacted. Saying so keeps a change made
     // in the kept messages from reading as a contradiction of an "In Progress" summary.

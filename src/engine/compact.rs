@@ -7,6 +7,8 @@
 //! append the entry. A preview stops before the append. Cancellation at any point writes
 //! nothing: the token is checked once more right before the append.
 
+mod edit;
+
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -27,6 +29,8 @@ use crate::summarize::{
     PromptBuilder, Purpose, SummarizeError, SummaryJob, SummaryOutput, SummaryReport,
     record_reports, retention, write_summary,
 };
+
+pub use edit::SummaryEdit;
 
 use super::events::DiscardReason;
 use super::{
@@ -56,6 +60,10 @@ pub struct CompactOptions {
     /// program whose leaf is that entry would get (only with `preview`, as nothing can be
     /// appended there).
     pub leaf_id: Option<String>,
+    /// The summary's size in tokens, overriding `compaction.detail`: sizes the summarizer's
+    /// output budget and length line, the extractive sections and the ledger block; the
+    /// outcome's [`TargetReport`] says whether it was met.
+    pub target_tokens: Option<u64>,
 }
 
 impl CompactOptions {
@@ -68,8 +76,37 @@ impl CompactOptions {
             first_kept_entry_id: None,
             expected_leaf_id: None,
             leaf_id: None,
+            target_tokens: None,
         }
     }
+}
+
+/// Whether a compaction's summary met the `targetTokens` it was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetReport {
+    pub target_tokens: u64,
+    /// The stored summary's size (file tags, retained facts and ledger included).
+    pub summary_tokens: u64,
+    pub met: bool,
+    /// Why not, when not met.
+    pub reason: Option<String>,
+}
+
+/// The detail scale of a compaction: `targetTokens` over the usual history budget when given,
+/// else `compaction.detail`'s factor.
+pub fn detail_scale(settings: &crate::settings::CompactionSettings, target: Option<u64>) -> f64 {
+    match target {
+        Some(target) => {
+            let usual = u64::from(history_max_tokens(settings.reserve_tokens)).max(1);
+            target as f64 / usual as f64
+        }
+        None => settings.detail.factor(),
+    }
+}
+
+/// `budget` times `scale`, at least 1.
+fn scale_budget(budget: u64, scale: f64) -> u64 {
+    ((budget as f64 * scale).round() as u64).max(1)
 }
 
 /// What a compaction produced.
@@ -96,6 +133,10 @@ pub struct CompactOutcome {
     /// Settings the session's project file tried to set and that were ignored (see
     /// `settings::trust`), for the client to show.
     pub warnings: Vec<String>,
+    /// For a preview kept by the engine: the id `session/commitCompaction` writes it by.
+    pub preview_id: Option<String>,
+    /// With `targetTokens`: whether the summary met it.
+    pub target: Option<TargetReport>,
 }
 
 /// What was prepared under the read lock.
@@ -107,6 +148,7 @@ struct Prepared {
 }
 
 /// The summary parts of a compaction before it is persisted.
+#[derive(Clone)]
 struct Drafted {
     summary: String,
     short_summary: Option<String>,
@@ -119,6 +161,11 @@ struct Drafted {
     reports: Vec<(Purpose, SummaryReport)>,
     /// Messages kept after the summary, to estimate the context afterwards.
     kept: Vec<AgentMessage>,
+    /// What an edited summary needs to get the treatment of a generated one (`None` for a
+    /// hook's compaction, which gets none).
+    kit: Option<edit::EditKit>,
+    /// With `targetTokens`: whether the summary met it.
+    target: Option<TargetReport>,
 }
 
 /// Compacts `session`: see the module doc.
@@ -129,6 +176,20 @@ pub async fn compact(
     cancel: CancellationToken,
     observer: &dyn OperationObserver,
 ) -> Result<CompactOutcome, EngineError> {
+    compact_keeping(session, env, opts, cancel, observer)
+        .await
+        .map(|(outcome, _)| outcome)
+}
+
+/// [`compact`], and for a preview the compaction it would write, to be written later with
+/// [`commit_preview`] while the branch is unchanged.
+pub async fn compact_keeping(
+    session: &SharedSession,
+    env: &CompactEnv,
+    opts: CompactOptions,
+    cancel: CancellationToken,
+    observer: &dyn OperationObserver,
+) -> Result<(CompactOutcome, Option<PreviewedCompaction>), EngineError> {
     observer.phase(Phase::Preparing, "Preparing compaction", None);
     let prepared = prepare(session, env, &opts).await?;
     let mut drafted = match run_before_compact(env, &opts, &prepared, &cancel).await? {
@@ -141,11 +202,97 @@ pub async fn compact(
     }
     let tokens_after = estimate_after(env.counter.as_ref(), &drafted);
     if opts.preview {
-        return Ok(outcome(None, drafted, tokens_after, true));
+        let kept = PreviewedCompaction {
+            leaf: prepared.leaf,
+            drafted: drafted.clone(),
+        };
+        return Ok((outcome(None, drafted, tokens_after, true), Some(kept)));
     }
     observer.phase(Phase::Persisting, "Saving the compaction", None);
     let entry_id = persist(session, &opts, &prepared, &drafted, &cancel).await?;
-    Ok(outcome(Some(entry_id), drafted, tokens_after, false))
+    Ok((outcome(Some(entry_id), drafted, tokens_after, false), None))
+}
+
+/// A previewed compaction kept for `session/commitCompaction`: the entry it would append and
+/// the leaf it was computed at (not the branch itself, so a kept preview stays small).
+#[derive(Clone)]
+pub struct PreviewedCompaction {
+    leaf: Option<String>,
+    drafted: Drafted,
+}
+
+impl std::fmt::Debug for PreviewedCompaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreviewedCompaction")
+            .field("leaf", &self.leaf)
+            .field("first_kept_entry_id", &self.drafted.first_kept_entry_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PreviewedCompaction {
+    /// The leaf the preview was computed at.
+    #[cfg(test)]
+    pub fn leaf(&self) -> Option<&str> {
+        self.leaf.as_deref()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_tests(leaf: Option<String>) -> Self {
+        PreviewedCompaction {
+            leaf,
+            drafted: Drafted {
+                summary: "summary".into(),
+                short_summary: None,
+                first_kept_entry_id: "kept".into(),
+                tokens_before: 0,
+                details: json!({}),
+                preserve_data: None,
+                from_extension: false,
+                summarizer: "extractive".into(),
+                reports: Vec::new(),
+                kept: Vec::new(),
+                kit: None,
+                target: None,
+            },
+        }
+    }
+}
+
+/// Writes a previewed compaction at `session`'s leaf, with the user's text when `edit` has
+/// some ([`SummaryEdit`]). Valid only while the branch is as it was: the leaf must be the
+/// preview's (the check [`snapshot_fits`] makes, with nothing appended since) and `stale`
+/// unset (a prune or navigation since); otherwise `LeafMoved` and nothing is written.
+pub async fn commit_preview(
+    session: &SharedSession,
+    counter: &dyn TokenCounter,
+    preview: PreviewedCompaction,
+    stale: bool,
+    edit: SummaryEdit,
+    cancel: &CancellationToken,
+) -> Result<CompactOutcome, EngineError> {
+    let PreviewedCompaction { leaf, mut drafted } = preview;
+    drafted.apply_edit(edit)?;
+    let mut s = session.write().await;
+    s.refresh()?;
+    let actual = s.leaf_id().map(str::to_owned);
+    let unchanged = {
+        let path = s.path_to_leaf();
+        snapshot_fits(leaf.as_deref(), &path).is_ok()
+            && path.last().map(|e| e.id.as_str()) == leaf.as_deref()
+    };
+    if stale || !unchanged {
+        return Err(EngineError::LeafMoved {
+            expected: leaf,
+            actual,
+        });
+    }
+    if cancel.is_cancelled() {
+        return Err(EngineError::compaction_cancelled());
+    }
+    let tokens_after = estimate_after(counter, &drafted);
+    let id = append_compaction(&mut s, &leaf, &drafted)?;
+    Ok(outcome(Some(id), drafted, tokens_after, false))
 }
 
 /// A compaction drafted on a snapshot of the branch and not yet written: what a background
@@ -275,7 +422,7 @@ pub async fn commit_armed(
         ..
     } = armed;
     prepared.leaf = leaf;
-    let id = append_compaction(&mut s, &prepared, &d)?;
+    let id = append_compaction(&mut s, &prepared.leaf, &d)?;
     Ok(outcome(Some(id), d, tokens_after, false))
 }
 
@@ -299,6 +446,8 @@ fn outcome(
         summarizer: d.summarizer,
         reports: d.reports,
         warnings: Vec::new(),
+        preview_id: None,
+        target: d.target,
     }
 }
 
@@ -448,6 +597,8 @@ async fn run_before_compact(
         summarizer: "hook".into(),
         reports: Vec::new(),
         kept,
+        kit: None,
+        target: None,
     }))
 }
 
@@ -481,7 +632,9 @@ async fn draft(
     let hook = run_compacting(env, &span, cancel).await?;
 
     observer.phase(Phase::Summarizing, "Summarizing the conversation", None);
+    let scale = detail_scale(&env.settings.compaction, opts.target_tokens);
     let summaries = Summaries {
+        scale,
         env,
         set: env.summarizers.for_operation(),
         prep,
@@ -506,15 +659,26 @@ async fn draft(
     let mut span_ops = FileOps::default();
     span.iter().for_each(|m| span_ops.add_message(m));
     let (_, span_modified) = compute_file_lists(&span_ops);
-    let (guarded, added) = retention::guard(&summary, &span, &span_modified, &file_block);
+    let facts = retention::extract_facts(&span, &span_modified);
+    let (guarded, added) = retention::apply_guard(&summary, &file_block, &facts);
     let mut details = file_lists_details(&read_files, &modified_files);
     retention::record_in_details(&mut details, &added);
     let reports = summaries.take_reports();
     record_reports(&mut details, &reports);
-    let ledger_block = ledger_block(env, prepared, &mut details);
+    let ledger_block = ledger_block(env, prepared, &mut details, scale);
+    let summary = format!("{guarded}{file_block}{ledger_block}");
+    let target = opts.target_tokens.map(|target| {
+        let parts = TargetParts {
+            summary: &summary,
+            blocks: &format!("{file_block}{ledger_block}"),
+            retained: added.len(),
+        };
+        target_report(target, &parts, env.counter.as_ref())
+    });
 
     Ok(Drafted {
-        summary: format!("{guarded}{file_block}{ledger_block}"),
+        summary,
+        target,
         short_summary,
         first_kept_entry_id: prep.first_kept_entry_id.clone(),
         tokens_before: prep.tokens_before,
@@ -524,6 +688,11 @@ async fn draft(
         summarizer: history_output.map_or_else(|| "none".to_owned(), |o| o.model),
         reports,
         kept: prep.recent_messages.clone(),
+        kit: Some(edit::EditKit {
+            file_block: file_block.clone(),
+            ledger_block: ledger_block.clone(),
+            facts,
+        }),
     })
 }
 
@@ -531,7 +700,7 @@ async fn draft(
 /// compaction to extend, and rendered (with a blank line before it) for the summary's end,
 /// within `compaction.ledgerBudgetPercent` of `keepRecentTokens`. Inside the summary, the
 /// reference builds the same context from the file as compactd.
-fn ledger_block(env: &CompactEnv, prepared: &Prepared, details: &mut Value) -> String {
+fn ledger_block(env: &CompactEnv, prepared: &Prepared, details: &mut Value, scale: f64) -> String {
     let path: Vec<&Entry> = prepared.path.iter().collect();
     let ledger = Ledger::derive(&path);
     record_ledger_in_details(details, &ledger);
@@ -539,6 +708,7 @@ fn ledger_block(env: &CompactEnv, prepared: &Prepared, details: &mut Value) -> S
     if budget == 0 {
         return String::new();
     }
+    let budget = scale_budget(budget, scale);
     let block = render_ledger_block(&ledger, budget, env.counter.as_ref());
     if block.is_empty() {
         block
@@ -566,8 +736,50 @@ async fn run_compacting(
     Ok(reply.unwrap_or_default())
 }
 
+/// What a summary is made of, for its [`TargetReport`].
+struct TargetParts<'a> {
+    summary: &'a str,
+    /// The file tags and the ledger block.
+    blocks: &'a str,
+    /// Facts the retention guard added.
+    retained: usize,
+}
+
+fn target_report(target: u64, parts: &TargetParts<'_>, counter: &dyn TokenCounter) -> TargetReport {
+    let summary_tokens = counter.count_text(parts.summary);
+    let met = summary_tokens <= target;
+    let reason = (!met).then(|| {
+        let blocks = counter.count_text(parts.blocks);
+        if blocks >= target {
+            format!(
+                "the file lists and the progress ledger alone take {blocks} tokens, more than \
+                 the target of {target}"
+            )
+        } else if parts.retained > 0 {
+            format!(
+                "the summary is {summary_tokens} tokens: the retention guard added {} facts the \
+                 summary must keep",
+                parts.retained
+            )
+        } else {
+            format!(
+                "the summary is {summary_tokens} tokens: the summarizer's shortest summary of \
+                 this span is longer than the target of {target}"
+            )
+        }
+    });
+    TargetReport {
+        target_tokens: target,
+        summary_tokens,
+        met,
+        reason,
+    }
+}
+
 /// The summarizer calls of one compaction.
 struct Summaries<'a> {
+    /// The detail scale ([`detail_scale`]).
+    scale: f64,
     env: &'a CompactEnv,
     /// The summarizers with this compaction's breaker and retry budget.
     set: SummarizerSet,
@@ -599,6 +811,11 @@ impl Summaries<'_> {
 
     fn reserve(&self) -> u64 {
         self.env.settings.compaction.reserve_tokens
+    }
+
+    /// A usual output budget at this compaction's detail scale.
+    fn budget(&self, usual: u32) -> u32 {
+        u32::try_from(scale_budget(u64::from(usual), self.scale)).unwrap_or(u32::MAX)
     }
 
     /// The history summary, merged with the turn-prefix summary of a split turn (spec §4.9),
@@ -673,7 +890,7 @@ impl Summaries<'_> {
             messages,
             self.prep.previous_summary.clone(),
             &build,
-            history_max_tokens(self.reserve()),
+            self.budget(history_max_tokens(self.reserve())),
         );
         self.run(&job)
             .await
@@ -698,7 +915,7 @@ impl Summaries<'_> {
             &self.prep.turn_prefix_messages,
             None,
             &build,
-            turn_prefix_max_tokens(self.reserve()),
+            self.budget(turn_prefix_max_tokens(self.reserve())),
         );
         self.run(&job)
             .await
@@ -755,6 +972,7 @@ impl Summaries<'_> {
         job.custom_instructions = self.custom.map(str::to_owned);
         job.read_files = read_files;
         job.modified_files = modified_files;
+        job.detail_scale = self.scale;
         job
     }
 
@@ -833,14 +1051,14 @@ async fn persist(
     if cancel.is_cancelled() {
         return Err(EngineError::compaction_cancelled());
     }
-    append_compaction(&mut s, prepared, d)
+    append_compaction(&mut s, &prepared.leaf, d)
 }
 
-/// Appends the compaction entry of `d` at `prepared.leaf` (the session's leaf, under the
-/// held write lock).
+/// Appends the compaction entry of `d` at `leaf` (the session's leaf, under the held write
+/// lock).
 fn append_compaction(
     s: &mut Session,
-    prepared: &Prepared,
+    leaf: &Option<String>,
     d: &Drafted,
 ) -> Result<String, EngineError> {
     // The leaf is checked again under the writers' lock: another daemon's append may land
@@ -856,10 +1074,7 @@ fn append_compaction(
         extra: Default::default(),
     });
     let written = s
-        .append_expecting(
-            vec![(kind, Default::default())],
-            Some(prepared.leaf.clone()),
-        )
+        .append_expecting(vec![(kind, Default::default())], Some(leaf.clone()))
         .map_err(EngineError::from_write)?;
     let id = written[0].id.clone();
     // Planning and summarising parsed the old history; the context from now on starts at the

@@ -47,6 +47,12 @@ pub enum EngineError {
     /// A write was asked of a session opened read-only (the session id).
     #[error("Session {0} is open read-only")]
     ReadOnly(String),
+    /// `session/commitCompaction`: no preview has that id (never made, expired, committed
+    /// already, or its session was closed).
+    #[error(
+        "Preview {0} not found: it expired, was committed already, or its session was closed; preview again"
+    )]
+    PreviewNotFound(String),
     /// A full text an entry refers to is not in the blob store.
     #[error("{message}")]
     BlobMissing {
@@ -140,6 +146,7 @@ impl EngineError {
             EngineError::PathOutsideAllowed(_) => EngineErrorKind::PathOutsideAllowed,
             EngineError::ReadOnly(_) => EngineErrorKind::ReadOnly,
             EngineError::BlobMissing { .. } => EngineErrorKind::BlobMissing,
+            EngineError::PreviewNotFound(_) => EngineErrorKind::PreviewNotFound,
         }
     }
 }
@@ -168,4 +175,6 @@ pub enum EngineErrorKind {
     ReadOnly,
     /// A full text is missing from the blob store.
     BlobMissing,
+    /// No kept preview has that id.
+    PreviewNotFound,
 }

@@ -18,6 +18,7 @@ mod follow;
 pub(crate) mod hooks;
 pub(crate) mod navigate;
 pub(crate) mod overflow;
+pub(crate) mod preview;
 pub(crate) mod prune;
 pub(crate) mod registry;
 pub(crate) mod run;
@@ -29,7 +30,7 @@ use std::sync::Arc;
 
 pub use append::{AppendOptions, AppendOutcome, NewEntry};
 pub use background::BackgroundStatus;
-pub use compact::{CompactOptions, CompactOutcome, compact};
+pub use compact::{CompactOptions, CompactOutcome, SummaryEdit, compact};
 pub use env::{ClientSummarizerFactory, CompactEnv, EnvSource, token_counter, tokenizer_name};
 pub use error::{EngineError, EngineErrorKind};
 pub use events::{

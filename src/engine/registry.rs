@@ -22,7 +22,7 @@ use super::background::{self, BackgroundStatus};
 use super::env::{ClientSummarizerFactory, EnvSource, token_counter};
 use super::events::{DiscardReason, PauseReason, new_operation_id};
 use super::prune::{self, PruneOutcome};
-use super::run::run_compaction;
+use super::run::{run_commit_preview, run_compaction};
 use super::sessions::{
     Home, ListPage, LoadProgress, SessionInfo, SessionSummary, SessionTable, project_warnings,
     session_stack,
@@ -31,7 +31,7 @@ use super::state::{OpGuard, OpKind, SessionState, check_leaf};
 use super::usage::{self, ContextView, TreeView, UsageView};
 use super::{
     CompactEnv, CompactOptions, CompactOutcome, EngineError, EngineEvent, EngineHooks, EventSink,
-    NavigateOptions, NavigateOutcome, OperationObserver,
+    NavigateOptions, NavigateOutcome, OperationObserver, SummaryEdit,
 };
 
 /// The daemon's (or the CLI's) session registry and operations.
@@ -573,6 +573,50 @@ impl Engine {
         Ok(outcome)
     }
 
+    /// Writes the compaction previewed as `preview_id` (see [`super::preview`]) in the slot
+    /// `claim` holds, with the user's text when `edit` has some, bracketed by the events of a
+    /// manual compaction. `PreviewNotFound` for an unknown or expired id; `LeafMoved` (and
+    /// nothing written) when the branch changed since the preview.
+    pub async fn commit_compaction(
+        &self,
+        claim: CompactionClaim,
+        preview_id: &str,
+        edit: SummaryEdit,
+    ) -> Result<CompactOutcome, EngineError> {
+        if edit.summary.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return Err(EngineError::InvalidParams(
+                "summary is empty: give the text to write, or leave summary out to keep the \
+                 previewed one"
+                    .into(),
+            ));
+        }
+        let Claim { state, guard } = claim.0;
+        let taken = state
+            .previews()
+            .take(preview_id)
+            .ok_or_else(|| EngineError::PreviewNotFound(preview_id.to_owned()))?;
+        let mut env = match self.fresh_env(&state).await {
+            Ok(env) => env,
+            Err(e) => {
+                state.previews().put_back(preview_id.to_owned(), taken);
+                return Err(e);
+            }
+        };
+        env.operation_id = new_operation_id("compact");
+        let mut outcome =
+            run_commit_preview(self.events.as_ref(), &state, &env, taken, edit, guard).await?;
+        // As after a manual compaction: an armed background result summarises what this one
+        // did, and a paused automatic compaction resumes.
+        background::discard(
+            &state,
+            self.events.as_ref(),
+            DiscardReason::ManualCompaction,
+        );
+        state.auto_memory().resume();
+        outcome.warnings = project_warnings(&state.settings_stack());
+        Ok(outcome)
+    }
+
     /// Cancels the running manual and auto compactions of the session and drops its
     /// background one; whether one ran.
     pub fn abort_compaction(&self, session_id: &str) -> Result<bool, EngineError> {
@@ -606,8 +650,10 @@ impl Engine {
         check_leaf(&session, &expected_leaf)?;
         let cache = state.cache_for(&counter);
         let outcome = prune::prune_live_cached(&mut session, &cache, dry_run)?;
-        if !dry_run {
+        if !dry_run && !outcome.entry_ids.is_empty() {
             state.invalidate_counts(&outcome.entry_ids);
+            // The branch changed under the previews.
+            state.previews().mark_stale();
         }
         Ok(outcome)
     }
@@ -639,6 +685,7 @@ impl Engine {
         )
         .await?;
         if !outcome.cancelled && !outcome.aborted && !preview {
+            state.previews().mark_stale();
             if let Some(entry) = &outcome.summary_entry {
                 self.events.emit(EngineEvent::EntriesAppended {
                     session_id: state.id.clone(),

@@ -2,7 +2,8 @@
 //! one: `CompactionStarted`, the compaction, `EntriesAppended` for the entry it wrote, and
 //! `CompactionFinished`, which clients treat as authoritative.
 
-use super::compact::ArmedCompaction;
+use super::compact::{ArmedCompaction, SummaryEdit};
+use super::preview::TakenPreview;
 use super::state::{OpGuard, SessionState};
 use super::{
     CompactEnv, CompactOptions, CompactOutcome, CompactReason, EngineError, EngineEvent, EventSink,
@@ -21,8 +22,42 @@ pub(crate) async fn run_compaction(
     observer: &dyn OperationObserver,
 ) -> Result<CompactOutcome, EngineError> {
     let (reason, token) = (opts.reason, guard.token().clone());
-    let work = super::compact(&state.session, env, opts, token, observer);
+    // A preview at the leaf of a session compactd may write is kept for a later commit.
+    let keep = opts.preview && opts.leaf_id.is_none() && !state.read_only;
+    let work = async {
+        let (mut outcome, previewed) =
+            super::compact::compact_keeping(&state.session, env, opts, token, observer).await?;
+        if let Some(previewed) = previewed.filter(|_| keep) {
+            outcome.preview_id = Some(state.previews().insert(previewed));
+        }
+        Ok(outcome)
+    };
     bracket(events, state, env, reason, guard, work).await
+}
+
+/// Writes the previewed compaction `taken` (with the user's `edit`) at the session's leaf in
+/// the slot `guard` holds, bracketed by the same events as a manual compaction.
+pub(crate) async fn run_commit_preview(
+    events: &dyn EventSink,
+    state: &SessionState,
+    env: &CompactEnv,
+    taken: TakenPreview,
+    edit: SummaryEdit,
+    guard: OpGuard,
+) -> Result<CompactOutcome, EngineError> {
+    let token = guard.token().clone();
+    let work = async {
+        super::compact::commit_preview(
+            &state.session,
+            env.counter.as_ref(),
+            taken.preview,
+            taken.stale,
+            edit,
+            &token,
+        )
+        .await
+    };
+    bracket(events, state, env, CompactReason::Manual, guard, work).await
 }
 
 /// Writes a compaction drafted in the background ([`ArmedCompaction`]) at the session's leaf

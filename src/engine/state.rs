@@ -15,6 +15,7 @@ use crate::tokens::{TokenCache, TokenCounter};
 
 use super::background::BackgroundRun;
 use super::events::PauseReason;
+use super::preview::PreviewStore;
 use super::usage::UsageView;
 use super::{EngineError, SharedSession};
 
@@ -219,6 +220,8 @@ pub struct SessionState {
     auto: Mutex<AutoMemory>,
     /// The background (speculative) compaction, at most one.
     background: Mutex<Option<BackgroundRun>>,
+    /// Previewed compactions kept for `session/commitCompaction` (bounded; dropped on close).
+    previews: Mutex<PreviewStore>,
     /// Serialises mutating calls (append + auto-compaction, prune, label) on this session so
     /// they apply in arrival order. Shared so a background auto-compaction can hold it.
     pub write_gate: Arc<tokio::sync::Mutex<()>>,
@@ -271,12 +274,18 @@ impl SessionState {
             ops: Arc::new(RunningOps::default()),
             auto: Mutex::new(AutoMemory::default()),
             background: Mutex::new(None),
+            previews: Mutex::new(PreviewStore::default()),
             write_gate: Arc::new(tokio::sync::Mutex::new(())),
             original_version: crate::session::CURRENT_SESSION_VERSION,
             read_only: false,
             usage_memo: Mutex::new(None),
             stop: CancellationToken::new(),
         }
+    }
+
+    /// The previewed compactions kept for `session/commitCompaction`.
+    pub fn previews(&self) -> MutexGuard<'_, PreviewStore> {
+        lock(&self.previews)
     }
 
     /// `Err(ReadOnly)` when the session was opened read-only.

@@ -117,6 +117,11 @@ pub struct SummaryDetails {
     /// (a fallback is never silent). Absent when no summarizer ran (a hook supplied it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summarizers: Option<Vec<SummarizerReport>>,
+    /// `true` when the summary or short summary is the user's text
+    /// (`session/commitCompaction` with `summary` or `shortSummary`, `compactd compact
+    /// --summary-file`). Absent for a generated one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited: Option<bool>,
     /// Whatever else the entry's `details` hold: `reason` (why the compaction ran), a hook's
     /// own fields.
     #[serde(flatten)]

@@ -35,6 +35,12 @@ pub struct SessionCompactParams {
     /// read-only session, would get.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leaf_id: Option<EntryId>,
+    /// The summary's size in tokens, overriding `compaction.detail`: it sizes the summarizer's
+    /// output budget and the length the prompt asks for, the extractive summary's sections and
+    /// the progress-ledger block. The result's `targetMet` says whether it was met.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub target_tokens: Option<u64>,
     /// LSP client-initiated progress: `$/progress` for this compaction uses this token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_done_token: Option<ProgressToken>,
@@ -67,6 +73,22 @@ pub struct CompactResult {
     pub preserve_data: Option<Map<String, Value>>,
     /// Whether this is a preview (nothing written).
     pub preview: bool,
+    /// A preview of the session's own branch that can be written as is or edited with
+    /// `session/commitCompaction` while the branch is unchanged (absent with `leafId` and on a
+    /// read-only session). A session keeps its 8 latest previews, each for 30 minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_id: Option<String>,
+    /// With `targetTokens`: whether the summary (file tags, retained facts and ledger
+    /// included) is within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_met: Option<bool>,
+    /// With `targetTokens`: the summary's size in tokens, by the session's counter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_tokens: Option<u64>,
+    /// When `targetMet` is `false`: why (the retention guard had to add facts, the file lists
+    /// and ledger alone are larger, or the summarizer's shortest summary is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_reason: Option<String>,
     /// Whether a hook supplied the compaction.
     pub from_extension: bool,
     /// Which summarizer wrote the history summary: `extractive`, `provider/model`, `client`,
@@ -78,6 +100,28 @@ pub struct CompactResult {
     /// data or credentials go, in a project the user does not trust), one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// Params of `session/commitCompaction`: write a previewed compaction, the user's text in
+/// place of the generated one when given. The retention guard and the progress-ledger block
+/// apply to an edited summary as to a generated one, and `details.edited` is `true`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitCompactionParams {
+    pub session_id: SessionId,
+    /// The `previewId` of a `session/compact` preview result.
+    pub preview_id: String,
+    /// The summary to write instead of the previewed one (not empty). File tags and the
+    /// `<progress-ledger>` block the text lacks are appended again, as are facts the retention
+    /// guard requires (under "Retained Facts").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The short summary to write instead of the previewed one (empty: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_summary: Option<String>,
+    /// LSP client-initiated progress for the commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_done_token: Option<ProgressToken>,
 }
 
 /// Result of `session/abortCompaction` and `session/abortBranchSummary`.

@@ -42,8 +42,8 @@ pub use common::{
     SummarizerReport, SummaryDetails, WireEntry, WireMessage,
 };
 pub use compaction::{
-    AbortResult, BranchSummaryPreview, CompactResult, NavigateTreeParams, NavigateTreeResult,
-    PruneResult, SessionCompactParams, SessionPruneParams,
+    AbortResult, BranchSummaryPreview, CommitCompactionParams, CompactResult, NavigateTreeParams,
+    NavigateTreeResult, PruneResult, SessionCompactParams, SessionPruneParams,
 };
 pub use errors::{ErrorData, ErrorInfo, ErrorKind, ResponseError, all_kind_names};
 pub use events::{
@@ -342,6 +342,8 @@ protocol_table! {
         SessionUnpin = "session/unpin", SessionSerial, SessionUnpinParams => SessionUnpinResult;
         /// Compacts now; answers when done, with progress and summary deltas meanwhile.
         SessionCompact = "session/compact", SessionSerial, SessionCompactParams => CompactResult;
+        /// Writes a previewed compaction, optionally with the user's edited summary.
+        SessionCommitCompaction = "session/commitCompaction", SessionSerial, CommitCompactionParams => CompactResult;
         /// Aborts the session's running compaction, manual or automatic.
         SessionAbortCompaction = "session/abortCompaction", Parallel, SessionRef => AbortResult;
         /// Prunes old tool outputs in the live context.

@@ -53,6 +53,7 @@ pub fn compact_options(params: SessionCompactParams) -> CompactOptions {
         first_kept_entry_id: params.first_kept_entry_id,
         expected_leaf_id: expected_leaf(params.expected_leaf_id),
         leaf_id: params.leaf_id,
+        target_tokens: params.target_tokens,
     }
 }
 

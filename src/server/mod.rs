@@ -124,6 +124,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router<Arc<Daemon>> {
         .on::<SessionPin>(session_ledger::pin)
         .on::<SessionUnpin>(session_ledger::unpin)
         .on_operation::<SessionCompact>()
+        .on_operation::<SessionCommitCompaction>()
         .on::<SessionAbortCompaction>(session_compact::abort)
         .on::<SessionPrune>(session_prune::prune)
         .on_operation::<SessionNavigateTree>()

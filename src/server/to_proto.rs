@@ -61,6 +61,10 @@ pub fn compact_result(outcome: &CompactOutcome) -> CompactResult {
             None => None,
         },
         preview: outcome.preview,
+        preview_id: outcome.preview_id.clone(),
+        target_met: outcome.target.as_ref().map(|t| t.met),
+        summary_tokens: outcome.target.as_ref().map(|t| t.summary_tokens),
+        target_reason: outcome.target.as_ref().and_then(|t| t.reason.clone()),
         from_extension: outcome.from_extension,
         summarizer: Some(outcome.summarizer.clone()),
         warnings: outcome.warnings.clone(),
@@ -142,6 +146,9 @@ pub fn error(error: EngineError) -> RpcError {
             .with_message(message)
             .with_data_field("entryId", entry_id)
             .with_data_field("blob", blob),
+        EngineError::PreviewNotFound(id) => kind
+            .with_message(EngineError::PreviewNotFound(id.clone()).to_string())
+            .with_data_field("previewId", id),
         error => kind.with_message(error.to_string()),
     }
 }
@@ -199,6 +206,7 @@ pub fn error_kind(kind: EngineErrorKind) -> ErrorKind {
         EngineErrorKind::PathOutsideAllowed => ErrorKind::PathOutsideAllowed,
         EngineErrorKind::ReadOnly => ErrorKind::SessionReadOnly,
         EngineErrorKind::BlobMissing => ErrorKind::BlobMissing,
+        EngineErrorKind::PreviewNotFound => ErrorKind::PreviewNotFound,
     }
 }
 

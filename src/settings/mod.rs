@@ -26,10 +26,10 @@ mod database_url;
 pub use database_url::{DatabaseUrl, redact_url, redact_url_credentials};
 pub use error::{SettingsError, SettingsOrigin, SettingsSource, SettingsWarning};
 pub use model::{
-    BranchSummarySettings, CompactionSettings, DEFAULT_CONTEXT_WINDOW, HookSettings, LogSettings,
-    ModelSettings, PostgresSettings, ProviderKind, ProviderSettings, REDACTED, RetrySettings,
-    SecretString, Settings, StorageBackend, StorageSettings, StorageSync, SummarizerKind,
-    SummarizerSettings, Tokenizer, is_loopback_url,
+    BranchSummarySettings, CompactionSettings, DEFAULT_CONTEXT_WINDOW, Detail, HookSettings,
+    LogSettings, ModelSettings, PostgresSettings, ProviderKind, ProviderSettings, REDACTED,
+    RetrySettings, SecretString, Settings, StorageBackend, StorageSettings, StorageSync,
+    SummarizerKind, SummarizerSettings, Tokenizer, is_loopback_url,
 };
 pub use paths::{
     CONFIG_DIR_ENV, SETTINGS_FILE_NAME, config_dir, project_settings_file, user_settings_file,

@@ -114,6 +114,11 @@ pub struct CompactionSettings {
     /// `keepRecentTokens` (0-100; 0 leaves the block out, the ledger is still stored).
     #[schemars(range(min = 0, max = 100))]
     pub ledger_budget_percent: u8,
+    /// How much detail a compaction summary keeps: `brief` (half the budget of `normal`),
+    /// `normal`, or `thorough` (twice it). Scales the summary's output budget and the length
+    /// the prompt asks for, the extractive summary's section sizes and the ledger's budget.
+    /// A request's `targetTokens` overrides it.
+    pub detail: Detail,
     /// Speculative compaction: start summarising a snapshot of the branch a little before the
     /// threshold, and swap the result in when a reply crosses it.
     pub background: BackgroundSettings,
@@ -165,6 +170,7 @@ impl Default for CompactionSettings {
             remote_timeout_ms: 120_000,
             allow_insecure_http: false,
             ledger_budget_percent: 10,
+            detail: Detail::Normal,
             background: BackgroundSettings::default(),
         }
     }
@@ -226,6 +232,30 @@ impl Default for RetrySettings {
             enabled: true,
             max_retries: 3,
             base_delay_ms: 2_000,
+        }
+    }
+}
+
+/// How much detail a compaction summary keeps (`compaction.detail`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Detail {
+    /// Half the budget of `normal`.
+    Brief,
+    /// The usual budgets (the summary's output budget, 0.8 · `reserveTokens`).
+    #[default]
+    Normal,
+    /// Twice the budget of `normal`.
+    Thorough,
+}
+
+impl Detail {
+    /// The factor applied to the `normal` budgets.
+    pub fn factor(self) -> f64 {
+        match self {
+            Detail::Brief => 0.5,
+            Detail::Normal => 1.0,
+            Detail::Thorough => 2.0,
         }
     }
 }

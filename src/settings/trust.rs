@@ -45,6 +45,7 @@ pub(crate) const HARMLESS: &[&[&str]] = &[
     &["compaction", "reserveTokens"],
     &["compaction", "keepRecentTokens"],
     &["compaction", "ledgerBudgetPercent"],
+    &["compaction", "detail"],
     &["compaction", "autoContinue"],
     &["compaction", "background", "enabled"],
     &["compaction", "background", "leadTokens"],

@@ -238,6 +238,8 @@ pub struct SummaryJob<'a> {
     /// Only the most recent part is needed when it does not fit (the short summary): keep the
     /// last chunk instead of folding over all of them.
     pub tail_only: bool,
+    /// [`SummaryRequest::detail_scale`].
+    pub detail_scale: f64,
 }
 
 impl<'a> SummaryJob<'a> {
@@ -261,6 +263,7 @@ impl<'a> SummaryJob<'a> {
             read_files: Vec::new(),
             modified_files: Vec::new(),
             tail_only: false,
+            detail_scale: 1.0,
         }
     }
 }
@@ -515,6 +518,7 @@ impl RungRun<'_, '_> {
         req.custom_instructions = job.custom_instructions.clone();
         req.read_files = job.read_files.clone();
         req.modified_files = job.modified_files.clone();
+        req.detail_scale = job.detail_scale;
         req
     }
 }

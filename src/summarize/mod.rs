@@ -116,6 +116,11 @@ pub struct SummaryRequest {
     pub custom_instructions: Option<String>,
     pub read_files: Vec<String>,
     pub modified_files: Vec<String>,
+    /// How much detail to keep, as a factor of the usual (`compaction.detail`: 0.5 brief,
+    /// 2 thorough; or a request's `targetTokens` over the usual budget). Models get it through
+    /// `max_tokens` and the prompt's length line; the extractive summarizer sizes its sections
+    /// with it.
+    pub detail_scale: f64,
 }
 
 impl SummaryRequest {
@@ -137,6 +142,7 @@ impl SummaryRequest {
             custom_instructions: None,
             read_files: Vec::new(),
             modified_files: Vec::new(),
+            detail_scale: 1.0,
         }
     }
 

@@ -8,8 +8,10 @@
 mod agent_flow;
 mod background;
 mod blob_store;
+mod commit_preview;
 mod concurrency;
 mod crash;
+mod detail;
 mod exposure;
 mod faults;
 mod file_access;

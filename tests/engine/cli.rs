@@ -8,7 +8,7 @@ use compactd::session::{EntryKind, Session};
 use devtools::fixtures::{demo_copy, demo_session, pi_session, run_cli};
 use serde_json::Value;
 
-fn compactd(args: &[&str], home: &std::path::Path) -> Output {
+pub(crate) fn compactd(args: &[&str], home: &std::path::Path) -> Output {
     // A temp HOME / config dir so no user settings (or API keys) leak in.
     Command::new(env!("CARGO_BIN_EXE_compactd"))
         .args(args)

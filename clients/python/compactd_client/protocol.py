@@ -405,6 +405,21 @@ class CompactResult(TypedDict):
     """Data a `hooks/compacting` or `hooks/beforeCompact` answer asked to store on the entry."""
     preview: bool
     """Whether this is a preview (nothing written)."""
+    previewId: NotRequired[Optional[str]]
+    """A preview of the session's own branch that can be written as is or edited with
+    `session/commitCompaction` while the branch is unchanged (absent with `leafId` and on a
+    read-only session). A session keeps its 8 latest previews, each for 30 minutes.
+    """
+    targetMet: NotRequired[Optional[bool]]
+    """With `targetTokens`: whether the summary (file tags, retained facts and ledger
+    included) is within it.
+    """
+    summaryTokens: NotRequired[Optional[int]]
+    """With `targetTokens`: the summary's size in tokens, by the session's counter."""
+    targetReason: NotRequired[Optional[str]]
+    """When `targetMet` is `false`: why (the retention guard had to add facts, the file lists
+    and ledger alone are larger, or the summarizer's shortest summary is).
+    """
     fromExtension: bool
     """Whether a hook supplied the compaction."""
     summarizer: NotRequired[Optional[str]]
@@ -434,6 +449,11 @@ class SummaryDetails(TypedDict):
     summarizers: NotRequired[Optional[list[SummarizerReport]]]
     """Which summarizer wrote each summary part and why the ones tried before it did not
     (a fallback is never silent). Absent when no summarizer ran (a hook supplied it).
+    """
+    edited: NotRequired[Optional[bool]]
+    """`true` when the summary or short summary is the user's text
+    (`session/commitCompaction` with `summary` or `shortSummary`, `compactd compact
+    --summary-file`). Absent for a generated one.
     """
 
 
@@ -807,8 +827,32 @@ class SessionCompactParams(TypedDict):
     `preview`): what a program whose leaf is that entry, such as the agent owning a
     read-only session, would get.
     """
+    targetTokens: NotRequired[Optional[int]]
+    """The summary's size in tokens, overriding `compaction.detail`: it sizes the summarizer's
+    output budget and the length the prompt asks for, the extractive summary's sections and
+    the progress-ledger block. The result's `targetMet` says whether it was met.
+    """
     workDoneToken: NotRequired[Optional[ProgressToken]]
     """LSP client-initiated progress: `$/progress` for this compaction uses this token."""
+
+
+class CommitCompactionParams(TypedDict):
+    """Params of `session/commitCompaction`: write a previewed compaction, the user's text in
+    place of the generated one when given. The retention guard and the progress-ledger block
+    apply to an edited summary as to a generated one, and `details.edited` is `true`.
+    """
+    sessionId: str
+    previewId: str
+    """The `previewId` of a `session/compact` preview result."""
+    summary: NotRequired[Optional[str]]
+    """The summary to write instead of the previewed one (not empty). File tags and the
+    `<progress-ledger>` block the text lacks are appended again, as are facts the retention
+    guard requires (under "Retained Facts").
+    """
+    shortSummary: NotRequired[Optional[str]]
+    """The short summary to write instead of the previewed one (empty: none)."""
+    workDoneToken: NotRequired[Optional[ProgressToken]]
+    """LSP client-initiated progress for the commit."""
 
 
 class AbortResult(TypedDict):
@@ -1419,7 +1463,7 @@ class ResponseError(TypedDict):
 
 class ErrorData(TypedDict):
     """The `data` object of an error: its `kind`, and the fields that kind names."""
-    kind: Literal["sessionNotFound", "entryNotFound", "alreadyCompacted", "nothingToCompact", "compactionInProgress", "summarizationFailed", "leafMoved", "sessionFileInvalid", "cannotGetUnderThreshold", "settingsInvalid", "pathOutsideAllowed", "sessionReadOnly", "storageUnavailable", "ioError", "blobMissing", "invalidParams", "notInitialized", "cancelled", "parseError", "invalidRequest", "messageTooLarge", "alreadyInitialized", "shuttingDown", "methodNotFound", "internal", "overloaded"]
+    kind: Literal["sessionNotFound", "entryNotFound", "alreadyCompacted", "nothingToCompact", "compactionInProgress", "summarizationFailed", "leafMoved", "sessionFileInvalid", "cannotGetUnderThreshold", "settingsInvalid", "pathOutsideAllowed", "sessionReadOnly", "storageUnavailable", "ioError", "blobMissing", "previewNotFound", "invalidParams", "notInitialized", "cancelled", "parseError", "invalidRequest", "messageTooLarge", "alreadyInitialized", "shuttingDown", "methodNotFound", "internal", "overloaded"]
     """The error's kind (see `errors` in `protocol.schema.json`): match on it, not on the
     message.
     """
@@ -1584,6 +1628,10 @@ class SyncMethods:
         """Compacts now; answers when done, with progress and summary deltas meanwhile. (``session/compact``)"""
         return self.request("session/compact", params, **options)  # type: ignore[no-any-return]
 
+    def session_commit_compaction(self, params: CommitCompactionParams, **options: Any) -> CompactResult:
+        """Writes a previewed compaction, optionally with the user's edited summary. (``session/commitCompaction``)"""
+        return self.request("session/commitCompaction", params, **options)  # type: ignore[no-any-return]
+
     def session_abort_compaction(self, params: SessionRef, **options: Any) -> AbortResult:
         """Aborts the session's running compaction, manual or automatic. (``session/abortCompaction``)"""
         return self.request("session/abortCompaction", params, **options)  # type: ignore[no-any-return]
@@ -1678,6 +1726,10 @@ class AsyncMethods:
         """Compacts now; answers when done, with progress and summary deltas meanwhile. (``session/compact``)"""
         return await self.request("session/compact", params, **options)  # type: ignore[no-any-return]
 
+    async def session_commit_compaction(self, params: CommitCompactionParams, **options: Any) -> CompactResult:
+        """Writes a previewed compaction, optionally with the user's edited summary. (``session/commitCompaction``)"""
+        return await self.request("session/commitCompaction", params, **options)  # type: ignore[no-any-return]
+
     async def session_abort_compaction(self, params: SessionRef, **options: Any) -> AbortResult:
         """Aborts the session's running compaction, manual or automatic. (``session/abortCompaction``)"""
         return await self.request("session/abortCompaction", params, **options)  # type: ignore[no-any-return]
@@ -1722,6 +1774,7 @@ CLIENT_REQUESTS: dict[str, tuple[str, str]] = {
     "session/pin": ("SessionPinParams", "SessionPinResult"),
     "session/unpin": ("SessionUnpinParams", "SessionUnpinResult"),
     "session/compact": ("SessionCompactParams", "CompactResult"),
+    "session/commitCompaction": ("CommitCompactionParams", "CompactResult"),
     "session/abortCompaction": ("SessionRef", "AbortResult"),
     "session/prune": ("SessionPruneParams", "PruneResult"),
     "session/navigateTree": ("NavigateTreeParams", "NavigateTreeResult"),
@@ -1771,6 +1824,7 @@ ERROR_CODES: dict[str, int] = {
     "storageUnavailable": -32022,
     "ioError": -32023,
     "blobMissing": -32024,
+    "previewNotFound": -32025,
     "invalidParams": -32602,
     "notInitialized": -32002,
     "cancelled": -32800,

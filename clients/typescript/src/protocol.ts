@@ -671,6 +671,26 @@ export interface CompactResult {
    */
   preview: boolean;
   /**
+   * A preview of the session's own branch that can be written as is or edited with
+   * `session/commitCompaction` while the branch is unchanged (absent with `leafId` and on a
+   * read-only session). A session keeps its 8 latest previews, each for 30 minutes.
+   */
+  previewId?: string | null;
+  /**
+   * With `targetTokens`: whether the summary (file tags, retained facts and ledger
+   * included) is within it.
+   */
+  targetMet?: boolean | null;
+  /**
+   * With `targetTokens`: the summary's size in tokens, by the session's counter.
+   */
+  summaryTokens?: number | null;
+  /**
+   * When `targetMet` is `false`: why (the retention guard had to add facts, the file lists
+   * and ledger alone are larger, or the summarizer's shortest summary is).
+   */
+  targetReason?: string | null;
+  /**
    * Whether a hook supplied the compaction.
    */
   fromExtension: boolean;
@@ -710,6 +730,12 @@ export interface SummaryDetails {
    * (a fallback is never silent). Absent when no summarizer ran (a hook supplied it).
    */
   summarizers?: SummarizerReport[] | null;
+  /**
+   * `true` when the summary or short summary is the user's text
+   * (`session/commitCompaction` with `summary` or `shortSummary`, `compactd compact
+   * --summary-file`). Absent for a generated one.
+   */
+  edited?: boolean | null;
   [k: string]: unknown;
 }
 /**
@@ -1256,7 +1282,39 @@ export interface SessionCompactParams {
    */
   leafId?: string | null;
   /**
+   * The summary's size in tokens, overriding `compaction.detail`: it sizes the summarizer's
+   * output budget and the length the prompt asks for, the extractive summary's sections and
+   * the progress-ledger block. The result's `targetMet` says whether it was met.
+   */
+  targetTokens?: number | null;
+  /**
    * LSP client-initiated progress: `$/progress` for this compaction uses this token.
+   */
+  workDoneToken?: ProgressToken | null;
+}
+/**
+ * Params of `session/commitCompaction`: write a previewed compaction, the user's text in
+ * place of the generated one when given. The retention guard and the progress-ledger block
+ * apply to an edited summary as to a generated one, and `details.edited` is `true`.
+ */
+export interface CommitCompactionParams {
+  sessionId: string;
+  /**
+   * The `previewId` of a `session/compact` preview result.
+   */
+  previewId: string;
+  /**
+   * The summary to write instead of the previewed one (not empty). File tags and the
+   * `<progress-ledger>` block the text lacks are appended again, as are facts the retention
+   * guard requires (under "Retained Facts").
+   */
+  summary?: string | null;
+  /**
+   * The short summary to write instead of the previewed one (empty: none).
+   */
+  shortSummary?: string | null;
+  /**
+   * LSP client-initiated progress for the commit.
    */
   workDoneToken?: ProgressToken | null;
 }
@@ -2136,6 +2194,7 @@ export interface ErrorData {
     | 'storageUnavailable'
     | 'ioError'
     | 'blobMissing'
+    | 'previewNotFound'
     | 'invalidParams'
     | 'notInitialized'
     | 'cancelled'
@@ -2234,6 +2293,8 @@ export interface ClientRequests {
   'session/unpin': { params: SessionUnpinParams; result: SessionUnpinResult };
   /** Compacts now; answers when done, with progress and summary deltas meanwhile. */
   'session/compact': { params: SessionCompactParams; result: CompactResult };
+  /** Writes a previewed compaction, optionally with the user's edited summary. */
+  'session/commitCompaction': { params: CommitCompactionParams; result: CompactResult };
   /** Aborts the session's running compaction, manual or automatic. */
   'session/abortCompaction': { params: SessionRef; result: AbortResult };
   /** Prunes old tool outputs in the live context. */
@@ -2317,6 +2378,7 @@ export const ERROR_CODES = {
   storageUnavailable: -32022,
   ioError: -32023,
   blobMissing: -32024,
+  previewNotFound: -32025,
   invalidParams: -32602,
   notInitialized: -32002,
   cancelled: -32800,

@@ -1,14 +1,16 @@
-//! `session/compact` (manual compaction, preview, client-chosen boundary) and
+//! `session/compact` (manual compaction, preview, client-chosen boundary),
+//! `session/commitCompaction` (write a kept preview, maybe edited) and
 //! `session/abortCompaction`. The router brackets the compaction (see `server/table.rs`).
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{CompactOutcome, CompactionClaim, Engine, EngineError};
-use crate::protocol::method::SessionCompact;
+use crate::engine::{CompactOutcome, CompactionClaim, Engine, EngineError, SummaryEdit};
+use crate::protocol::method::{SessionCommitCompaction, SessionCompact};
 use crate::protocol::{
-    AbortResult, CompactResult, ProgressToken, SessionCompactParams, SessionRef,
+    AbortResult, CommitCompactionParams, CompactResult, ProgressToken, SessionCompactParams,
+    SessionRef,
 };
 use crate::rpc::{RequestCtx, RpcError};
 use crate::server::{Daemon, OpObserver, OperationKind, OperationRequest, from_proto, to_proto};
@@ -51,6 +53,56 @@ impl OperationRequest for SessionCompact {
             Err(EngineError::Cancelled(_)) => "cancelled".to_owned(),
             Err(error) => error.to_string(),
         }
+    }
+
+    fn result(outcome: CompactOutcome) -> CompactResult {
+        to_proto::compact_result(&outcome)
+    }
+}
+
+impl OperationRequest for SessionCommitCompaction {
+    const KIND: OperationKind = OperationKind::Compaction;
+    type Claim = CompactionClaim;
+    type Outcome = CompactOutcome;
+
+    fn session_id(params: &CommitCompactionParams) -> &str {
+        &params.session_id
+    }
+
+    fn work_done_token(params: &CommitCompactionParams) -> Option<ProgressToken> {
+        params.work_done_token.clone()
+    }
+
+    /// Writing a kept preview runs no summarizer.
+    fn waits_for_a_model(_params: &CommitCompactionParams) -> bool {
+        false
+    }
+
+    fn claim(
+        engine: &Engine,
+        params: &CommitCompactionParams,
+        cancel: &CancellationToken,
+    ) -> Result<CompactionClaim, EngineError> {
+        engine.claim_compaction(&params.session_id, false, cancel)
+    }
+
+    async fn run(
+        engine: &Engine,
+        claim: CompactionClaim,
+        params: CommitCompactionParams,
+        _observer: &OpObserver,
+    ) -> Result<CompactOutcome, EngineError> {
+        let edit = SummaryEdit {
+            summary: params.summary,
+            short_summary: params.short_summary,
+        };
+        engine
+            .commit_compaction(claim, &params.preview_id, edit)
+            .await
+    }
+
+    fn end_message(outcome: &Result<CompactOutcome, EngineError>) -> String {
+        <SessionCompact as OperationRequest>::end_message(outcome)
     }
 
     fn result(outcome: CompactOutcome) -> CompactResult {

@@ -7,7 +7,7 @@ use crate::summarize::SummaryRequest;
 
 use super::cues::collect_plans;
 use super::facts::{Done, Facts, Failure};
-use super::sections::{Items, Keep, Sections, first_code_span};
+use super::sections::{Items, Keep, Sections, first_code_span, scaled};
 use super::text::{clip, clip_line, condense, few_paths, first_line};
 use super::{
     ANSWER_QUESTION, CHANGED_DIRECTION, CURRENT_REQUEST, EARLIER_WORK, ERROR_FROM, FINDING,
@@ -16,7 +16,7 @@ use super::{
 
 /// The sections drawn from the messages of this request alone.
 pub(super) fn current_sections(req: &SummaryRequest, facts: &Facts) -> Sections {
-    let mut s = Sections::default();
+    let mut s = Sections::scaled(req.detail_scale);
     // Goal: the first task in the user's words, the latest changes of direction, and the
     // task the user asked for last.
     if let Some((first, rest)) = facts.tasks.split_first() {
@@ -166,7 +166,7 @@ fn error_item(failure: &Failure) -> String {
 /// in the assistant's last text (when nothing the user said came after it and it was not
 /// cut off); else the failure that blocks. The task in progress is not repeated here.
 fn next_steps(facts: &Facts, s: &Sections) -> Items {
-    let mut steps = Items::with_cap(Keep::Oldest, MAX_NEXT_STEPS);
+    let mut steps = Items::with_cap(Keep::Oldest, scaled(MAX_NEXT_STEPS, s.scale));
     if let Some(question) = facts.pending_question() {
         let line = question
             .lines()
@@ -208,7 +208,7 @@ fn is_current(goal: &str) -> bool {
 /// Merges the sections of a later span (`new`, with its `facts`) into those of the summary so
 /// far, item by item.
 pub(super) fn merge(old: &Sections, new: &Sections, facts: &Facts) -> Sections {
-    let mut out = Sections::default();
+    let mut out = Sections::scaled(old.scale);
     // Goals: the old ones (less an old current request the new span replaces), then the new
     // span's, its first task marked as coming later.
     let replaced = new.goal.iter().any(|g| is_current(g)) || !facts.tasks.is_empty();

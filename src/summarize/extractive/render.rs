@@ -8,7 +8,7 @@ use crate::summarize::SummaryRequest;
 
 use super::build::{current_sections, file_lists, merge};
 use super::facts::{Action, Facts};
-use super::sections::{Items, Keep, Sections, dedupe_key, first_code_span};
+use super::sections::{Items, Keep, Sections, dedupe_key, first_code_span, scaled};
 use super::text::{
     clip, clip_line, condense, fenced, few_paths, first_line, list_paths, one_line, plain_sentence,
     sentences,
@@ -95,7 +95,7 @@ pub(super) fn render(s: &Sections, with_notes: bool, none: bool) -> String {
 }
 
 pub(super) fn history(req: &SummaryRequest, facts: &Facts) -> String {
-    let mut merged = Sections::default();
+    let mut merged = Sections::scaled(req.detail_scale);
     let previous = facts
         .carried
         .iter()
@@ -145,17 +145,19 @@ pub(super) fn turn_prefix(req: &SummaryRequest, facts: &Facts) -> String {
         clip_line(&line)
     };
     let total = facts.actions.len();
-    if total > MAX_ACTIONS_HEAD + MAX_ACTIONS_TAIL {
-        progress.extend(facts.actions[..MAX_ACTIONS_HEAD].iter().map(shown));
-        progress.push(format!(
-            "… {} more steps …",
-            total - MAX_ACTIONS_HEAD - MAX_ACTIONS_TAIL
-        ));
-        progress.extend(facts.actions[total - MAX_ACTIONS_TAIL..].iter().map(shown));
+    let scale = req.detail_scale;
+    let (head, tail) = (
+        scaled(MAX_ACTIONS_HEAD, scale),
+        scaled(MAX_ACTIONS_TAIL, scale),
+    );
+    if total > head + tail {
+        progress.extend(facts.actions[..head].iter().map(shown));
+        progress.push(format!("… {} more steps …", total - head - tail));
+        progress.extend(facts.actions[total - tail..].iter().map(shown));
     } else {
         progress.extend(facts.actions.iter().map(shown));
     }
-    let mut statements = Items::with_cap(Keep::Newest, MAX_DONE);
+    let mut statements = Items::with_cap(Keep::Newest, scaled(MAX_DONE, scale));
     statements.extend(facts.statements.iter());
     progress.extend(statements.iter().cloned());
     if !progress.is_empty() {
@@ -164,7 +166,7 @@ pub(super) fn turn_prefix(req: &SummaryRequest, facts: &Facts) -> String {
     }
 
     // Context for Suffix: what the kept part builds on.
-    let mut context = Items::with_cap(Keep::Newest, 4 * MAX_NOTES);
+    let mut context = Items::with_cap(Keep::Newest, scaled(4 * MAX_NOTES, scale));
     let modified: Vec<String> = facts.modified.iter().cloned().collect();
     let read: Vec<String> = facts.read.iter().cloned().collect();
     if !modified.is_empty() {
@@ -182,10 +184,22 @@ pub(super) fn turn_prefix(req: &SummaryRequest, facts: &Facts) -> String {
             context.push(format!("{FILES_READ} {}", list_paths(&read)));
         }
     }
-    for finding in facts.findings.iter().rev().take(MAX_FINDINGS).rev() {
+    for finding in facts
+        .findings
+        .iter()
+        .rev()
+        .take(scaled(MAX_FINDINGS, scale))
+        .rev()
+    {
         context.push(format!("{FINDING} {finding}"));
     }
-    for decision in facts.decisions.iter().rev().take(MAX_DECISIONS).rev() {
+    for decision in facts
+        .decisions
+        .iter()
+        .rev()
+        .take(scaled(MAX_DECISIONS, scale))
+        .rev()
+    {
         context.push(format!("Decision: {decision}"));
     }
     // Every real failure of this part of the turn, with its exact error line: the kept part

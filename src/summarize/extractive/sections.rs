@@ -101,13 +101,25 @@ pub(super) struct Critical {
 
 impl Default for Critical {
     fn default() -> Self {
+        Critical::scaled(1.0)
+    }
+}
+
+/// `cap` for the detail scale `scale` (`compaction.detail`, a request's `targetTokens`):
+/// at least 1.
+pub(super) fn scaled(cap: usize, scale: f64) -> usize {
+    ((cap as f64 * scale.clamp(0.25, 4.0)).round() as usize).max(1)
+}
+
+impl Critical {
+    fn scaled(scale: f64) -> Self {
         Critical {
             question: None,
             request: None,
             reply_to: None,
-            findings: Items::with_cap(Keep::Newest, MAX_FINDINGS),
-            errors: Items::with_cap(Keep::Newest, MAX_ERRORS),
-            other: Items::with_cap(Keep::Newest, MAX_NOTES),
+            findings: Items::with_cap(Keep::Newest, scaled(MAX_FINDINGS, scale)),
+            errors: Items::with_cap(Keep::Newest, scaled(MAX_ERRORS, scale)),
+            other: Items::with_cap(Keep::Newest, scaled(MAX_NOTES, scale)),
         }
     }
 }
@@ -165,20 +177,31 @@ pub(super) struct Sections {
     pub(super) next_steps: Items,
     pub(super) critical: Critical,
     pub(super) notes: Items,
+    /// The detail scale the section caps were sized with (1.0: `normal`).
+    pub(super) scale: f64,
 }
 
 impl Default for Sections {
     fn default() -> Self {
+        Sections::scaled(1.0)
+    }
+}
+
+impl Sections {
+    /// Empty sections whose caps are the usual ones times `scale` (`brief` 0.5, `thorough` 2).
+    pub(super) fn scaled(scale: f64) -> Self {
+        let cap = |n| scaled(n, scale);
         Sections {
-            goal: Items::with_cap(Keep::Ends(1), MAX_GOALS),
-            constraints: Items::with_cap(Keep::Ends(3), MAX_CONSTRAINTS),
-            done: Items::with_cap(Keep::Newest, MAX_DONE),
-            in_progress: Items::with_cap(Keep::Oldest, MAX_IN_PROGRESS),
-            blocked: Items::with_cap(Keep::Newest, MAX_BLOCKED),
-            decisions: Items::with_cap(Keep::Newest, MAX_DECISIONS),
-            next_steps: Items::with_cap(Keep::Oldest, MAX_NEXT_STEPS),
-            critical: Critical::default(),
-            notes: Items::with_cap(Keep::Newest, MAX_NOTES),
+            goal: Items::with_cap(Keep::Ends(1), cap(MAX_GOALS)),
+            constraints: Items::with_cap(Keep::Ends(3), cap(MAX_CONSTRAINTS)),
+            done: Items::with_cap(Keep::Newest, cap(MAX_DONE)),
+            in_progress: Items::with_cap(Keep::Oldest, cap(MAX_IN_PROGRESS)),
+            blocked: Items::with_cap(Keep::Newest, cap(MAX_BLOCKED)),
+            decisions: Items::with_cap(Keep::Newest, cap(MAX_DECISIONS)),
+            next_steps: Items::with_cap(Keep::Oldest, cap(MAX_NEXT_STEPS)),
+            critical: Critical::scaled(scale),
+            notes: Items::with_cap(Keep::Newest, cap(MAX_NOTES)),
+            scale,
         }
     }
 }
