@@ -3,7 +3,7 @@
 //! (`server/to_proto.rs`), so a kind never travels as a string.
 
 use super::SessionError;
-use crate::session::RecallError;
+use crate::session::{RecallError, UndoError};
 use crate::summarize::CandidateError;
 
 /// Why an engine operation failed. Messages are the reference's strings where the spec gives
@@ -48,6 +48,10 @@ pub enum EngineError {
     #[error("Session {0} is open read-only")]
     ReadOnly(String),
     /// A full text an entry refers to is not in the blob store.
+    /// `session/undoCompaction`: no compaction on the branch, or `entryId` names an entry
+    /// that is off the branch or neither a compaction nor an undo.
+    #[error("{0}")]
+    NothingToUndo(String),
     #[error("{message}")]
     BlobMissing {
         message: String,
@@ -70,6 +74,15 @@ impl From<RecallError> for EngineError {
                 message: e.to_string(),
             },
             other => EngineError::InvalidParams(other.to_string()),
+        }
+    }
+}
+
+impl From<UndoError> for EngineError {
+    fn from(e: UndoError) -> Self {
+        match e {
+            UndoError::EntryNotFound(id) => EngineError::EntryNotFound(id),
+            other => EngineError::NothingToUndo(other.to_string()),
         }
     }
 }
@@ -140,6 +153,7 @@ impl EngineError {
             EngineError::PathOutsideAllowed(_) => EngineErrorKind::PathOutsideAllowed,
             EngineError::ReadOnly(_) => EngineErrorKind::ReadOnly,
             EngineError::BlobMissing { .. } => EngineErrorKind::BlobMissing,
+            EngineError::NothingToUndo(_) => EngineErrorKind::NothingToUndo,
         }
     }
 }
@@ -168,4 +182,6 @@ pub enum EngineErrorKind {
     ReadOnly,
     /// A full text is missing from the blob store.
     BlobMissing,
+    /// Nothing to undo at the entry asked for (or no compaction on the branch).
+    NothingToUndo,
 }

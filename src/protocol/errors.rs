@@ -1,6 +1,6 @@
 //! The protocol's typed errors: one stable numeric code and one `data.kind` string each.
 //!
-//! Codes -32010 to -32024 are compactd's own; kinds that have a standard JSON-RPC or LSP code
+//! Codes -32010 to -32025 are compactd's own; kinds that have a standard JSON-RPC or LSP code
 //! use it (`invalidParams` -32602, `notInitialized` -32002, `cancelled` -32800). Messages are
 //! the reference agent's strings where it has one (spec §9), since clients match on them.
 
@@ -67,11 +67,15 @@ pub enum ErrorKind {
     /// `compactdFullText`) is not in the blob store, so the entry cannot be read back whole.
     /// `data.entryId`, `data.blob` (the hex name), and the message names the store.
     BlobMissing,
+    /// `session/undoCompaction`: the branch has no compaction to undo, or `entryId` names an
+    /// entry that is not on the session's branch or is neither a compaction nor an undo (a
+    /// `compactd.undo` entry). The message says which. Nothing was written.
+    NothingToUndo,
 }
 
 impl ErrorKind {
     /// Every kind, in code order.
-    pub const ALL: [ErrorKind; 18] = [
+    pub const ALL: [ErrorKind; 19] = [
         ErrorKind::SessionNotFound,
         ErrorKind::EntryNotFound,
         ErrorKind::AlreadyCompacted,
@@ -87,6 +91,7 @@ impl ErrorKind {
         ErrorKind::StorageUnavailable,
         ErrorKind::IoError,
         ErrorKind::BlobMissing,
+        ErrorKind::NothingToUndo,
         ErrorKind::InvalidParams,
         ErrorKind::NotInitialized,
         ErrorKind::Cancelled,
@@ -110,6 +115,7 @@ impl ErrorKind {
             ErrorKind::StorageUnavailable => -32022,
             ErrorKind::IoError => -32023,
             ErrorKind::BlobMissing => -32024,
+            ErrorKind::NothingToUndo => -32025,
             ErrorKind::InvalidParams => error_code::INVALID_PARAMS,
             ErrorKind::NotInitialized => error_code::NOT_INITIALIZED,
             ErrorKind::Cancelled => error_code::REQUEST_CANCELLED,
@@ -137,6 +143,7 @@ impl ErrorKind {
             ErrorKind::StorageUnavailable => "storageUnavailable",
             ErrorKind::IoError => "ioError",
             ErrorKind::BlobMissing => "blobMissing",
+            ErrorKind::NothingToUndo => "nothingToUndo",
         }
     }
 
@@ -169,6 +176,7 @@ impl ErrorKind {
             ErrorKind::StorageUnavailable => "The session database is unavailable",
             ErrorKind::IoError => "A file could not be read or written",
             ErrorKind::BlobMissing => "A full text is missing from the blob store",
+            ErrorKind::NothingToUndo => "Nothing to undo",
         }
     }
 
