@@ -25,3 +25,4 @@ mod sessions;
 mod small_window;
 mod storage;
 mod two_writers;
+mod undo;
