@@ -1,7 +1,7 @@
 //! The `compactd` command line: `serve` (the default: the stdio daemon) and the one-shot
 //! commands. `src/main.rs` only calls [`main`]. Read commands (`context`, `tree`, `plan`)
 //! open the session file read-only and never modify it; `prune` rewrites it atomically;
-//! `compact` and `navigate` append to it (nothing when cancelled or previewed); `fork` writes
+//! `compact`, `navigate` and `undo` append to it (nothing when cancelled or previewed); `fork` writes
 //! a new file and only reads the source; `import` and `export` move sessions into and out of
 //! the PostgreSQL backend. With `--json`, each prints a protocol type
 //! ([`crate::protocol::CLI_OUTPUTS`]).
@@ -19,6 +19,7 @@ mod prune;
 mod recall;
 mod store;
 mod tree;
+mod undo;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -67,6 +68,9 @@ enum Command {
     Compact(compact::CompactArgs),
     /// Move the session's leaf to another entry, optionally summarising the branch left.
     Navigate(navigate::NavigateArgs),
+    /// Undo a compaction (default: the latest on the branch) or an earlier undo, appending
+    /// a branch with the context as if it had never run (or as it was).
+    Undo(undo::UndoArgs),
     /// The messages an LLM would see at the session's leaf, with token figures.
     Context(context::ContextArgs),
     /// The session tree, with the leaf, labels and a preview of each entry.
@@ -129,6 +133,7 @@ pub fn main() -> ExitCode {
         Some(Command::Schema { out }) => schema(out),
         Some(Command::Compact(args)) => compact::run(args),
         Some(Command::Navigate(args)) => navigate::run(args),
+        Some(Command::Undo(args)) => undo::run(args),
         Some(Command::Context(args)) => context::run(args),
         Some(Command::Tree(args)) => tree::run(args),
         Some(Command::Plan(args)) => plan::run(args),

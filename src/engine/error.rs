@@ -3,7 +3,7 @@
 //! (`server/to_proto.rs`), so a kind never travels as a string.
 
 use super::SessionError;
-use crate::session::RecallError;
+use crate::session::{RecallError, UndoError};
 use crate::summarize::CandidateError;
 
 /// Why an engine operation failed. Messages are the reference's strings where the spec gives
@@ -54,6 +54,10 @@ pub enum EngineError {
     )]
     PreviewNotFound(String),
     /// A full text an entry refers to is not in the blob store.
+    /// `session/undoCompaction`: no compaction on the branch, or `entryId` names an entry
+    /// that is off the branch or neither a compaction nor an undo.
+    #[error("{0}")]
+    NothingToUndo(String),
     #[error("{message}")]
     BlobMissing {
         message: String,
@@ -76,6 +80,15 @@ impl From<RecallError> for EngineError {
                 message: e.to_string(),
             },
             other => EngineError::InvalidParams(other.to_string()),
+        }
+    }
+}
+
+impl From<UndoError> for EngineError {
+    fn from(e: UndoError) -> Self {
+        match e {
+            UndoError::EntryNotFound(id) => EngineError::EntryNotFound(id),
+            other => EngineError::NothingToUndo(other.to_string()),
         }
     }
 }
@@ -147,6 +160,7 @@ impl EngineError {
             EngineError::ReadOnly(_) => EngineErrorKind::ReadOnly,
             EngineError::BlobMissing { .. } => EngineErrorKind::BlobMissing,
             EngineError::PreviewNotFound(_) => EngineErrorKind::PreviewNotFound,
+            EngineError::NothingToUndo(_) => EngineErrorKind::NothingToUndo,
         }
     }
 }
@@ -177,4 +191,6 @@ pub enum EngineErrorKind {
     BlobMissing,
     /// No kept preview has that id.
     PreviewNotFound,
+    /// Nothing to undo at the entry asked for (or no compaction on the branch).
+    NothingToUndo,
 }

@@ -24,6 +24,7 @@ pub(crate) mod registry;
 pub(crate) mod run;
 pub(crate) mod sessions;
 pub(crate) mod state;
+pub(crate) mod undo;
 pub(crate) mod usage;
 
 use std::sync::Arc;
@@ -58,6 +59,7 @@ pub use registry::{CompactionClaim, Engine, NavigationClaim, SessionActivity};
 pub use sessions::{ListPage, LoadProgress, SessionInfo, SessionSummary};
 pub use state::sync_policy;
 pub use state::{AutoMemory, blob_store};
+pub use undo::{UndoOutcome, undo_compaction};
 pub use usage::{session_window, usage_view};
 
 /// A session shared between the registry and running operations. Reads take the read lock;

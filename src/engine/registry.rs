@@ -426,6 +426,29 @@ impl Engine {
         Ok(entry)
     }
 
+    /// Undoes a compaction or an undo (`session::undo`): appends the undo's branch at the
+    /// session's position under the write gate and reports the entries written.
+    pub async fn undo_compaction(
+        &self,
+        session_id: &str,
+        entry_id: Option<&str>,
+        expected_leaf: Option<Option<String>>,
+    ) -> Result<super::UndoOutcome, EngineError> {
+        let state = self.state(session_id)?;
+        state.check_writable()?;
+        let _gate = state.write_gate.lock().await;
+        let outcome = {
+            let mut session = state.session.write().await;
+            state.refresh_locked(&mut session)?;
+            super::undo_compaction(&mut session, entry_id, &expected_leaf)?
+        };
+        self.events.emit(EngineEvent::EntriesAppended {
+            session_id: state.id.clone(),
+            entries: outcome.entries.clone(),
+        });
+        Ok(outcome)
+    }
+
     /// The progress ledger of the session's branch (`compaction::Ledger`), derived from the
     /// newest compaction's snapshot and the entries after it.
     pub async fn ledger(&self, session_id: &str) -> Result<Ledger, EngineError> {

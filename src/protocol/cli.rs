@@ -176,6 +176,10 @@ pub const CLI_OUTPUTS: &[CliOutput] = &[
         output: TypeSpec::of::<NavigateTreeResult>(),
     },
     CliOutput {
+        command: "undo",
+        output: TypeSpec::of::<super::UndoCompactionResult>(),
+    },
+    CliOutput {
         command: "prune",
         output: TypeSpec::of::<PruneResult>(),
     },

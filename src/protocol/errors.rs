@@ -1,6 +1,6 @@
 //! The protocol's typed errors: one stable numeric code and one `data.kind` string each.
 //!
-//! Codes -32010 to -32025 are compactd's own; kinds that have a standard JSON-RPC or LSP code
+//! Codes -32010 to -32026 are compactd's own; kinds that have a standard JSON-RPC or LSP code
 //! use it (`invalidParams` -32602, `notInitialized` -32002, `cancelled` -32800). Messages are
 //! the reference agent's strings where it has one (spec §9), since clients match on them.
 
@@ -71,11 +71,15 @@ pub enum ErrorKind {
     /// expired (a session keeps its 8 latest previews, each for 30 minutes), it was committed
     /// already, or its session was closed. Preview again. `data.previewId`.
     PreviewNotFound,
+    /// `session/undoCompaction`: the branch has no compaction to undo, or `entryId` names an
+    /// entry that is not on the session's branch or is neither a compaction nor an undo (a
+    /// `compactd.undo` entry). The message says which. Nothing was written.
+    NothingToUndo,
 }
 
 impl ErrorKind {
     /// Every kind, in code order.
-    pub const ALL: [ErrorKind; 19] = [
+    pub const ALL: [ErrorKind; 20] = [
         ErrorKind::SessionNotFound,
         ErrorKind::EntryNotFound,
         ErrorKind::AlreadyCompacted,
@@ -92,6 +96,7 @@ impl ErrorKind {
         ErrorKind::IoError,
         ErrorKind::BlobMissing,
         ErrorKind::PreviewNotFound,
+        ErrorKind::NothingToUndo,
         ErrorKind::InvalidParams,
         ErrorKind::NotInitialized,
         ErrorKind::Cancelled,
@@ -116,6 +121,7 @@ impl ErrorKind {
             ErrorKind::IoError => -32023,
             ErrorKind::BlobMissing => -32024,
             ErrorKind::PreviewNotFound => -32025,
+            ErrorKind::NothingToUndo => -32026,
             ErrorKind::InvalidParams => error_code::INVALID_PARAMS,
             ErrorKind::NotInitialized => error_code::NOT_INITIALIZED,
             ErrorKind::Cancelled => error_code::REQUEST_CANCELLED,
@@ -144,6 +150,7 @@ impl ErrorKind {
             ErrorKind::IoError => "ioError",
             ErrorKind::BlobMissing => "blobMissing",
             ErrorKind::PreviewNotFound => "previewNotFound",
+            ErrorKind::NothingToUndo => "nothingToUndo",
         }
     }
 
@@ -177,6 +184,7 @@ impl ErrorKind {
             ErrorKind::IoError => "A file could not be read or written",
             ErrorKind::BlobMissing => "A full text is missing from the blob store",
             ErrorKind::PreviewNotFound => "No preview has that id",
+            ErrorKind::NothingToUndo => "Nothing to undo",
         }
     }
 

@@ -32,6 +32,7 @@ mod recall;
 mod schema;
 mod session;
 mod settings;
+mod undo;
 
 pub use cli::{
     BlobsReport, CLI_OUTPUTS, CliOutput, CompactionPlan, ContextReport, EvalCompaction, EvalReport,
@@ -84,6 +85,8 @@ pub use settings::{
     SettingValue, SettingsGetParams, SettingsGetResult, SettingsTarget, SettingsUpdateParams,
     SettingsUpdateResult,
 };
+
+pub use undo::{UndoCompactionParams, UndoCompactionResult};
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -350,6 +353,8 @@ protocol_table! {
         SessionPrune = "session/prune", SessionSerial, SessionPruneParams => PruneResult;
         /// Moves the leaf, optionally summarising the branch being left.
         SessionNavigateTree = "session/navigateTree", SessionSerial, NavigateTreeParams => NavigateTreeResult;
+        /// Undoes a compaction, or an undo: appends a branch without it (or with it again).
+        SessionUndoCompaction = "session/undoCompaction", SessionSerial, UndoCompactionParams => UndoCompactionResult;
         /// Aborts the session's running branch summary.
         SessionAbortBranchSummary = "session/abortBranchSummary", Parallel, SessionRef => AbortResult;
         /// Effective settings and the layer each value came from.

@@ -129,6 +129,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router<Arc<Daemon>> {
         .on::<SessionPrune>(session_prune::prune)
         .on_operation::<SessionNavigateTree>()
         .on::<SessionAbortBranchSummary>(session_navigate::abort)
+        .on::<SessionUndoCompaction>(session_undo::undo_compaction)
         .on::<SettingsGet>(settings::get)
         .on::<SettingsUpdate>(settings::update)
         .on_notification::<Initialized, _, _>(lifecycle::initialized)

@@ -207,6 +207,7 @@ pub fn error_kind(kind: EngineErrorKind) -> ErrorKind {
         EngineErrorKind::ReadOnly => ErrorKind::SessionReadOnly,
         EngineErrorKind::BlobMissing => ErrorKind::BlobMissing,
         EngineErrorKind::PreviewNotFound => ErrorKind::PreviewNotFound,
+        EngineErrorKind::NothingToUndo => ErrorKind::NothingToUndo,
     }
 }
 
@@ -413,6 +414,19 @@ pub fn tree_result(
         leaf_id: view.leaf_id,
         roots,
         nodes,
+    }
+}
+
+/// The `session/undoCompaction` result (also `compactd undo --json`).
+pub fn undo_result(outcome: &engine::UndoOutcome) -> crate::protocol::UndoCompactionResult {
+    crate::protocol::UndoCompactionResult {
+        entry_ids: outcome.entries.iter().map(|e| e.id.clone()).collect(),
+        undo_entry_id: outcome.undo_entry_id().to_owned(),
+        undone_entry_id: outcome.undone_entry_id.clone(),
+        compaction_id: outcome.compaction_id.clone(),
+        restored: outcome.restored,
+        leaf_id: outcome.leaf_id().to_owned(),
+        old_leaf_id: outcome.old_leaf_id.clone(),
     }
 }
 

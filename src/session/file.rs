@@ -531,6 +531,30 @@ impl Session {
         Ok(&self.entries[self.entries.len() - n..])
     }
 
+    /// Appends `entries`, built by the caller with their ids and parents (an undo's branch,
+    /// `undo.rs`), in one write, checked under the writers' lock: fails with
+    /// [`SessionError::LeafMoved`] (writing nothing) unless the leaf, once every other writer's
+    /// lines are read, is still `expected`, and no id is taken meanwhile. The leaf moves to the
+    /// last entry.
+    pub fn append_planned(
+        &mut self,
+        entries: Vec<Entry>,
+        expected: Option<String>,
+    ) -> Result<&[Entry]> {
+        let n = entries.len();
+        self.locked_write(|s| {
+            if expected.as_deref() != s.leaf_id() || entries.iter().any(|e| s.get(&e.id).is_some())
+            {
+                return Err(SessionError::LeafMoved {
+                    expected,
+                    actual: s.leaf_id().map(str::to_owned),
+                });
+            }
+            Ok(entries)
+        })?;
+        Ok(&self.entries[self.entries.len() - n..])
+    }
+
     /// New entries linked into a chain starting below `parent`, with fresh ids.
     fn chain_at(&self, mut parent: Option<String>, kinds: Vec<EntryKind>) -> Vec<Entry> {
         let mut fresh: HashSet<String> = HashSet::new();

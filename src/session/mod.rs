@@ -12,6 +12,7 @@ pub(crate) mod postgres;
 pub(crate) mod recall;
 pub(crate) mod size_controls;
 pub(crate) mod tree;
+pub(crate) mod undo;
 
 pub use context::{SessionContext, build_session_context, convert_to_llm};
 pub use entry::{
@@ -35,3 +36,4 @@ pub use recall::{
 };
 pub use size_controls::{FULL_TEXT_FIELD, sha256_hex};
 pub use tree::{Tree, TreeNode};
+pub use undo::{UNDO_CUSTOM_TYPE, UndoError, UndoPlan, UndoRecord, plan_undo};

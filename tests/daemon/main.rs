@@ -27,3 +27,4 @@ mod sessions;
 mod small_window;
 mod storage;
 mod two_writers;
+mod undo;

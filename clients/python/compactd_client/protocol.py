@@ -949,6 +949,37 @@ class BranchSummaryPreview(TypedDict):
     """
 
 
+class UndoCompactionParams(TypedDict):
+    """Params of `session/undoCompaction`."""
+    sessionId: str
+    entryId: NotRequired[Optional[str]]
+    """What to undo: a compaction on the branch, or an earlier undo (its `undoEntryId`),
+    which puts its compaction back. Default: the latest compaction on the branch.
+    """
+    expectedLeafId: NotRequired[Optional[str]]
+    """Fail with `leafMoved` unless this is the current leaf."""
+
+
+class UndoCompactionResult(TypedDict):
+    """Result of `session/undoCompaction`."""
+    entryIds: list[str]
+    """The entries written, in order: the `compactd.undo` record, then the copies of what
+    followed the undone entry on the branch.
+    """
+    undoEntryId: str
+    """The `compactd.undo` entry: pass it as `entryId` to undo this undo."""
+    undoneEntryId: str
+    """The entry undone: a compaction, or an earlier undo entry."""
+    compactionId: str
+    """The compaction taken off the branch, or (`restored`) put back on it."""
+    restored: bool
+    """`true` when this undo put a compaction back (an undo of an undo)."""
+    leafId: str
+    """The new leaf: the last entry written."""
+    oldLeafId: NotRequired[Optional[str]]
+    """The leaf before the undo."""
+
+
 class SettingsGetParams(TypedDict):
     """Params of `settings/get`."""
     sessionId: NotRequired[Optional[str]]
@@ -1463,7 +1494,7 @@ class ResponseError(TypedDict):
 
 class ErrorData(TypedDict):
     """The `data` object of an error: its `kind`, and the fields that kind names."""
-    kind: Literal["sessionNotFound", "entryNotFound", "alreadyCompacted", "nothingToCompact", "compactionInProgress", "summarizationFailed", "leafMoved", "sessionFileInvalid", "cannotGetUnderThreshold", "settingsInvalid", "pathOutsideAllowed", "sessionReadOnly", "storageUnavailable", "ioError", "blobMissing", "previewNotFound", "invalidParams", "notInitialized", "cancelled", "parseError", "invalidRequest", "messageTooLarge", "alreadyInitialized", "shuttingDown", "methodNotFound", "internal", "overloaded"]
+    kind: Literal["sessionNotFound", "entryNotFound", "alreadyCompacted", "nothingToCompact", "compactionInProgress", "summarizationFailed", "leafMoved", "sessionFileInvalid", "cannotGetUnderThreshold", "settingsInvalid", "pathOutsideAllowed", "sessionReadOnly", "storageUnavailable", "ioError", "blobMissing", "previewNotFound", "nothingToUndo", "invalidParams", "notInitialized", "cancelled", "parseError", "invalidRequest", "messageTooLarge", "alreadyInitialized", "shuttingDown", "methodNotFound", "internal", "overloaded"]
     """The error's kind (see `errors` in `protocol.schema.json`): match on it, not on the
     message.
     """
@@ -1644,6 +1675,10 @@ class SyncMethods:
         """Moves the leaf, optionally summarising the branch being left. (``session/navigateTree``)"""
         return self.request("session/navigateTree", params, **options)  # type: ignore[no-any-return]
 
+    def session_undo_compaction(self, params: UndoCompactionParams, **options: Any) -> UndoCompactionResult:
+        """Undoes a compaction, or an undo: appends a branch without it (or with it again). (``session/undoCompaction``)"""
+        return self.request("session/undoCompaction", params, **options)  # type: ignore[no-any-return]
+
     def session_abort_branch_summary(self, params: SessionRef, **options: Any) -> AbortResult:
         """Aborts the session's running branch summary. (``session/abortBranchSummary``)"""
         return self.request("session/abortBranchSummary", params, **options)  # type: ignore[no-any-return]
@@ -1742,6 +1777,10 @@ class AsyncMethods:
         """Moves the leaf, optionally summarising the branch being left. (``session/navigateTree``)"""
         return await self.request("session/navigateTree", params, **options)  # type: ignore[no-any-return]
 
+    async def session_undo_compaction(self, params: UndoCompactionParams, **options: Any) -> UndoCompactionResult:
+        """Undoes a compaction, or an undo: appends a branch without it (or with it again). (``session/undoCompaction``)"""
+        return await self.request("session/undoCompaction", params, **options)  # type: ignore[no-any-return]
+
     async def session_abort_branch_summary(self, params: SessionRef, **options: Any) -> AbortResult:
         """Aborts the session's running branch summary. (``session/abortBranchSummary``)"""
         return await self.request("session/abortBranchSummary", params, **options)  # type: ignore[no-any-return]
@@ -1778,6 +1817,7 @@ CLIENT_REQUESTS: dict[str, tuple[str, str]] = {
     "session/abortCompaction": ("SessionRef", "AbortResult"),
     "session/prune": ("SessionPruneParams", "PruneResult"),
     "session/navigateTree": ("NavigateTreeParams", "NavigateTreeResult"),
+    "session/undoCompaction": ("UndoCompactionParams", "UndoCompactionResult"),
     "session/abortBranchSummary": ("SessionRef", "AbortResult"),
     "settings/get": ("SettingsGetParams", "SettingsGetResult"),
     "settings/update": ("SettingsUpdateParams", "SettingsUpdateResult"),
@@ -1825,6 +1865,7 @@ ERROR_CODES: dict[str, int] = {
     "ioError": -32023,
     "blobMissing": -32024,
     "previewNotFound": -32025,
+    "nothingToUndo": -32026,
     "invalidParams": -32602,
     "notInitialized": -32002,
     "cancelled": -32800,

@@ -1469,6 +1469,55 @@ export interface BranchSummaryPreview {
   summarizers?: SummarizerReport[];
 }
 /**
+ * Params of `session/undoCompaction`.
+ */
+export interface UndoCompactionParams {
+  sessionId: string;
+  /**
+   * What to undo: a compaction on the branch, or an earlier undo (its `undoEntryId`),
+   * which puts its compaction back. Default: the latest compaction on the branch.
+   */
+  entryId?: string | null;
+  /**
+   * Fail with `leafMoved` unless this is the current leaf.
+   */
+  expectedLeafId?: string | null;
+}
+/**
+ * Result of `session/undoCompaction`.
+ */
+export interface UndoCompactionResult {
+  /**
+   * The entries written, in order: the `compactd.undo` record, then the copies of what
+   * followed the undone entry on the branch.
+   */
+  entryIds: string[];
+  /**
+   * The `compactd.undo` entry: pass it as `entryId` to undo this undo.
+   */
+  undoEntryId: string;
+  /**
+   * The entry undone: a compaction, or an earlier undo entry.
+   */
+  undoneEntryId: string;
+  /**
+   * The compaction taken off the branch, or (`restored`) put back on it.
+   */
+  compactionId: string;
+  /**
+   * `true` when this undo put a compaction back (an undo of an undo).
+   */
+  restored: boolean;
+  /**
+   * The new leaf: the last entry written.
+   */
+  leafId: string;
+  /**
+   * The leaf before the undo.
+   */
+  oldLeafId?: string | null;
+}
+/**
  * Params of `settings/get`.
  */
 export interface SettingsGetParams {
@@ -2195,6 +2244,7 @@ export interface ErrorData {
     | 'ioError'
     | 'blobMissing'
     | 'previewNotFound'
+    | 'nothingToUndo'
     | 'invalidParams'
     | 'notInitialized'
     | 'cancelled'
@@ -2301,6 +2351,8 @@ export interface ClientRequests {
   'session/prune': { params: SessionPruneParams; result: PruneResult };
   /** Moves the leaf, optionally summarising the branch being left. */
   'session/navigateTree': { params: NavigateTreeParams; result: NavigateTreeResult };
+  /** Undoes a compaction, or an undo: appends a branch without it (or with it again). */
+  'session/undoCompaction': { params: UndoCompactionParams; result: UndoCompactionResult };
   /** Aborts the session's running branch summary. */
   'session/abortBranchSummary': { params: SessionRef; result: AbortResult };
   /** Effective settings and the layer each value came from. */
@@ -2379,6 +2431,7 @@ export const ERROR_CODES = {
   ioError: -32023,
   blobMissing: -32024,
   previewNotFound: -32025,
+  nothingToUndo: -32026,
   invalidParams: -32602,
   notInitialized: -32002,
   cancelled: -32800,

@@ -10,7 +10,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { Agent, type AgentSetup, MODEL, PROVIDER, ompCommand, writeAgentDir } from "./agent";
 import { AGENT_OWN_SUMMARY, FakeLlm, MODEL_SUMMARY_MARK, textOf } from "./fake-llm";
-import { type Entry, compactd, count, entriesOf, expectSameContext, lastIs, pathTo, required, settled } from "./session";
+import { type Entry, compactd, count, entriesOf, expectSameContext, lastIs, norm, pathTo, required, settled } from "./session";
 
 const AGENT_PKG = required("OMP_AGENT_PKG");
 const BUN = required("OMP_BUN");
@@ -341,6 +341,72 @@ describe(`compactd inside the real oh-my-pi agent ${AGENT_VERSION}`, () => {
       expect(c.summary).toContain(PIN);
       expect(JSON.parse(compactd("ledger", file, "--json")).pins).toEqual([{ pinId: pinned.pinId, text: PIN }]);
       await expectSameContext(agent, file);
+    },
+    TEST_TIMEOUT,
+  );
+});
+
+describe(`compactd undo and the real oh-my-pi agent ${AGENT_VERSION}`, () => {
+  test(
+    "after `compactd undo` the agent resuming the file rebuilds compactd's context, compacted messages back",
+    async () => {
+      const world = new World();
+      const agent = await world.agent("undo", { COMPACTD_BIN: COMPACTD });
+      try {
+        for (const n of [1, 2, 3]) await agent.prompt(`read src/mod${n}.rs`);
+        await agent.ok({ type: "compact" });
+        const state = await agent.ok<{ sessionFile: string }>({ type: "get_state" });
+        await settled(state.sessionFile, lastIs("compaction"));
+        await agent.prompt("read src/mod4.rs");
+        const entries = await settled(state.sessionFile, e => {
+          const asked = e.findIndex(x => x.message?.role === "user" && textOf(x.message.content) === "read src/mod4.rs");
+          return asked >= 0 && e.slice(asked).some(x => x.message?.role === "assistant" && x.message.stopReason === "stop");
+        });
+        const compaction = entries.filter(e => e.type === "compaction").pop()!;
+        expect(compaction.fromExtension).toBe(true);
+
+        // A copy of the compacted and continued session, undone by the CLI.
+        const copy = path.join(path.dirname(state.sessionFile), "undone.jsonl");
+        fs.copyFileSync(state.sessionFile, copy);
+        const before = (JSON.parse(compactd("context", copy, "--json")).messages as any[]).map(norm);
+        const undone = JSON.parse(compactd("undo", copy, "--json"));
+        expect(undone.compactionId).toBe(compaction.id);
+        expect(undone.restored).toBe(false);
+        const after = (JSON.parse(compactd("context", copy, "--json")).messages as any[]).map(norm);
+        // The summary is gone, what it summarised is back, what followed is still there.
+        expect(before[0]).toBe(`compactionSummary: ${compaction.summary}`);
+        expect(after.some(m => m.startsWith("compactionSummary:"))).toBe(false);
+        const branch = pathTo(entries, compaction.id);
+        const summarised = branch
+          .slice(0, branch.findIndex(e => e.id === compaction.firstKeptEntryId))
+          .filter(e => e.type === "message")
+          .map(e => norm(e.message));
+        expect(summarised.length).toBeGreaterThan(0);
+        expect(after.slice(0, summarised.length)).toEqual(summarised);
+        expect(after.slice(after.length - (before.length - 1))).toEqual(before.slice(1));
+
+        // The agent resumes the undone file: the same context as compactd's, and it goes on.
+        const switched = await agent.ok<{ cancelled: boolean }>({ type: "switch_session", sessionPath: copy });
+        expect(switched.cancelled).toBe(false);
+        await expectSameContext(agent, copy);
+        await agent.prompt("read src/mod5.rs");
+        await settled(copy, e => e.some(x => x.message?.role === "user" && textOf(x.message.content) === "read src/mod5.rs"));
+        await expectSameContext(agent, copy);
+
+        // Undo of the undo (on another copy, the agent's file left alone): the summary is back.
+        const again = path.join(path.dirname(state.sessionFile), "restored.jsonl");
+        fs.copyFileSync(copy, again);
+        const restored = JSON.parse(compactd("undo", again, "--entry", undone.undoEntryId, "--json"));
+        expect(restored.restored).toBe(true);
+        const back = (JSON.parse(compactd("context", again, "--json")).messages as any[]).map(norm);
+        expect(back[0]).toBe(`compactionSummary: ${compaction.summary}`);
+        expect(back.slice(1, before.length)).toEqual(before.slice(1));
+        await agent.ok({ type: "switch_session", sessionPath: again });
+        await expectSameContext(agent, again);
+      } finally {
+        await agent.stop();
+        world.stop();
+      }
     },
     TEST_TIMEOUT,
   );

@@ -12,6 +12,7 @@ pub(crate) mod session_open;
 pub(crate) mod session_prune;
 pub(crate) mod session_read;
 pub(crate) mod session_recall;
+pub(crate) mod session_undo;
 pub(crate) mod settings;
 
 use crate::protocol::ErrorKind;
