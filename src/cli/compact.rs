@@ -96,6 +96,7 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
         &CompactionParams {
             keep_recent_tokens: env.settings.compaction.keep_recent_tokens,
             mode: CutMode::Fixed,
+            recompact: false,
         },
         env.counter.as_ref(),
     );

@@ -50,6 +50,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         } else {
             CutMode::Fixed
         },
+        recompact: false,
     };
     let path = session.path_to_leaf();
     let Some(summary) = summarize_compaction(&path, &params, counter.as_ref()) else {

@@ -29,6 +29,10 @@ pub struct CompactionParams {
     pub keep_recent_tokens: u64,
     /// compactd's rules or the reference's.
     pub mode: CutMode,
+    /// Plan even when the path ends with a compaction, cutting its kept region again: an
+    /// automatic compaction that left the context over its target compacts once more keeping
+    /// less. Otherwise (as in the reference) such a path has nothing to compact.
+    pub recompact: bool,
 }
 
 impl Default for CompactionParams {
@@ -36,6 +40,7 @@ impl Default for CompactionParams {
         CompactionParams {
             keep_recent_tokens: 20_000,
             mode: CutMode::Fixed,
+            recompact: false,
         }
     }
 }
@@ -236,7 +241,8 @@ fn plan<'a>(
     params: &CompactionParams,
     counter: &dyn TokenCounter,
 ) -> Option<Plan<'a>> {
-    if path.is_empty() || matches!(path.last()?.kind(), EntryKind::Compaction(_)) {
+    let ends_compacted = matches!(path.last()?.kind(), EntryKind::Compaction(_));
+    if ends_compacted && !(params.recompact && params.mode == CutMode::Fixed) {
         return None;
     }
     let window = window(path, params.mode);

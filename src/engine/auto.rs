@@ -9,8 +9,10 @@
 //!   of compacting again;
 //! * usage reported by a reply older than the latest compaction is ignored (it measured a
 //!   context that no longer exists);
-//! * a threshold compaction that leaves the context above the threshold ends with the typed
-//!   [`EngineError::CannotGetUnderThreshold`] and no auto-continue prompt.
+//! * a threshold compaction must leave the context at most [`target_after`] (80% of the
+//!   threshold): when it does not, it compacts once more keeping less ([`keep_less`]), then
+//!   prunes, and if that is still not enough it ends with the typed
+//!   [`EngineError::CannotGetUnderThreshold`] and no auto-continue prompt (never a third try).
 
 use std::sync::Arc;
 
@@ -182,6 +184,8 @@ pub struct AutoPlan {
     /// The auto slot, taken when the plan was made (so a manual compaction started meanwhile
     /// fails with `compactionInProgress`); `None` when another compaction holds it.
     guard: Option<OpGuard>,
+    /// The caller's token: a second compaction that keeps less runs under it.
+    cancel: CancellationToken,
     /// What the provider counts beyond our estimate (system prompt, tool definitions), sent
     /// again with the compacted context.
     overhead: u64,
@@ -288,6 +292,7 @@ pub(crate) async fn plan(
         env,
         cache,
         guard,
+        cancel: cancel.clone(),
         overhead,
     }))
 }
@@ -346,6 +351,7 @@ impl AutoPlan {
             env,
             cache,
             guard,
+            cancel,
             overhead,
         } = self;
         let session_id = state.id.clone();
@@ -396,9 +402,42 @@ impl AutoPlan {
                 }
             }
             AutoDecision::CompactThreshold { threshold, .. } => match compact(guard).await {
-                Ok(outcome) => {
+                Ok(mut outcome) => {
                     let target = target_after(threshold);
                     let mut after = measure(&state, &cache, overhead).await;
+                    if after > target {
+                        let keep = keep_less(&outcome, after, target, overhead, &env);
+                        let guard = keep.and_then(|_| state.ops.start(OpKind::Auto, &cancel));
+                        if let (Some(keep), Some(guard)) = (keep, guard) {
+                            let opts = CompactOptions {
+                                reason,
+                                keep_recent_tokens: Some(keep),
+                                ..CompactOptions::manual()
+                            };
+                            let run = run_compaction(
+                                events.as_ref(),
+                                &state,
+                                &env,
+                                opts,
+                                guard,
+                                observer,
+                            )
+                            .await;
+                            match run {
+                                Ok(second) => {
+                                    outcome = second;
+                                    after = measure(&state, &cache, overhead).await;
+                                }
+                                // The cut cannot move (one turn is all that is kept), or the
+                                // run failed: the first compaction stands; prune and report.
+                                Err(e) => tracing::info!(
+                                    session = session_id,
+                                    error = %e,
+                                    "compacting again keeping less did not run"
+                                ),
+                            }
+                        }
+                    }
                     if after > target && env.settings.compaction.prune_enabled {
                         // The summary and the kept turns are too big: drop old tool outputs.
                         let mut session = state.session.write().await;
@@ -509,6 +548,26 @@ fn reply_window(last: &Entry, session: &Session, settings: &Settings) -> u64 {
 /// turns do not cross it again at once.
 pub fn target_after(threshold: u64) -> u64 {
     threshold.saturating_mul(4) / 5
+}
+
+/// How many recent tokens a second compaction may keep so that the context lands under
+/// `target`, after the first `outcome` left it at `after`: what remains of the target beside
+/// the fixed `overhead` and the summary (counted with a tenth more, as the next summary also
+/// takes in what the cut moves past). `None` when keeping less cannot help: nothing would be
+/// left to keep, or the budget is no smaller than what the settings keep already.
+fn keep_less(
+    outcome: &super::CompactOutcome,
+    after: u64,
+    target: u64,
+    overhead: u64,
+    env: &CompactEnv,
+) -> Option<u64> {
+    let summary = env.counter.count_text(&outcome.summary);
+    let summary = summary + summary / 10;
+    let keep = target.checked_sub(overhead + summary)?;
+    let kept_now = after.saturating_sub(overhead + summary);
+    (keep > 0 && keep < env.settings.compaction.keep_recent_tokens && keep < kept_now)
+        .then_some(keep)
 }
 
 /// The estimated context at the leaf plus the provider's fixed `overhead`.

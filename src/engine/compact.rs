@@ -64,6 +64,9 @@ pub struct CompactOptions {
     /// output budget and length line, the extractive sections and the ledger block; the
     /// outcome's [`TargetReport`] says whether it was met.
     pub target_tokens: Option<u64>,
+    /// Overrides `compaction.keepRecentTokens` for this compaction: an automatic compaction
+    /// that left the context over its target compacts again keeping less.
+    pub keep_recent_tokens: Option<u64>,
 }
 
 impl CompactOptions {
@@ -77,6 +80,7 @@ impl CompactOptions {
             expected_leaf_id: None,
             leaf_id: None,
             target_tokens: None,
+            keep_recent_tokens: None,
         }
     }
 }
@@ -484,7 +488,9 @@ async fn prepare(
     // Planning walks (and counts) the whole path: on a blocking thread, under the read lock.
     let s = Arc::clone(session).read_owned().await;
     let counter = Arc::clone(&env.counter);
-    let keep_recent_tokens = env.settings.compaction.keep_recent_tokens;
+    let keep_recent_tokens = opts
+        .keep_recent_tokens
+        .unwrap_or(env.settings.compaction.keep_recent_tokens);
     let opts = opts.clone();
     super::off_runtime(move || plan(&s, counter.as_ref(), keep_recent_tokens, &opts)).await
 }
@@ -512,6 +518,7 @@ fn plan(
     };
     let params = CompactionParams {
         keep_recent_tokens,
+        recompact: opts.keep_recent_tokens.is_some(),
         ..CompactionParams::default()
     };
     let prep = match &opts.first_kept_entry_id {

@@ -54,6 +54,7 @@ pub fn compact_options(params: SessionCompactParams) -> CompactOptions {
         expected_leaf_id: expected_leaf(params.expected_leaf_id),
         leaf_id: params.leaf_id,
         target_tokens: params.target_tokens,
+        keep_recent_tokens: None,
     }
 }
 

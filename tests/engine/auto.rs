@@ -232,6 +232,49 @@ async fn threshold_compaction_appends_a_compaction_and_a_continue_prompt() {
 }
 
 #[tokio::test]
+async fn a_compaction_that_keeps_too_much_compacts_once_more_keeping_less() {
+    // The settings keep more recent tokens than fit under 80% of the threshold beside a
+    // summary: the first compaction leaves the context over its target, so a second one
+    // keeps less, and the context ends under the target with no error.
+    let h = harness(json!({"compaction": {"keepRecentTokens": 1200, "autoContinue": false}})).await;
+    converse(&h, 12, 60).await;
+    let before = h.engine.context(&h.id, None).await.unwrap().total_tokens;
+    let threshold = before.saturating_sub(100);
+    h.engine
+        .update_settings(|s| {
+            s.set_initialize(&json!({"tokenizer":"chars4","compaction":{
+                "keepRecentTokens":1200,"thresholdTokens": threshold,"autoContinue":false}}))
+                .map_err(|e| EngineError::Settings(e.to_string()))
+        })
+        .unwrap();
+    h.events.clear();
+    // The provider counts exactly what we count: no fixed overhead.
+    let counted = before + 10;
+    let usage = json!({"usage":{"input":counted,"output":4,"totalTokens":counted + 4}});
+    let out = append(&h, vec![assistant("All done.", usage)]).await;
+    assert_eq!(out.action, AppendAction::Compacted, "{out:?}");
+    let auto = out.auto.expect("auto result");
+    assert!(auto.error_message.is_none(), "{auto:?}");
+    assert_eq!(
+        compactions(&h.path),
+        2,
+        "one more compaction, never a third"
+    );
+    let starts = h
+        .events
+        .names()
+        .iter()
+        .filter(|n| **n == "compactionStarted")
+        .count();
+    assert_eq!(starts, 2, "{:?}", h.events.names());
+    let after = h.engine.context(&h.id, None).await.unwrap().total_tokens;
+    assert!(
+        after <= threshold * 4 / 5,
+        "context {after} over 80% of the threshold {threshold}"
+    );
+}
+
+#[tokio::test]
 async fn a_kept_tail_above_the_threshold_fails_once_without_looping() {
     let h =
         harness(json!({"compaction": {"keepRecentTokens": 200, "thresholdTokens": 3000}})).await;

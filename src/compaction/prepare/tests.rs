@@ -8,6 +8,7 @@ fn params(keep: u64, mode: CutMode) -> CompactionParams {
     CompactionParams {
         keep_recent_tokens: keep,
         mode,
+        recompact: false,
     }
 }
 
