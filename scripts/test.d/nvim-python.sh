@@ -25,7 +25,8 @@ minor=$(printf '%s\n' "$version" | sed -n 's/^NVIM v0\.\([0-9]*\).*/\1/p')
 
 step "cargo build (the daemon the tests start)"
 cargo build
-export COMPACTD_BIN="$root/target/debug/compactd"
+# cargo builds into $CARGO_TARGET_DIR when it is set (a shared machine's per-worktree target).
+export COMPACTD_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/compactd"
 [ -x "$COMPACTD_BIN" ] || die "no daemon binary at $COMPACTD_BIN"
 
 step "Neovim plugin tests (editors/nvim/tests)"

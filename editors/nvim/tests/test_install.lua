@@ -50,7 +50,7 @@ return {
       local commands = {}
       vim.system = function(cmd, opts, on_exit)
         commands[#commands + 1] = vim.deepcopy(cmd)
-        local env = { CARGO_INSTALL_ROOT = install_root, CARGO_TARGET_DIR = H.root .. '/target' }
+        local env = { CARGO_INSTALL_ROOT = install_root, CARGO_TARGET_DIR = vim.env.CARGO_TARGET_DIR or (H.root .. '/target') }
         return real_system(vim.list_extend(vim.deepcopy(cmd), { '--debug' }), vim.tbl_extend('force', opts or {}, { env = env }), on_exit)
       end
       local task = coroutine.create(spec.build)
