@@ -86,7 +86,7 @@ return {
         return compactd.state.ready
       end)
       H.eq({ 'compactd', 'serve' }, compactd.state.opts.cmd, 'the default command')
-      for _, name in ipairs({ 'CompactdOpen', 'CompactdNew', 'CompactdCompact', 'CompactdTree', 'CompactdFork', 'CompactdAbort', 'CompactdStatus' }) do
+      for _, name in ipairs({ 'CompactdOpen', 'CompactdNew', 'CompactdCompact', 'CompactdPreview', 'CompactdCommit', 'CompactdDiscard', 'CompactdUndo', 'CompactdTree', 'CompactdFork', 'CompactdAbort', 'CompactdStatus' }) do
         H.truthy(vim.api.nvim_get_commands({})[name], ':' .. name .. ' defined by setup()')
       end
 

@@ -31,6 +31,8 @@ M.state = {
   -- never run; its `$/progress` end ("cancelled") completes it instead.
   operations = {}, --- @type table<string, fun(err: table?, result: any)>
   last = nil, --- @type table? the last command's outcome `{ command, err, result }`
+  -- Preview buffers by buffer number: `{ sessionId, previewId, summary, tokensBefore }`.
+  previews = {}, --- @type table<integer, table>
 }
 
 local has_011 = vim.fn.has('nvim-0.11') == 1
@@ -316,6 +318,161 @@ function M.abort(cb)
       end
       finish('abort', err2, { aborted = aborted }, cb)
     end)
+  end)
+end
+
+--- Previews a compaction of the current session (nothing written) and opens its summary in
+--- an editable scratch buffer that remembers the `previewId`: `:CompactdCommit` writes the
+--- buffer's text, `:CompactdDiscard` drops it.
+--- @param instructions string?
+--- @param cb fun(err: table?, result: table?)? `result` is the preview with `bufnr` added
+function M.preview(instructions, cb)
+  if not with_session('preview', cb) then
+    return
+  end
+  local sid = M.state.session.sessionId
+  local params = { sessionId = sid, preview = true }
+  if instructions and instructions ~= '' then
+    params.customInstructions = instructions
+  end
+  tracked_request('preview', 'session/compact', params, function(err, result)
+    if err then
+      return finish('preview', err, nil, cb)
+    end
+    if type(result.previewId) ~= 'string' then
+      -- A read-only session's preview cannot be written.
+      return finish('preview', { message = 'this session cannot take a previewed compaction (read-only?)' }, result, cb)
+    end
+    result.bufnr = M.open_preview_buffer(sid, result)
+    notify(('preview of %d tokens: edit the summary, then :CompactdCommit (or :CompactdDiscard)'):format(result.tokensBefore or 0))
+    finish('preview', nil, result, cb)
+  end)
+end
+
+--- Opens a preview's summary in a scratch buffer in a new window; returns the buffer.
+function M.open_preview_buffer(session_id, result)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_name(buf, 'compactd://preview/' .. result.previewId)
+  vim.bo[buf].buftype = 'nofile'
+  vim.bo[buf].bufhidden = 'hide' -- kept when its window closes: the edits are not lost
+  vim.bo[buf].swapfile = false
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(result.summary or '', '\n', { plain = true }))
+  vim.bo[buf].modified = false
+  vim.bo[buf].filetype = 'markdown'
+  M.state.previews[buf] = {
+    sessionId = session_id,
+    previewId = result.previewId,
+    summary = result.summary or '',
+    tokensBefore = result.tokensBefore,
+  }
+  vim.api.nvim_create_autocmd('BufWipeout', {
+    buffer = buf,
+    once = true,
+    callback = function()
+      M.state.previews[buf] = nil
+    end,
+  })
+  vim.cmd('botright split')
+  local win = vim.api.nvim_get_current_win()
+  vim.api.nvim_win_set_buf(win, buf)
+  vim.wo[win].winbar = ('compactd preview %s: :CompactdCommit writes this text, :CompactdDiscard drops it'):format(result.previewId)
+  return buf
+end
+
+--- The preview buffer a command acts on: the current buffer, else the newest open preview.
+local function preview_buffer()
+  local cur = vim.api.nvim_get_current_buf()
+  if M.state.previews[cur] then
+    return cur
+  end
+  local newest
+  for buf in pairs(M.state.previews) do
+    if vim.api.nvim_buf_is_valid(buf) and (not newest or buf > newest) then
+      newest = buf
+    end
+  end
+  return newest
+end
+
+local function close_preview(buf)
+  M.state.previews[buf] = nil
+  if vim.api.nvim_buf_is_valid(buf) then
+    vim.api.nvim_buf_delete(buf, { force = true })
+  end
+end
+
+--- Writes the preview of the current preview buffer with the buffer's text as the summary
+--- (`session/commitCompaction`; the previewed text is sent as is when unchanged). A preview
+--- made stale by a change of the branch is refused (`leafMoved`) and the buffer kept.
+--- @param cb fun(err: table?, result: table?)?
+function M.commit(cb)
+  local buf = preview_buffer()
+  local p = buf and M.state.previews[buf]
+  if not p then
+    return finish('commit', { message = 'no compactd preview buffer: run :CompactdPreview first' }, nil, cb)
+  end
+  local text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '\n')
+  local params = { sessionId = p.sessionId, previewId = p.previewId }
+  if text ~= p.summary then
+    params.summary = text
+  end
+  tracked_request('commit', 'session/commitCompaction', params, function(err, result)
+    if err then
+      local kind = err.data and err.data.kind
+      if kind == 'leafMoved' or kind == 'previewNotFound' then
+        local why = kind == 'leafMoved' and 'the session changed since the preview'
+          or 'the daemon no longer has it (expired, committed or closed)'
+        err = vim.tbl_extend('force', err, {
+          message = ('stale preview: %s (%s). Nothing was written; preview again with :CompactdPreview (your text stays in this buffer).'):format(why, err.message),
+        })
+      end
+      return finish('commit', err, nil, cb)
+    end
+    local s = M.state.session
+    if s and s.sessionId == p.sessionId then
+      s.leafId = result.entryId or s.leafId
+    end
+    close_preview(buf)
+    notify(('committed%s compaction %s: %d -> %d tokens'):format(params.summary and ' the edited' or '', result.entryId, result.tokensBefore or 0, result.tokensAfter or 0))
+    finish('commit', nil, result, cb)
+  end)
+end
+
+--- Wipes the current preview buffer; nothing is written (the daemon lets the preview expire).
+function M.discard(cb)
+  local buf = preview_buffer()
+  local p = buf and M.state.previews[buf]
+  if not p then
+    return finish('discard', { message = 'no compactd preview buffer to discard' }, nil, cb)
+  end
+  close_preview(buf)
+  notify('preview ' .. p.previewId .. ' discarded; nothing was written')
+  finish('discard', nil, { previewId = p.previewId }, cb)
+end
+
+--- Undoes the latest compaction on the current session's branch (`session/undoCompaction`),
+--- or the compaction `entry_id` names; the `undoEntryId` of an earlier undo puts its
+--- compaction back.
+--- @param entry_id string?
+--- @param cb fun(err: table?, result: table?)?
+function M.undo(entry_id, cb)
+  if not with_session('undo', cb) then
+    return
+  end
+  local params = { sessionId = M.state.session.sessionId }
+  if entry_id and entry_id ~= '' then
+    params.entryId = entry_id
+  end
+  M.request('session/undoCompaction', params, function(err, result)
+    if not err then
+      M.state.session.leafId = result.leafId
+      if result.restored then
+        notify(('compaction %s put back (undo entry %s)'):format(result.compactionId, result.undoEntryId))
+      else
+        notify(('compaction %s undone: its messages are back in the context (:CompactdUndo %s puts it back)'):format(result.compactionId, result.undoEntryId))
+      end
+    end
+    finish('undo', err, result, cb)
   end)
 end
 
