@@ -33,6 +33,9 @@ M.state = {
   last = nil, --- @type table? the last command's outcome `{ command, err, result }`
   -- Preview buffers by buffer number: `{ sessionId, previewId, summary, tokensBefore }`.
   previews = {}, --- @type table<integer, table>
+  -- Background compactions by operation id: `{ sessionId, state, phase?, chunk?, chunks?,
+  -- reason?, message?, token }`; finished ones are dropped.
+  background = {}, --- @type table<string, table>
 }
 
 local has_011 = vim.fn.has('nvim-0.11') == 1
@@ -75,6 +78,9 @@ local function event_handlers()
       if params.errorMessage then
         notify(params.errorMessage, vim.log.levels.WARN)
       end
+    end,
+    ['session/backgroundCompaction'] = function(_, params, ctx)
+      M.on_background(params, ctx.client_id)
     end,
     ['session/entriesAppended'] = function(_, params)
       local s = M.state.session
@@ -123,6 +129,7 @@ function M.start()
         M.state.ready = false
         M.state.session = nil
         M.state.progress_token = nil
+        M.state.background = {}
       end
       if code ~= 0 then
         notify(('daemon exited with code %d, signal %d'):format(code, signal), vim.log.levels.WARN)
@@ -476,6 +483,122 @@ function M.undo(entry_id, cb)
   end)
 end
 
+-- Background compaction, shown as LSP progress on a token of its own: begin when it starts
+-- (drafting, with its phase and summarizer chunk from `session/usage` while it runs), a report
+-- when armed, end when committed or discarded (with the reason).
+
+local DISCARD_REASONS = {
+  leafLeftBranch = 'the leaf left its branch',
+  compactedSince = 'a compaction was written since',
+  doesNotFit = 'what was appended since does not fit',
+  aborted = 'aborted',
+  failed = 'the summarizer failed',
+  manualCompaction = 'a manual compaction came first',
+}
+local BACKGROUND_POLL_MS = 500
+
+--- A line for a background compaction `{ state, phase?, chunk?, chunks?, reason?, message? }`.
+function M.format_background(b)
+  if b.state == 'started' then
+    local text = 'drafting'
+    if b.phase then
+      text = text .. ': ' .. b.phase
+    end
+    if b.chunk and b.chunks then
+      text = text .. (', chunk %d of %d'):format(b.chunk, b.chunks)
+    end
+    return text
+  elseif b.state == 'armed' then
+    return 'armed: ready to swap in at the threshold'
+  elseif b.state == 'committed' then
+    return 'committed'
+  end
+  local text = 'discarded'
+  if b.reason then
+    text = text .. ': ' .. (DISCARD_REASONS[b.reason] or b.reason)
+  end
+  if b.message and b.message ~= '' then
+    text = text .. ' (' .. b.message .. ')'
+  end
+  return text
+end
+
+local function background_progress(client_id, b, kind)
+  local value = { kind = kind, message = M.format_background(b) }
+  if kind == 'begin' then
+    value.title = 'Background compaction'
+    value.cancellable = false
+  end
+  vim.lsp.handlers['$/progress'](nil, { token = b.token, value = value }, { client_id = client_id, method = '$/progress' })
+end
+
+--- Polls `session/usage` while a background compaction drafts, reporting phase changes.
+local function poll_background(client_id, op)
+  local b = M.state.background[op]
+  if not b or b.state ~= 'started' then
+    return
+  end
+  M.request('session/usage', { sessionId = b.sessionId }, function(err, usage)
+    local cur = M.state.background[op]
+    if err or cur ~= b or b.state ~= 'started' then
+      return
+    end
+    local bc = usage.backgroundCompaction
+    if type(bc) == 'table' and bc.operationId == op and not bc.armed then
+      local phase = bc.phase ~= vim.NIL and bc.phase or nil
+      local chunk = bc.chunk ~= vim.NIL and bc.chunk or nil
+      local chunks = bc.chunks ~= vim.NIL and bc.chunks or nil
+      if phase ~= b.phase or chunk ~= b.chunk or chunks ~= b.chunks then
+        b.phase, b.chunk, b.chunks = phase, chunk, chunks
+        background_progress(client_id, b, 'report')
+      end
+    end
+    vim.defer_fn(function()
+      poll_background(client_id, op)
+    end, BACKGROUND_POLL_MS)
+  end)
+end
+
+--- Handles `session/backgroundCompaction`.
+function M.on_background(params, client_id)
+  local op = params.operationId
+  local b = M.state.background[op]
+  if not b then
+    b = { sessionId = params.sessionId, token = 'compactd-background-' .. op }
+    M.state.background[op] = b
+    b.state = 'started'
+    background_progress(client_id, b, 'begin')
+  end
+  b.state = params.state
+  b.reason = params.reason
+  b.message = params.message
+  if params.state == 'started' then
+    vim.defer_fn(function()
+      poll_background(client_id, op)
+    end, BACKGROUND_POLL_MS)
+  elseif params.state == 'armed' then
+    b.phase, b.chunk, b.chunks = nil, nil, nil
+    background_progress(client_id, b, 'report')
+  else
+    M.state.background[op] = nil
+    background_progress(client_id, b, 'end')
+    local level = params.reason == 'failed' and vim.log.levels.WARN or vim.log.levels.INFO
+    notify('background compaction ' .. M.format_background(b), level)
+  end
+end
+
+--- The current session's background compaction as a statusline item (empty when none), e.g.
+--- `compactd: drafting: summarizing, chunk 1 of 3` or `compactd: armed: ...`.
+function M.background_status()
+  local s = M.state.session
+  for _, b in pairs(M.state.background) do
+    if s and b.sessionId == s.sessionId then
+      return 'compactd: ' .. M.format_background(b)
+    end
+  end
+  return ''
+end
+
 --- Formats a usage result as `ctx 142k / 184k (71%)`.
 function M.format_usage(u)
   local function k(n)
@@ -497,6 +620,10 @@ function M.format_usage(u)
   end
   if u.isSummarizingBranch then
     text = text .. ', summarizing branch'
+  end
+  local bc = u.backgroundCompaction
+  if type(bc) == 'table' then
+    text = text .. ', background ' .. (bc.armed and 'armed' or 'drafting')
   end
   return text
 end
