@@ -153,6 +153,11 @@ pub fn error(error: EngineError) -> RpcError {
     }
 }
 
+/// An `ioError` with `message` about `path`, with the errno of `source`.
+pub fn io_failure(message: String, path: &std::path::Path, source: &std::io::Error) -> RpcError {
+    io_error(ErrorKind::IoError.with_message(message), path, source)
+}
+
 /// `data.path`, `data.errno` and `data.osError` of an `ioError`.
 fn io_error(error: RpcError, path: &std::path::Path, source: &std::io::Error) -> RpcError {
     let error = error.with_data_field("path", path.display().to_string());

@@ -355,6 +355,39 @@ async fn prune_and_settings_update() {
     let got = d.ok("settings/get", json!({"sessionId": session})).await;
     assert_eq!(got["settings"]["compaction"]["keepRecentTokens"], 777);
     assert_eq!(got["settings"]["compaction"]["reserveTokens"], 9000);
+    // The system failing on the user file is an `ioError` with its errno, not
+    // `settingsInvalid`: the patch was fine. Out of file descriptors (EMFILE) first: the
+    // daemon's soft limit lowered to 3, so every new descriptor is refused (0-2 are stdio;
+    // those it has open stay usable), then put back.
+    let pid = d.pid().to_string();
+    // Only the soft limit moves: raising a hard limit again needs a privilege.
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let soft = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .expect("the daemon's open-files limit")
+        .to_owned();
+    let prlimit = |limit: &str| {
+        let status = std::process::Command::new("prlimit")
+            .args(["--pid", &pid, &format!("--nofile={limit}")])
+            .status()
+            .expect("prlimit (util-linux) runs");
+        assert!(status.success(), "prlimit --nofile={limit}");
+    };
+    prlimit("3:");
+    let patch = json!({"target": "user", "patch": {"compaction": {"keepRecentTokens": 778}}});
+    let error = d.err("settings/update", patch.clone(), "ioError").await;
+    prlimit(&format!("{soft}:"));
+    assert_eq!(error["data"]["osError"], "EMFILE", "{error}");
+    assert_eq!(error["data"]["path"], file, "{error}");
+    let got = d.ok("settings/get", json!({})).await;
+    assert_eq!(got["settings"]["compaction"]["keepRecentTokens"], 777);
+    // A directory where the file was: still `ioError` naming the file.
+    std::fs::remove_file(file).unwrap();
+    std::fs::create_dir(file).unwrap();
+    let error = d.err("settings/update", patch, "ioError").await;
+    assert_eq!(error["data"]["path"], file, "{error}");
     d.finish().await;
 }
 

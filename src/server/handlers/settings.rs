@@ -52,19 +52,25 @@ pub async fn update(
 ) -> Result<SettingsUpdateResult, RpcError> {
     let target = from_proto::settings_target(params.target);
     let patch = Value::Object(params.patch);
-    let (settings, file) = daemon
-        .engine
-        .update_settings(|stack| {
-            let settings = stack
-                .update(target, &patch)
-                .map_err(|e| EngineError::Settings(update_error(target, e)))?;
-            let file = match target {
-                UpdateTarget::UserFile => stack.user_file().map(|f| f.display().to_string()),
-                UpdateTarget::Initialize => None,
-            };
-            Ok((settings, file))
-        })
-        .map_err(to_proto::error)?;
+    // A file the system failed to read or write is an `ioError` (with the errno), not a
+    // refusal of the settings: the client should retry, not fix its patch.
+    let mut io_failure = None;
+    let updated = daemon.engine.update_settings(|stack| {
+        let settings = stack.update(target, &patch).map_err(|e| {
+            io_failure = io_error(&e);
+            EngineError::Settings(update_error(target, e))
+        })?;
+        let file = match target {
+            UpdateTarget::UserFile => stack.user_file().map(|f| f.display().to_string()),
+            UpdateTarget::Initialize => None,
+        };
+        Ok((settings, file))
+    });
+    let (settings, file) = match (updated, io_failure) {
+        (Ok(done), _) => done,
+        (Err(_), Some(io)) => return Err(io),
+        (Err(e), None) => return Err(to_proto::error(e)),
+    };
     Ok(SettingsUpdateResult {
         settings: as_map(&settings),
         file,
@@ -93,6 +99,20 @@ fn update_error(target: UpdateTarget, error: SettingsError) -> String {
         }
         (_, error) => error.to_string(),
     }
+}
+
+/// The `ioError` of a settings file the system could not read or write (its bytes were not
+/// the problem); `None` for any other refusal.
+fn io_error(error: &SettingsError) -> Option<RpcError> {
+    let (SettingsError::Read { origin, source } | SettingsError::Write { origin, source }) = error
+    else {
+        return None;
+    };
+    if source.kind() == std::io::ErrorKind::InvalidData {
+        return None;
+    }
+    let path = origin.file.as_deref()?;
+    Some(to_proto::io_failure(error.to_string(), path, source))
 }
 
 /// Effective settings as JSON; secrets serialise as `***`.
