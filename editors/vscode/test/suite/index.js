@@ -220,6 +220,160 @@ test('Abort Compaction with nothing running aborts nothing', async () => {
   assert.deepEqual(result, { aborted: false });
 });
 
+/** Opens a fresh copy of the demo session in the view; returns it with its session id. */
+async function openFresh(name) {
+  const session = makeSession(name);
+  await cmd('compactd.openSession', { path: session.file });
+  return { ...session, sessionId: api.session().sessionId };
+}
+
+/** The text of each context message, for comparing contexts. */
+const contextTexts = async (sessionId) =>
+  (await api.request('session/context', { sessionId })).messages.map((m) => JSON.stringify(m.content));
+
+/** Replaces the whole text of `editor`'s document. */
+async function replaceText(editor, text) {
+  const doc = editor.document;
+  const ok = await editor.edit((b) => b.replace(new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length)), text));
+  assert.ok(ok, 'the edit applied');
+}
+
+const userEntry = (text) => ({ type: 'message', message: { role: 'user', content: text, timestamp: Date.now() } });
+/** An assistant reply whose usage says the context had `tokens` tokens. */
+const assistantEntry = (text, tokens) => ({
+  type: 'message',
+  message: {
+    role: 'assistant',
+    content: [{ type: 'text', text }],
+    provider: 'anthropic',
+    model: 'claude-sonnet-4-5',
+    usage: { input: tokens, output: 10, cacheRead: 0, cacheWrite: 0, totalTokens: tokens + 10 },
+    stopReason: 'stop',
+    timestamp: Date.now(),
+  },
+});
+
+test('Preview Compaction opens the summary to edit; Commit writes the edited text', async () => {
+  const session = await openFresh('preview-commit.jsonl');
+  const before = fs.readFileSync(session.file);
+  const preview = await cmd('compactd.previewCompaction', {});
+  assert.ok(preview.previewId, JSON.stringify(preview));
+  assert.deepEqual(fs.readFileSync(session.file), before, 'a preview writes nothing');
+  const editor = vscode.window.activeTextEditor;
+  assert.equal(editor?.document.uri.toString(), preview.uri, 'the preview is the active editor');
+  assert.equal(editor.document.getText(), preview.result.summary);
+  assert.equal(editor.document.isUntitled, true);
+  const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', editor.document.uri);
+  const commands = lenses.map((l) => l.command?.command);
+  assert.ok(commands.includes('compactd.commitCompaction') && commands.includes('compactd.discardPreview'), JSON.stringify(commands));
+
+  await replaceText(editor, `## Goal\n- EDITED-BY-THE-USER: keep the overflow cause.\n\n${editor.document.getText()}`);
+  const result = await cmd('compactd.commitCompaction');
+  assert.ok(result.entryId, JSON.stringify(result));
+  const last = lines(session.file).pop();
+  assert.equal(last.type, 'compaction');
+  assert.equal(last.id, result.entryId);
+  assert.match(last.summary, /EDITED-BY-THE-USER/);
+  assert.equal(last.details?.edited, true);
+  const context = await api.request('session/context', { sessionId: session.sessionId });
+  assert.match(JSON.stringify(context.messages), /EDITED-BY-THE-USER/, 'the context carries the edited summary');
+  await waitFor(() => !api.isShown(preview.uri), 5000, 'the preview to close');
+  assert.equal(leafItem()?.id, result.entryId, 'the view shows the compaction as the leaf');
+});
+
+test('Discard Compaction Preview closes the document and writes nothing', async () => {
+  const session = await openFresh('preview-discard.jsonl');
+  const before = fs.readFileSync(session.file);
+  const preview = await cmd('compactd.previewCompaction', { instructions: 'Keep the overflow cause.' });
+  assert.ok(preview.previewId, JSON.stringify(preview));
+  await replaceText(vscode.window.activeTextEditor, 'a summary the user thought better of');
+  const result = await cmd('compactd.discardPreview', preview.uri);
+  assert.deepEqual(result, { discarded: true });
+  await waitFor(() => !api.isShown(preview.uri), 5000, 'the preview to close');
+  assert.deepEqual(fs.readFileSync(session.file), before, 'nothing was written');
+  const again = await cmd('compactd.commitCompaction', preview.uri);
+  assert.ok(again.error, 'a discarded preview is no longer committable');
+  assert.deepEqual(fs.readFileSync(session.file), before, 'still nothing written');
+});
+
+test('Commit of a preview the session moved past is refused with a visible message', async () => {
+  const session = await openFresh('preview-stale.jsonl');
+  const preview = await cmd('compactd.previewCompaction', {});
+  assert.ok(preview.previewId, JSON.stringify(preview));
+  await api.request('session/append', { sessionId: session.sessionId, entries: [userEntry('one more message after the preview')] });
+  const after = fs.readFileSync(session.file);
+  const seen = api.messages().length;
+  const result = await cmd('compactd.commitCompaction', preview.uri);
+  assert.equal(result.error?.kind, 'leafMoved', JSON.stringify(result));
+  const shown = api.messages().slice(seen);
+  assert.equal(shown.length, 1, JSON.stringify(shown));
+  assert.equal(shown[0].level, 'warning');
+  assert.match(shown[0].text, /nothing was written: the session changed since this preview.*Preview again/);
+  assert.deepEqual(fs.readFileSync(session.file), after, 'nothing was written');
+  assert.ok(api.isShown(preview.uri), 'the document stays, with the user text');
+  const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', vscode.Uri.parse(preview.uri));
+  assert.ok(lenses.some((l) => /Stale/.test(l.command?.title ?? '')), 'the CodeLens marks it stale');
+  assert.deepEqual(await cmd('compactd.discardPreview', preview.uri), { discarded: true });
+});
+
+test('Undo Last Compaction restores the compacted messages', async () => {
+  const session = await openFresh('undo.jsonl');
+  const original = await contextTexts(session.sessionId);
+  const compacted = await cmd('compactd.compact', { preview: false });
+  assert.ok(compacted.entryId, JSON.stringify(compacted));
+  assert.ok((await contextTexts(session.sessionId)).length < original.length, 'the compaction shortened the context');
+  const result = await cmd('compactd.undoCompaction');
+  assert.equal(result.compactionId, compacted.entryId, JSON.stringify(result));
+  assert.equal(result.restored, false);
+  assert.deepEqual(await contextTexts(session.sessionId), original, 'the context is as before the compaction');
+  assert.equal(lines(session.file).pop().id, result.leafId);
+  assert.equal(leafItem()?.id, result.leafId, 'the view shows the restored branch');
+  // Nothing left to undo on the branch: said as information.
+  const seen = api.messages().length;
+  const none = await cmd('compactd.undoCompaction');
+  assert.equal(none.error?.kind, 'nothingToUndo', JSON.stringify(none));
+  assert.equal(api.messages()[seen]?.level, 'info');
+});
+
+test('the status item shows a background compaction: drafting, ready, committed, discarded', async () => {
+  const session = await openFresh('background.jsonl');
+  const tokens = (await api.request('session/context', { sessionId: session.sessionId })).tokens;
+  const cfg = vscode.workspace.getConfiguration('compactd');
+  const keys = ['settings.compaction.thresholdTokens', 'settings.compaction.background', 'settings.compaction.autoContinue'];
+  try {
+    await cfg.update(keys[0], tokens + 1500, vscode.ConfigurationTarget.Workspace);
+    await cfg.update(keys[1], { enabled: true, leadTokens: 1000 }, vscode.ConfigurationTarget.Workspace);
+    await cfg.update(keys[2], false, vscode.ConfigurationTarget.Workspace);
+    await withTimeout(api.settled(), 30_000, 'restart');
+    const sessionId = api.session().sessionId;
+    const usage = await api.request('session/usage', { sessionId });
+    assert.equal(usage.thresholdTokens, tokens + 1500, JSON.stringify(usage));
+
+    // A reply in the band [threshold - lead, threshold) starts it; the extractive summarizer arms it.
+    const seen = api.statusHistory().length;
+    await api.request('session/append', { sessionId, entries: [assistantEntry('in the band', tokens + 700)] });
+    await waitFor(() => /summary ready/.test(api.statusText() ?? ''), 15_000, `"summary ready" in the status item (${api.statusText()})`);
+    assert.ok(api.statusHistory().slice(seen).some((t) => /drafting/.test(t)), `drafting was shown: ${JSON.stringify(api.statusHistory().slice(seen))}`);
+    assert.match(api.statusTooltip() ?? '', /summary is ready/);
+
+    // The reply that crosses the threshold writes it at once.
+    const crossing = await api.request('session/append', { sessionId, entries: [assistantEntry('over the threshold', tokens + 1600)] });
+    assert.ok(crossing.autoCompaction?.result?.entryId, JSON.stringify(crossing));
+    await waitFor(() => /compacted/.test(api.statusText() ?? ''), 15_000, `"compacted" in the status item (${api.statusText()})`);
+    assert.equal(lines(session.file).filter((e) => e.type === 'compaction').pop()?.id, crossing.autoCompaction.result.entryId);
+
+    // Armed again, then aborted: discarded, with the reason.
+    await api.request('session/append', { sessionId, entries: [assistantEntry('in the band again', tokens + 700)] });
+    await waitFor(() => /summary ready/.test(api.statusText() ?? ''), 15_000, `"summary ready" again (${api.statusText()})`);
+    assert.deepEqual(await cmd('compactd.abortCompaction'), { aborted: true });
+    await waitFor(() => /discarded: aborted/.test(api.statusText() ?? ''), 15_000, `"discarded: aborted" in the status item (${api.statusText()})`);
+    assert.match(api.statusTooltip() ?? '', /discarded, nothing written \(aborted\)/);
+  } finally {
+    for (const key of keys) await cfg.update(key, undefined, vscode.ConfigurationTarget.Workspace);
+    await withTimeout(api.settled(), 30_000, 'restart');
+  }
+});
+
 /** @type {Awaited<ReturnType<typeof startFakeOpenAI>> | undefined} */
 let fake;
 
