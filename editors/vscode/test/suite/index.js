@@ -13,7 +13,7 @@ const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
 const vscode = require('vscode');
-const { makeSession, waitFor, withTimeout } = require('../helpers');
+const { makeSession, tempDir, waitFor, withTimeout } = require('../helpers');
 const { startFakeOpenAI, slowSummarizerSettings } = require('../fake-openai');
 
 /** Lines the runner (run-in-vscode.js) acts on. */
@@ -231,6 +231,14 @@ async function openFresh(name) {
 const contextTexts = async (sessionId) =>
   (await api.request('session/context', { sessionId })).messages.map((m) => JSON.stringify(m.content));
 
+/** Asks the runner whether the workbench shows `selector` (a Playwright selector); fails if not. */
+async function expectVisible(selector, what) {
+  const done = path.join(tempDir('compactd-expect-'), 'done');
+  console.log(`${DRIVER} expect-visible ${done} ${selector}`);
+  await waitFor(() => fs.existsSync(done), 20_000, `the runner to look for ${what}`);
+  assert.equal(fs.readFileSync(done, 'utf8'), 'visible', `${what} (${selector})`);
+}
+
 /** Replaces the whole text of `editor`'s document. */
 async function replaceText(editor, text) {
   const doc = editor.document;
@@ -266,6 +274,9 @@ test('Preview Compaction opens the summary to edit; Commit writes the edited tex
   const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', editor.document.uri);
   const commands = lenses.map((l) => l.command?.command);
   assert.ok(commands.includes('compactd.commitCompaction') && commands.includes('compactd.discardPreview'), JSON.stringify(commands));
+  await expectVisible('.editor-actions .action-label[aria-label^="Commit Compaction"]', 'the Commit button in the editor title');
+  await expectVisible('.editor-actions .action-label[aria-label^="Discard Compaction Preview"]', 'the Discard button in the editor title');
+  await expectVisible('.codelens-decoration a:has-text("Commit Compaction")', 'the Commit CodeLens');
 
   await replaceText(editor, `## Goal\n- EDITED-BY-THE-USER: keep the overflow cause.\n\n${editor.document.getText()}`);
   const result = await cmd('compactd.commitCompaction');
@@ -309,6 +320,10 @@ test('Commit of a preview the session moved past is refused with a visible messa
   assert.equal(shown.length, 1, JSON.stringify(shown));
   assert.equal(shown[0].level, 'warning');
   assert.match(shown[0].text, /nothing was written: the session changed since this preview.*Preview again/);
+  // Toasts may not show in this headless workbench: look in the notification center.
+  await vscode.commands.executeCommand('notifications.showList');
+  await expectVisible('.notifications-center .notification-list-item:has-text("the session changed since this preview")', 'the warning notification');
+  await vscode.commands.executeCommand('notifications.hideList');
   assert.deepEqual(fs.readFileSync(session.file), after, 'nothing was written');
   assert.ok(api.isShown(preview.uri), 'the document stays, with the user text');
   const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', vscode.Uri.parse(preview.uri));
@@ -355,6 +370,7 @@ test('the status item shows a background compaction: drafting, ready, committed,
     await waitFor(() => /summary ready/.test(api.statusText() ?? ''), 15_000, `"summary ready" in the status item (${api.statusText()})`);
     assert.ok(api.statusHistory().slice(seen).some((t) => /drafting/.test(t)), `drafting was shown: ${JSON.stringify(api.statusHistory().slice(seen))}`);
     assert.match(api.statusTooltip() ?? '', /summary is ready/);
+    await expectVisible('.part.statusbar .statusbar-item:has-text("summary ready")', 'the status bar item showing the armed compaction');
 
     // The reply that crosses the threshold writes it at once.
     const crossing = await api.request('session/append', { sessionId, entries: [assistantEntry('over the threshold', tokens + 1600)] });
