@@ -3,8 +3,8 @@
 // headless Chromium driven by playwright-core. The extension under test is the packaged .vsix,
 // installed with `code-server --install-extension` (the extension under development is only
 // test/harness, an empty extension that carries the suite). Exit code = the suite's. The suite asks the runner for UI actions by logging
-// `@@compactd-test <action>` lines (clicking a notification's Cancel button; checking that the
-// workbench shows an element; the screenshot).
+// `@@compactd-test <action>` lines (clicking a notification's Cancel button or any element;
+// checking that the workbench shows an element; the screenshot).
 //
 // usage: node test/run-in-vscode.js --code-server BIN --vsix FILE [--screenshot FILE.png]
 // env:   COMPACTD_BIN (the daemon), CHROMIUM (default /usr/bin/chromium)
@@ -197,6 +197,11 @@ async function main() {
           const [doneFile, hover] = action[2].trim().split(/\s+/, 2);
           actions.push(takeScreenshot(page, doneFile, hover));
         }
+        if (action[1] === 'click') {
+          // `click FILE left|right SELECTOR`: clicks the first element it matches; `clicked` or why not, to FILE.
+          const [, doneFile, button, selector] = /^(\S+)\s+(left|right)\s+(.*)$/.exec(action[2].trim()) ?? [];
+          actions.push(click(page, doneFile, /** @type {'left' | 'right'} */ (button), selector));
+        }
         if (action[1] === 'expect-visible') {
           // `expect-visible FILE SELECTOR`: whether the workbench shows it, written to FILE.
           const [, doneFile, selector] = /^(\S+)\s+(.*)$/.exec(action[2].trim()) ?? [];
@@ -253,6 +258,20 @@ async function expectVisible(page, doneFile, selector) {
     const shot = `${doneFile}.png`;
     await page.screenshot({ path: shot }).catch(() => undefined);
     console.log(`${selector} not visible; screenshot: ${shot}`);
+  }
+  fs.writeFileSync(doneFile, outcome);
+}
+
+/** Clicks `selector` (Playwright) with `button`; writes `clicked` to `doneFile`, else why not. */
+async function click(page, doneFile, button, selector) {
+  let outcome = 'clicked';
+  try {
+    await page.locator(selector).first().click({ button, timeout: 10_000 });
+  } catch (err) {
+    outcome = `not clicked: ${err.message.split('\n')[0]}`;
+    const shot = `${doneFile}.png`;
+    await page.screenshot({ path: shot }).catch(() => undefined);
+    console.log(`${selector} not clicked; screenshot: ${shot}`);
   }
   fs.writeFileSync(doneFile, outcome);
 }

@@ -239,6 +239,14 @@ async function expectVisible(selector, what) {
   assert.equal(fs.readFileSync(done, 'utf8'), 'visible', `${what} (${selector})`);
 }
 
+/** Asks the runner to click `selector` (a Playwright selector) with `button`; fails if it could not. */
+async function click(button, selector, what) {
+  const done = path.join(tempDir('compactd-click-'), 'done');
+  console.log(`${DRIVER} click ${done} ${button} ${selector}`);
+  await waitFor(() => fs.existsSync(done), 20_000, `the runner to click ${what}`);
+  assert.equal(fs.readFileSync(done, 'utf8'), 'clicked', `${what} (${selector})`);
+}
+
 /** Replaces the whole text of `editor`'s document. */
 async function replaceText(editor, text) {
   const doc = editor.document;
@@ -348,6 +356,24 @@ test('Undo Last Compaction restores the compacted messages', async () => {
   const none = await cmd('compactd.undoCompaction');
   assert.equal(none.error?.kind, 'nothingToUndo', JSON.stringify(none));
   assert.equal(api.messages()[seen]?.level, 'info');
+
+  // From the Session view: right-click the compaction (the selected leaf), Undo This Compaction.
+  const again = await cmd('compactd.compact', { preview: false });
+  assert.ok(again.entryId, JSON.stringify(again));
+  await vscode.commands.executeCommand('workbench.view.extension.compactd');
+  await waitFor(() => leafItem()?.id === again.entryId, 5000, 'the compaction as the leaf');
+  await click('right', '.pane-body .monaco-list-row.selected:has-text("Compaction")', 'the compaction item');
+  await click('left', '.monaco-menu .action-item:has-text("Undo This Compaction")', 'Undo This Compaction in its context menu');
+  await waitFor(() => lines(session.file).some((e) => e.type === 'custom' && e.customType === 'compactd.undo' && e.data?.undid === again.entryId), 10_000, 'the undo entry');
+  assert.deepEqual(await contextTexts(session.sessionId), original, 'the context is as before the compaction, again');
+
+  // From the Session view's title menu: ... > Undo Last Compaction.
+  const third = await cmd('compactd.compact', { preview: false });
+  assert.ok(third.entryId, JSON.stringify(third));
+  await click('left', '.part.sidebar .title-actions .action-label.codicon-toolbar-more', 'the view title menu');
+  await click('left', '.monaco-menu .action-item:has-text("Undo Last Compaction")', 'Undo Last Compaction in the view title menu');
+  await waitFor(() => lines(session.file).some((e) => e.type === 'custom' && e.customType === 'compactd.undo' && e.data?.undid === third.entryId), 10_000, 'the undo entry');
+  assert.deepEqual(await contextTexts(session.sessionId), original, 'the context is as before the compaction, a third time');
 });
 
 test('the status item shows a background compaction: drafting, ready, committed, discarded', async () => {
@@ -443,6 +469,37 @@ test('Abort Compaction aborts a running compaction', async () => {
   const result = await withTimeout(pending, 30_000, 'the aborted compaction');
   assert.equal(result?.error?.kind, 'cancelled', JSON.stringify(result));
   assert.deepEqual(fs.readFileSync(session.file), before, 'the file is unchanged');
+});
+
+test('the status item shows a background compaction drafting with a slow summarizer, and its discard when aborted', async () => {
+  // The slow fake summarizer of the tests above is still configured: the background run stays
+  // in its drafting phase until it is aborted.
+  const session = await openFresh('background-slow.jsonl');
+  const tokens = (await api.request('session/context', { sessionId: session.sessionId })).tokens;
+  const cfg = vscode.workspace.getConfiguration('compactd');
+  const keys = ['settings.compaction.thresholdTokens', 'settings.compaction.background'];
+  try {
+    await cfg.update(keys[0], tokens + 1500, vscode.ConfigurationTarget.Workspace);
+    await cfg.update(keys[1], { enabled: true, leadTokens: 1000 }, vscode.ConfigurationTarget.Workspace);
+    await withTimeout(api.settled(), 30_000, 'restart');
+    const sessionId = api.session().sessionId;
+    const requests = fake.requests;
+    await api.request('session/append', { sessionId, entries: [assistantEntry('in the band', tokens + 700)] });
+    await waitFor(() => fake.requests > requests, 15_000, 'the background summarizer request');
+    // Still drafting after a poll of session/usage (the phase comes from there).
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.match(api.statusText() ?? '', /drafting/);
+    assert.match(api.statusTooltip() ?? '', /Background compaction: drafting the summary \(\w+/);
+    const usage = await api.request('session/usage', { sessionId });
+    assert.equal(usage.backgroundCompaction?.armed, false, JSON.stringify(usage));
+    await expectVisible('.part.statusbar .statusbar-item:has-text("drafting")', 'the status bar item showing the drafting compaction');
+    assert.deepEqual(await cmd('compactd.abortCompaction'), { aborted: true });
+    await waitFor(() => /discarded: aborted/.test(api.statusText() ?? ''), 15_000, `"discarded: aborted" (${api.statusText()})`);
+    await waitFor(() => fake.disconnects > 0, 5000, 'the summarizer request to be dropped');
+  } finally {
+    for (const key of keys) await cfg.update(key, undefined, vscode.ConfigurationTarget.Workspace);
+    await withTimeout(api.settled(), 30_000, 'restart');
+  }
 });
 
 test('the view ends on the compacted session (for the screenshot)', async () => {
