@@ -351,6 +351,7 @@ test('Undo Last Compaction restores the compacted messages', async () => {
   assert.deepEqual(await contextTexts(session.sessionId), original, 'the context is as before the compaction');
   assert.equal(lines(session.file).pop().id, result.leafId);
   assert.equal(leafItem()?.id, result.leafId, 'the view shows the restored branch');
+  assert.equal(api.treeItems().find((i) => i.id === result.undoEntryId)?.label, `Compaction undone (${compacted.entryId})`);
   // Nothing left to undo on the branch: said as information.
   const seen = api.messages().length;
   const none = await cmd('compactd.undoCompaction');
