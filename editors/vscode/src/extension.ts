@@ -7,6 +7,7 @@ import * as vscode from 'vscode';
 import { LanguageClient, LanguageClientOptions, ServerOptions, StaticFeature, State } from 'vscode-languageclient/node';
 import { ProgressEvent, ProgressUi } from './progress';
 import {
+  BackgroundCompaction,
   CompactResult,
   ErrorKind,
   errorKind,
@@ -17,10 +18,12 @@ import {
   SessionTreeResult,
   SessionUsageResult,
   SummarizeParams,
+  UndoCompactionResult,
 } from 'compactd-client';
 import { ServerChoice, resolveServer } from './server-path';
 import { configuredPath, initializationSettings, useLanguageModel } from './settings';
-import { statusText, statusTooltip } from './status';
+import { PreviewDocuments } from './preview';
+import { BackgroundView, backgroundFromEvent, backgroundFromUsage, discardReasonText, statusText, statusTooltip } from './status';
 import { summarizeWithLanguageModel } from './summarizer';
 import { Item, ItemSnapshot, SessionTreeProvider } from './tree';
 
@@ -36,8 +39,20 @@ const SESSION_EVENTS: (keyof ServerNotifications)[] = [
   'session/autoCompactionFinished',
 ];
 
-/** The error kind the extension shows as information, not as an error. */
-const CANCELLED: ErrorKind = 'cancelled';
+/** Error kinds the extension shows as information, not as an error. */
+const INFORMATIONAL: ErrorKind[] = ['cancelled', 'nothingToUndo'];
+
+/** How long the status item shows that a background compaction was committed or discarded. */
+const BACKGROUND_FLASH_MS = 10_000;
+
+/** How often the status item re-reads `session/usage` while a background compaction drafts. */
+const BACKGROUND_POLL_MS = 1000;
+
+/** A message the extension showed (kept for the test API). */
+export interface ShownMessage {
+  level: 'info' | 'warning' | 'error';
+  text: string;
+}
 
 /** What a command that failed returns (its error was also shown to the user). */
 export interface CommandError {
@@ -50,6 +65,14 @@ export interface TestApi {
   treeItems(): ItemSnapshot[];
   /** The status bar item's text (`ctx 142k / 184k`), or undefined when hidden. */
   statusText(): string | undefined;
+  /** The status bar item's hover text. */
+  statusTooltip(): string | undefined;
+  /** Every status bar text shown since activation, oldest first (each change once). */
+  statusHistory(): string[];
+  /** Every message the extension showed since activation, oldest first. */
+  messages(): ShownMessage[];
+  /** Whether an editor tab shows the document with this URI. */
+  isShown(uri: string): boolean;
   /** Every progress event seen since activation. */
   progressEvents(): ProgressEvent[];
   /** Fires on each progress event. */
@@ -99,6 +122,16 @@ class Controller implements vscode.Disposable {
   private restarting?: Promise<void>;
   private revealPending = false;
   private restartTimer?: NodeJS.Timeout;
+  readonly previews = new PreviewDocuments();
+  /** The status item's texts so far, and the messages shown (for the test API). */
+  readonly statusLog: string[] = [];
+  readonly shown: ShownMessage[] = [];
+  private usage?: { usage: SessionUsageResult; estimate?: number };
+  private background?: BackgroundView;
+  /** Counts `session/backgroundCompaction` events: a usage read older than the latest event does not override it. */
+  private backgroundEvents = 0;
+  private backgroundFlashTimer?: NodeJS.Timeout;
+  private backgroundPollTimer?: NodeJS.Timeout;
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.view = vscode.window.createTreeView('compactd.session', { treeDataProvider: this.tree, showCollapseAll: true });
@@ -166,6 +199,11 @@ class Controller implements vscode.Disposable {
       throw new Error(message);
     }
     this.installProgress(client);
+    this.clientDisposables.push(
+      client.onNotification('session/backgroundCompaction', (params: BackgroundCompaction) => {
+        if (params?.sessionId === this.sessionInfo?.sessionId) this.backgroundEvent(params);
+      }),
+    );
     for (const method of SESSION_EVENTS) {
       this.clientDisposables.push(
         client.onNotification(method, (params: { sessionId?: string }) => {
@@ -261,6 +299,7 @@ class Controller implements vscode.Disposable {
     const info = await this.request<SessionInfo>('session/open', params);
     const previous = this.sessionInfo;
     this.sessionInfo = info;
+    if (previous?.sessionId !== info.sessionId) this.setBackground(undefined);
     if (previous && previous.sessionId !== info.sessionId) {
       // Only one session is shown; keeping the old one open would keep its file locked.
       void this.request('session/close', { sessionId: previous.sessionId }).catch(() => undefined);
@@ -327,6 +366,7 @@ class Controller implements vscode.Disposable {
       return;
     }
     const sessionId = session.sessionId;
+    const events = this.backgroundEvents;
     const [tree, usage] = await Promise.all([
       this.request<SessionTreeResult>('session/tree', { sessionId, includeEntries: true }),
       this.request<SessionUsageResult>('session/usage', { sessionId }),
@@ -338,10 +378,74 @@ class Controller implements vscode.Disposable {
     }
     if (this.sessionInfo?.sessionId !== sessionId) return;
     this.tree.setTree(tree);
-    this.status.text = statusText(usage, estimate);
-    this.status.tooltip = statusTooltip(usage, estimate);
-    this.status.show();
+    this.usage = { usage, estimate };
+    if (events === this.backgroundEvents) {
+      // No event since the read began: the usage is the latest word on the background compaction.
+      const current = backgroundFromUsage(usage);
+      const flashing = this.background?.state === 'committed' || this.background?.state === 'discarded';
+      if (current || !flashing) this.setBackground(current);
+    }
+    this.renderStatus();
     await vscode.commands.executeCommand('setContext', 'compactd.busy', usage.isCompacting || usage.isSummarizingBranch);
+  }
+
+  // ---- status item ----------------------------------------------------------------------
+
+  /** Shows the latest usage with the background compaction's state. */
+  private renderStatus(): void {
+    if (!this.usage || !this.sessionInfo) return;
+    const { usage, estimate } = this.usage;
+    const text = statusText(usage, estimate, this.background);
+    this.status.text = text;
+    this.status.tooltip = statusTooltip(usage, estimate, this.background);
+    this.status.show();
+    if (this.statusLog[this.statusLog.length - 1] !== text) {
+      this.statusLog.push(text);
+      if (this.statusLog.length > 500) this.statusLog.shift();
+    }
+  }
+
+  private setBackground(view: BackgroundView | undefined): void {
+    this.background = view;
+    clearTimeout(this.backgroundPollTimer);
+    this.backgroundPollTimer = undefined;
+    if (view?.state !== 'committed' && view?.state !== 'discarded') {
+      clearTimeout(this.backgroundFlashTimer);
+      this.backgroundFlashTimer = undefined;
+    }
+    // `session/usage` has the phase and chunk of a drafting compaction: read it again soon.
+    if (view?.state === 'running') this.backgroundPollTimer = setTimeout(() => this.scheduleRefresh(), BACKGROUND_POLL_MS);
+  }
+
+  /** `session/backgroundCompaction`: show the new state now, then re-read the usage. */
+  private backgroundEvent(event: BackgroundCompaction): void {
+    this.backgroundEvents++;
+    const view = backgroundFromEvent(event);
+    this.setBackground(view);
+    if (view.state === 'committed' || view.state === 'discarded') {
+      this.output.appendLine(
+        `background compaction ${event.operationId} ${view.state}${view.state === 'discarded' ? `: ${discardReasonText(view.reason)}${view.message ? ` (${view.message})` : ''}` : ''}`,
+      );
+      clearTimeout(this.backgroundFlashTimer);
+      this.backgroundFlashTimer = setTimeout(() => {
+        this.backgroundFlashTimer = undefined;
+        if (this.background === view) {
+          this.setBackground(undefined);
+          this.renderStatus();
+        }
+      }, BACKGROUND_FLASH_MS);
+    }
+    this.renderStatus();
+    this.scheduleRefresh();
+  }
+
+  /** Shows a message and keeps it for the test API. */
+  show(level: ShownMessage['level'], text: string, ...actions: string[]): Thenable<string | undefined> {
+    this.shown.push({ level, text });
+    if (this.shown.length > 500) this.shown.shift();
+    const fn =
+      level === 'error' ? vscode.window.showErrorMessage : level === 'warning' ? vscode.window.showWarningMessage : vscode.window.showInformationMessage;
+    return fn(text, ...actions);
   }
 
   private requireSession(): SessionInfo {
@@ -400,15 +504,96 @@ class Controller implements vscode.Disposable {
     );
     if (!how) return undefined;
     if (!how.preview) return this.compact(session, instructions, false);
-    const preview = await this.compact(session, instructions, true);
-    const doc = await vscode.workspace.openTextDocument({ language: 'markdown', content: previewText(preview) });
-    await vscode.window.showTextDocument(doc, { preview: true });
-    const ok = await vscode.window.showInformationMessage(
-      'Compact the session now?',
-      { modal: true, detail: 'The summary is written again when compacting, so the stored one may differ from this preview.' },
-      'Compact',
-    );
-    return ok ? this.compact(session, instructions, false) : preview;
+    return (await this.previewCommand({ instructions }))?.result;
+  }
+
+  /**
+   * `compactd.previewCompaction [{instructions?}]`: summarises without writing and opens the
+   * summary as an editable document, to commit (with the user's edits) or discard. Without
+   * arguments it asks for optional instructions first.
+   */
+  async previewCommand(args?: { instructions?: string }): Promise<{ uri: string; previewId: string; result: CompactResult } | undefined> {
+    const session = this.requireSession();
+    let instructions = args?.instructions;
+    if (!args) {
+      instructions = await vscode.window.showInputBox({
+        title: 'Preview Compaction',
+        prompt: 'Focus for the summary (optional). Press Enter to continue.',
+        placeHolder: 'e.g. Keep the list of failing tests',
+      });
+      if (instructions === undefined) return undefined;
+    }
+    const result = await this.compact(session, instructions, true);
+    const doc = await this.previews.open(session.sessionId, result);
+    return { uri: doc.uri.toString(), previewId: result.previewId!, result };
+  }
+
+  /**
+   * `compactd.commitCompaction [uri]`: writes the preview shown in the document (the active
+   * editor's, or `uri`'s) with the document's text as the summary when the user changed it.
+   * A preview the session moved past is refused by the daemon: the document stays, marked stale.
+   */
+  async commitCommand(arg?: vscode.Uri | string): Promise<CompactResult> {
+    const doc = this.previews.find(arg);
+    const preview = this.previews.get(doc);
+    if (!doc || !preview) throw new UserError('The active editor is no compaction preview (compactd: Preview Compaction opens one).');
+    const text = doc.getText();
+    if (!text.trim()) throw new UserError('The summary is empty: write one, or discard the preview.');
+    const edited = text.trim() !== preview.original.trim();
+    let result: CompactResult;
+    try {
+      result = await this.request<CompactResult>('session/commitCompaction', {
+        sessionId: preview.sessionId,
+        previewId: preview.previewId,
+        summary: edited ? text : undefined,
+      });
+    } catch (err) {
+      const kind = errorKind(err);
+      if (kind !== 'leafMoved' && kind !== 'previewNotFound') throw err;
+      const why =
+        kind === 'leafMoved'
+          ? 'the session changed since this preview (an append, a navigation or another compaction)'
+          : 'the preview expired, was committed already, or its session was closed';
+      this.previews.markStale(doc, why);
+      void this.show('warning', `compactd: nothing was written: ${why}. Preview again to compact the session as it is now.`, 'Preview Again').then(
+        (pick) => pick && vscode.commands.executeCommand('compactd.previewCompaction'),
+      );
+      throw new ShownError(err);
+    }
+    await this.previews.close(doc);
+    if (preview.sessionId === this.sessionInfo?.sessionId) {
+      await this.refresh();
+      await this.revealLeaf();
+    }
+    const after = result.tokensAfter != null ? ` → ~${result.tokensAfter.toLocaleString('en-US')}` : '';
+    void this.show('info', `Compacted${edited ? ' with your summary' : ''}: ${result.tokensBefore.toLocaleString('en-US')}${after} tokens.`);
+    return result;
+  }
+
+  /** `compactd.discardPreview [uri]`: closes the preview document; nothing is written. */
+  async discardCommand(arg?: vscode.Uri | string): Promise<{ discarded: boolean }> {
+    const doc = this.previews.find(arg);
+    if (!doc) throw new UserError('The active editor is no compaction preview.');
+    await this.previews.close(doc);
+    return { discarded: true };
+  }
+
+  /**
+   * `compactd.undoCompaction [item | {entryId?}]`: undoes the latest compaction on the branch
+   * (or the one given); the summarised messages come back into the context. The answer offers
+   * Redo, which undoes the undo.
+   */
+  async undoCommand(arg?: Item | { entryId?: string }): Promise<UndoCompactionResult> {
+    const { sessionId } = this.requireSession();
+    const entryId = arg && 'kind' in arg ? arg.node.id : arg?.entryId;
+    const result = await this.request<UndoCompactionResult>('session/undoCompaction', { sessionId, entryId });
+    await this.refresh();
+    await this.revealLeaf();
+    const what = result.restored ? 'Put the compaction back' : 'Undid the compaction: its summarised messages are back in the context';
+    void this.show('info', `${what} (${result.entryIds.length - 1} entries copied).`, 'Redo').then(async (pick) => {
+      if (pick) await vscode.commands.executeCommand('compactd.undoCompaction', { entryId: result.undoEntryId });
+    });
+    return result;
   }
 
   private async compact(session: SessionInfo, instructions: string | undefined, preview: boolean): Promise<CompactResult> {
@@ -508,7 +693,10 @@ class Controller implements vscode.Disposable {
   dispose(): void {
     clearTimeout(this.refreshTimer);
     clearTimeout(this.restartTimer);
+    clearTimeout(this.backgroundFlashTimer);
+    clearTimeout(this.backgroundPollTimer);
     void this.stop();
+    this.previews.dispose();
     this.view.dispose();
     this.status.dispose();
     this.progress.dispose();
@@ -532,9 +720,11 @@ function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-function previewText(r: CompactResult): string {
-  const after = r.tokensAfter != null ? `, about ${r.tokensAfter} after` : '';
-  return `<!-- compactd preview: nothing was written. ${r.tokensBefore} tokens before${after}; kept from entry ${r.firstKeptEntryId}. -->\n\n${r.summary}\n`;
+/** An error already shown to the user: the command returns it without showing it again. */
+class ShownError extends Error {
+  constructor(readonly original: unknown) {
+    super(errorMessage(original));
+  }
 }
 
 /** Runs a command body; errors are shown and returned as `{error}` so callers can check them. */
@@ -542,13 +732,17 @@ function command<A extends unknown[], R>(controller: Controller, body: (...args:
   return async (...args: A): Promise<R | CommandError> => {
     try {
       return await body(...args);
-    } catch (err) {
+    } catch (thrown) {
+      const shown = thrown instanceof ShownError;
+      const err = shown ? thrown.original : thrown;
       const kind = errorKind(err);
       const code = (err as { code?: number }).code;
       const message = errorMessage(err);
       controller.output.appendLine(`command failed: ${message}${kind ? ` (${kind})` : ''}`);
-      if (kind === CANCELLED) void vscode.window.showInformationMessage(message);
-      else void vscode.window.showErrorMessage(`compactd: ${message}`);
+      if (shown) {
+        // Its own message was shown already.
+      } else if (kind && INFORMATIONAL.includes(kind)) void controller.show('info', message);
+      else void controller.show('error', `compactd: ${message}`);
       return { error: { code, kind, message } };
     }
   };
@@ -563,6 +757,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<TestAp
     vscode.commands.registerCommand('compactd.navigateHere', command(controller, (a?: Item | { targetId: string; summarize?: string; instructions?: string }) => controller.navigateCommand(a))),
     vscode.commands.registerCommand('compactd.forkHere', command(controller, (a?: Item | { targetId?: string }) => controller.forkCommand(a))),
     vscode.commands.registerCommand('compactd.abortCompaction', command(controller, () => controller.abortCommand())),
+    vscode.commands.registerCommand('compactd.previewCompaction', command(controller, (a?: { instructions?: string }) => controller.previewCommand(a))),
+    vscode.commands.registerCommand('compactd.commitCompaction', command(controller, (a?: vscode.Uri | string) => controller.commitCommand(a))),
+    vscode.commands.registerCommand('compactd.discardPreview', command(controller, (a?: vscode.Uri | string) => controller.discardCommand(a))),
+    vscode.commands.registerCommand('compactd.undoCompaction', command(controller, (a?: { entryId?: string }) => controller.undoCommand(a))),
+    vscode.commands.registerCommand('compactd.undoThisCompaction', command(controller, (a?: Item) => controller.undoCommand(a))),
     vscode.commands.registerCommand('compactd.refresh', command(controller, () => controller.refresh())),
     vscode.commands.registerCommand('compactd.restartServer', command(controller, () => controller.restart())),
     vscode.workspace.onDidChangeConfiguration((e) => {
@@ -577,6 +776,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<TestAp
   return {
     treeItems: () => controller.tree.snapshot(),
     statusText: () => (controller.session ? controller.status.text : undefined),
+    statusTooltip: () => (controller.session ? String(controller.status.tooltip ?? '') : undefined),
+    statusHistory: () => [...controller.statusLog],
+    messages: () => [...controller.shown],
+    isShown: (uri: string) => controller.previews.isShown(uri),
     progressEvents: () => [...controller.progress.events],
     onProgress: controller.progress.onEvent,
     session: () => controller.session,

@@ -35,6 +35,7 @@ const ICONS: Record<string, string> = {
   thinking_level_change: 'lightbulb',
   custom_message: 'extensions',
   custom: 'extensions',
+  'compactd.undo': 'history',
   session_init: 'rocket',
   mode_change: 'settings',
 };
@@ -57,6 +58,13 @@ function entryLabel(node: TreeNode): string {
       return `Thinking: ${String(e.thinkingLevel ?? node.preview ?? '')}`;
     case 'message':
       return clip(node.preview || `(${node.role ?? 'message'})`);
+    case 'custom':
+      // `session/undoCompaction`'s record: the copies of what followed the compaction come after it.
+      if (e.customType === 'compactd.undo') {
+        const data = (e.data ?? {}) as { restored?: boolean; compactionId?: string };
+        return `${data.restored ? 'Compaction restored' : 'Compaction undone'}${data.compactionId ? ` (${data.compactionId})` : ''}`;
+      }
+      return clip(node.preview || node.type);
     default:
       return clip(node.preview || node.type);
   }
@@ -187,7 +195,8 @@ export class SessionTreeProvider implements vscode.TreeDataProvider<Item> {
     }
     if (isLeaf) parts.push('◀ leaf');
     t.description = parts.join('  ');
-    const iconName = ICONS[node.role ?? ''] ?? ICONS[node.type] ?? 'circle-small';
+    const customType = node.type === 'custom' ? node.entry?.customType : undefined;
+    const iconName = ICONS[node.role ?? ''] ?? (typeof customType === 'string' ? ICONS[customType] : undefined) ?? ICONS[node.type] ?? 'circle-small';
     t.iconPath = isLeaf
       ? new vscode.ThemeIcon(iconName, new vscode.ThemeColor('charts.green'))
       : new vscode.ThemeIcon(iconName, node.onActivePath ? undefined : new vscode.ThemeColor('disabledForeground'));

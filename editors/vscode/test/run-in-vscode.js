@@ -3,7 +3,8 @@
 // headless Chromium driven by playwright-core. The extension under test is the packaged .vsix,
 // installed with `code-server --install-extension` (the extension under development is only
 // test/harness, an empty extension that carries the suite). Exit code = the suite's. The suite asks the runner for UI actions by logging
-// `@@compactd-test <action>` lines (clicking a notification's Cancel button; the screenshot).
+// `@@compactd-test <action>` lines (clicking a notification's Cancel button or any element;
+// checking that the workbench shows an element; the screenshot).
 //
 // usage: node test/run-in-vscode.js --code-server BIN --vsix FILE [--screenshot FILE.png]
 // env:   COMPACTD_BIN (the daemon), CHROMIUM (default /usr/bin/chromium)
@@ -196,6 +197,16 @@ async function main() {
           const [doneFile, hover] = action[2].trim().split(/\s+/, 2);
           actions.push(takeScreenshot(page, doneFile, hover));
         }
+        if (action[1] === 'click') {
+          // `click FILE left|right SELECTOR`: clicks the first element it matches; `clicked` or why not, to FILE.
+          const [, doneFile, button, selector] = /^(\S+)\s+(left|right)\s+(.*)$/.exec(action[2].trim()) ?? [];
+          actions.push(click(page, doneFile, /** @type {'left' | 'right'} */ (button), selector));
+        }
+        if (action[1] === 'expect-visible') {
+          // `expect-visible FILE SELECTOR`: whether the workbench shows it, written to FILE.
+          const [, doneFile, selector] = /^(\S+)\s+(.*)$/.exec(action[2].trim()) ?? [];
+          actions.push(expectVisible(page, doneFile, selector));
+        }
         return;
       }
       if (text.trim() && !NOISE.test(text)) console.log(`[vscode ${m.type()}] ${text}`);
@@ -235,6 +246,34 @@ async function main() {
       fs.rmSync(root, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
     }
   }
+}
+
+/** Writes `visible` to `doneFile` once `selector` (Playwright) shows in the workbench, else why not. */
+async function expectVisible(page, doneFile, selector) {
+  let outcome = 'visible';
+  try {
+    await page.locator(selector).first().waitFor({ state: 'visible', timeout: 10_000 });
+  } catch (err) {
+    outcome = `not visible: ${err.message.split('\n')[0]}`;
+    const shot = `${doneFile}.png`;
+    await page.screenshot({ path: shot }).catch(() => undefined);
+    console.log(`${selector} not visible; screenshot: ${shot}`);
+  }
+  fs.writeFileSync(doneFile, outcome);
+}
+
+/** Clicks `selector` (Playwright) with `button`; writes `clicked` to `doneFile`, else why not. */
+async function click(page, doneFile, button, selector) {
+  let outcome = 'clicked';
+  try {
+    await page.locator(selector).first().click({ button, timeout: 10_000 });
+  } catch (err) {
+    outcome = `not clicked: ${err.message.split('\n')[0]}`;
+    const shot = `${doneFile}.png`;
+    await page.screenshot({ path: shot }).catch(() => undefined);
+    console.log(`${selector} not clicked; screenshot: ${shot}`);
+  }
+  fs.writeFileSync(doneFile, outcome);
 }
 
 /** Clicks Cancel on the progress notification whose text contains `text`. */

@@ -13,7 +13,7 @@ const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
 const vscode = require('vscode');
-const { makeSession, waitFor, withTimeout } = require('../helpers');
+const { makeSession, tempDir, waitFor, withTimeout } = require('../helpers');
 const { startFakeOpenAI, slowSummarizerSettings } = require('../fake-openai');
 
 /** Lines the runner (run-in-vscode.js) acts on. */
@@ -220,6 +220,203 @@ test('Abort Compaction with nothing running aborts nothing', async () => {
   assert.deepEqual(result, { aborted: false });
 });
 
+/** Opens a fresh copy of the demo session in the view; returns it with its session id. */
+async function openFresh(name) {
+  const session = makeSession(name);
+  await cmd('compactd.openSession', { path: session.file });
+  return { ...session, sessionId: api.session().sessionId };
+}
+
+/** The text of each context message, for comparing contexts. */
+const contextTexts = async (sessionId) =>
+  (await api.request('session/context', { sessionId })).messages.map((m) => JSON.stringify(m.content));
+
+/** Asks the runner whether the workbench shows `selector` (a Playwright selector); fails if not. */
+async function expectVisible(selector, what) {
+  const done = path.join(tempDir('compactd-expect-'), 'done');
+  console.log(`${DRIVER} expect-visible ${done} ${selector}`);
+  await waitFor(() => fs.existsSync(done), 20_000, `the runner to look for ${what}`);
+  assert.equal(fs.readFileSync(done, 'utf8'), 'visible', `${what} (${selector})`);
+}
+
+/** Asks the runner to click `selector` (a Playwright selector) with `button`; fails if it could not. */
+async function click(button, selector, what) {
+  const done = path.join(tempDir('compactd-click-'), 'done');
+  console.log(`${DRIVER} click ${done} ${button} ${selector}`);
+  await waitFor(() => fs.existsSync(done), 20_000, `the runner to click ${what}`);
+  assert.equal(fs.readFileSync(done, 'utf8'), 'clicked', `${what} (${selector})`);
+}
+
+/** Replaces the whole text of `editor`'s document. */
+async function replaceText(editor, text) {
+  const doc = editor.document;
+  const ok = await editor.edit((b) => b.replace(new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length)), text));
+  assert.ok(ok, 'the edit applied');
+}
+
+const userEntry = (text) => ({ type: 'message', message: { role: 'user', content: text, timestamp: Date.now() } });
+/** An assistant reply whose usage says the context had `tokens` tokens. */
+const assistantEntry = (text, tokens) => ({
+  type: 'message',
+  message: {
+    role: 'assistant',
+    content: [{ type: 'text', text }],
+    provider: 'anthropic',
+    model: 'claude-sonnet-4-5',
+    usage: { input: tokens, output: 10, cacheRead: 0, cacheWrite: 0, totalTokens: tokens + 10 },
+    stopReason: 'stop',
+    timestamp: Date.now(),
+  },
+});
+
+test('Preview Compaction opens the summary to edit; Commit writes the edited text', async () => {
+  const session = await openFresh('preview-commit.jsonl');
+  const before = fs.readFileSync(session.file);
+  const preview = await cmd('compactd.previewCompaction', {});
+  assert.ok(preview.previewId, JSON.stringify(preview));
+  assert.deepEqual(fs.readFileSync(session.file), before, 'a preview writes nothing');
+  const editor = vscode.window.activeTextEditor;
+  assert.equal(editor?.document.uri.toString(), preview.uri, 'the preview is the active editor');
+  assert.equal(editor.document.getText(), preview.result.summary);
+  assert.equal(editor.document.isUntitled, true);
+  const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', editor.document.uri);
+  const commands = lenses.map((l) => l.command?.command);
+  assert.ok(commands.includes('compactd.commitCompaction') && commands.includes('compactd.discardPreview'), JSON.stringify(commands));
+  await expectVisible('.editor-actions .action-label[aria-label^="Commit Compaction"]', 'the Commit button in the editor title');
+  await expectVisible('.editor-actions .action-label[aria-label^="Discard Compaction Preview"]', 'the Discard button in the editor title');
+  await expectVisible('.codelens-decoration a:has-text("Commit Compaction")', 'the Commit CodeLens');
+
+  await replaceText(editor, `## Goal\n- EDITED-BY-THE-USER: keep the overflow cause.\n\n${editor.document.getText()}`);
+  const result = await cmd('compactd.commitCompaction');
+  assert.ok(result.entryId, JSON.stringify(result));
+  const last = lines(session.file).pop();
+  assert.equal(last.type, 'compaction');
+  assert.equal(last.id, result.entryId);
+  assert.match(last.summary, /EDITED-BY-THE-USER/);
+  assert.equal(last.details?.edited, true);
+  const context = await api.request('session/context', { sessionId: session.sessionId });
+  assert.match(JSON.stringify(context.messages), /EDITED-BY-THE-USER/, 'the context carries the edited summary');
+  await waitFor(() => !api.isShown(preview.uri), 5000, 'the preview to close');
+  assert.equal(leafItem()?.id, result.entryId, 'the view shows the compaction as the leaf');
+});
+
+test('Discard Compaction Preview closes the document and writes nothing', async () => {
+  const session = await openFresh('preview-discard.jsonl');
+  const before = fs.readFileSync(session.file);
+  const preview = await cmd('compactd.previewCompaction', { instructions: 'Keep the overflow cause.' });
+  assert.ok(preview.previewId, JSON.stringify(preview));
+  await replaceText(vscode.window.activeTextEditor, 'a summary the user thought better of');
+  const result = await cmd('compactd.discardPreview', preview.uri);
+  assert.deepEqual(result, { discarded: true });
+  await waitFor(() => !api.isShown(preview.uri), 5000, 'the preview to close');
+  assert.deepEqual(fs.readFileSync(session.file), before, 'nothing was written');
+  const again = await cmd('compactd.commitCompaction', preview.uri);
+  assert.ok(again.error, 'a discarded preview is no longer committable');
+  assert.deepEqual(fs.readFileSync(session.file), before, 'still nothing written');
+});
+
+test('Commit of a preview the session moved past is refused with a visible message', async () => {
+  const session = await openFresh('preview-stale.jsonl');
+  const preview = await cmd('compactd.previewCompaction', {});
+  assert.ok(preview.previewId, JSON.stringify(preview));
+  await api.request('session/append', { sessionId: session.sessionId, entries: [userEntry('one more message after the preview')] });
+  const after = fs.readFileSync(session.file);
+  const seen = api.messages().length;
+  const result = await cmd('compactd.commitCompaction', preview.uri);
+  assert.equal(result.error?.kind, 'leafMoved', JSON.stringify(result));
+  const shown = api.messages().slice(seen);
+  assert.equal(shown.length, 1, JSON.stringify(shown));
+  assert.equal(shown[0].level, 'warning');
+  assert.match(shown[0].text, /nothing was written: the session changed since this preview.*Preview again/);
+  // Toasts may not show in this headless workbench: look in the notification center.
+  await vscode.commands.executeCommand('notifications.showList');
+  await expectVisible('.notifications-center .notification-list-item:has-text("the session changed since this preview")', 'the warning notification');
+  await vscode.commands.executeCommand('notifications.hideList');
+  assert.deepEqual(fs.readFileSync(session.file), after, 'nothing was written');
+  assert.ok(api.isShown(preview.uri), 'the document stays, with the user text');
+  const lenses = await vscode.commands.executeCommand('vscode.executeCodeLensProvider', vscode.Uri.parse(preview.uri));
+  assert.ok(lenses.some((l) => /Stale/.test(l.command?.title ?? '')), 'the CodeLens marks it stale');
+  assert.deepEqual(await cmd('compactd.discardPreview', preview.uri), { discarded: true });
+});
+
+test('Undo Last Compaction restores the compacted messages', async () => {
+  const session = await openFresh('undo.jsonl');
+  const original = await contextTexts(session.sessionId);
+  const compacted = await cmd('compactd.compact', { preview: false });
+  assert.ok(compacted.entryId, JSON.stringify(compacted));
+  assert.ok((await contextTexts(session.sessionId)).length < original.length, 'the compaction shortened the context');
+  const result = await cmd('compactd.undoCompaction');
+  assert.equal(result.compactionId, compacted.entryId, JSON.stringify(result));
+  assert.equal(result.restored, false);
+  assert.deepEqual(await contextTexts(session.sessionId), original, 'the context is as before the compaction');
+  assert.equal(lines(session.file).pop().id, result.leafId);
+  assert.equal(leafItem()?.id, result.leafId, 'the view shows the restored branch');
+  assert.equal(api.treeItems().find((i) => i.id === result.undoEntryId)?.label, `Compaction undone (${compacted.entryId})`);
+  // Nothing left to undo on the branch: said as information.
+  const seen = api.messages().length;
+  const none = await cmd('compactd.undoCompaction');
+  assert.equal(none.error?.kind, 'nothingToUndo', JSON.stringify(none));
+  assert.equal(api.messages()[seen]?.level, 'info');
+
+  // From the Session view: right-click the compaction (the selected leaf), Undo This Compaction.
+  const again = await cmd('compactd.compact', { preview: false });
+  assert.ok(again.entryId, JSON.stringify(again));
+  await vscode.commands.executeCommand('workbench.view.extension.compactd');
+  await waitFor(() => leafItem()?.id === again.entryId, 5000, 'the compaction as the leaf');
+  await click('right', '.pane-body .monaco-list-row.selected:has-text("Compaction")', 'the compaction item');
+  await click('left', '.monaco-menu .action-item:has-text("Undo This Compaction")', 'Undo This Compaction in its context menu');
+  await waitFor(() => lines(session.file).some((e) => e.type === 'custom' && e.customType === 'compactd.undo' && e.data?.undid === again.entryId), 10_000, 'the undo entry');
+  assert.deepEqual(await contextTexts(session.sessionId), original, 'the context is as before the compaction, again');
+
+  // From the Session view's title menu: ... > Undo Last Compaction.
+  const third = await cmd('compactd.compact', { preview: false });
+  assert.ok(third.entryId, JSON.stringify(third));
+  await click('left', '.part.sidebar .title-actions .action-label.codicon-toolbar-more', 'the view title menu');
+  await click('left', '.monaco-menu .action-item:has-text("Undo Last Compaction")', 'Undo Last Compaction in the view title menu');
+  await waitFor(() => lines(session.file).some((e) => e.type === 'custom' && e.customType === 'compactd.undo' && e.data?.undid === third.entryId), 10_000, 'the undo entry');
+  assert.deepEqual(await contextTexts(session.sessionId), original, 'the context is as before the compaction, a third time');
+});
+
+test('the status item shows a background compaction: drafting, ready, committed, discarded', async () => {
+  const session = await openFresh('background.jsonl');
+  const tokens = (await api.request('session/context', { sessionId: session.sessionId })).tokens;
+  const cfg = vscode.workspace.getConfiguration('compactd');
+  const keys = ['settings.compaction.thresholdTokens', 'settings.compaction.background', 'settings.compaction.autoContinue'];
+  try {
+    await cfg.update(keys[0], tokens + 1500, vscode.ConfigurationTarget.Workspace);
+    await cfg.update(keys[1], { enabled: true, leadTokens: 1000 }, vscode.ConfigurationTarget.Workspace);
+    await cfg.update(keys[2], false, vscode.ConfigurationTarget.Workspace);
+    await withTimeout(api.settled(), 30_000, 'restart');
+    const sessionId = api.session().sessionId;
+    const usage = await api.request('session/usage', { sessionId });
+    assert.equal(usage.thresholdTokens, tokens + 1500, JSON.stringify(usage));
+
+    // A reply in the band [threshold - lead, threshold) starts it; the extractive summarizer arms it.
+    const seen = api.statusHistory().length;
+    await api.request('session/append', { sessionId, entries: [assistantEntry('in the band', tokens + 700)] });
+    await waitFor(() => /summary ready/.test(api.statusText() ?? ''), 15_000, `"summary ready" in the status item (${api.statusText()})`);
+    assert.ok(api.statusHistory().slice(seen).some((t) => /drafting/.test(t)), `drafting was shown: ${JSON.stringify(api.statusHistory().slice(seen))}`);
+    assert.match(api.statusTooltip() ?? '', /summary is ready/);
+    await expectVisible('.part.statusbar .statusbar-item:has-text("summary ready")', 'the status bar item showing the armed compaction');
+
+    // The reply that crosses the threshold writes it at once.
+    const crossing = await api.request('session/append', { sessionId, entries: [assistantEntry('over the threshold', tokens + 1600)] });
+    assert.ok(crossing.autoCompaction?.result?.entryId, JSON.stringify(crossing));
+    await waitFor(() => /compacted/.test(api.statusText() ?? ''), 15_000, `"compacted" in the status item (${api.statusText()})`);
+    assert.equal(lines(session.file).filter((e) => e.type === 'compaction').pop()?.id, crossing.autoCompaction.result.entryId);
+
+    // Armed again, then aborted: discarded, with the reason.
+    await api.request('session/append', { sessionId, entries: [assistantEntry('in the band again', tokens + 700)] });
+    await waitFor(() => /summary ready/.test(api.statusText() ?? ''), 15_000, `"summary ready" again (${api.statusText()})`);
+    assert.deepEqual(await cmd('compactd.abortCompaction'), { aborted: true });
+    await waitFor(() => /discarded: aborted/.test(api.statusText() ?? ''), 15_000, `"discarded: aborted" in the status item (${api.statusText()})`);
+    assert.match(api.statusTooltip() ?? '', /discarded, nothing written \(aborted\)/);
+  } finally {
+    for (const key of keys) await cfg.update(key, undefined, vscode.ConfigurationTarget.Workspace);
+    await withTimeout(api.settled(), 30_000, 'restart');
+  }
+});
+
 /** @type {Awaited<ReturnType<typeof startFakeOpenAI>> | undefined} */
 let fake;
 
@@ -273,6 +470,37 @@ test('Abort Compaction aborts a running compaction', async () => {
   const result = await withTimeout(pending, 30_000, 'the aborted compaction');
   assert.equal(result?.error?.kind, 'cancelled', JSON.stringify(result));
   assert.deepEqual(fs.readFileSync(session.file), before, 'the file is unchanged');
+});
+
+test('the status item shows a background compaction drafting with a slow summarizer, and its discard when aborted', async () => {
+  // The slow fake summarizer of the tests above is still configured: the background run stays
+  // in its drafting phase until it is aborted.
+  const session = await openFresh('background-slow.jsonl');
+  const tokens = (await api.request('session/context', { sessionId: session.sessionId })).tokens;
+  const cfg = vscode.workspace.getConfiguration('compactd');
+  const keys = ['settings.compaction.thresholdTokens', 'settings.compaction.background'];
+  try {
+    await cfg.update(keys[0], tokens + 1500, vscode.ConfigurationTarget.Workspace);
+    await cfg.update(keys[1], { enabled: true, leadTokens: 1000 }, vscode.ConfigurationTarget.Workspace);
+    await withTimeout(api.settled(), 30_000, 'restart');
+    const sessionId = api.session().sessionId;
+    const requests = fake.requests;
+    await api.request('session/append', { sessionId, entries: [assistantEntry('in the band', tokens + 700)] });
+    await waitFor(() => fake.requests > requests, 15_000, 'the background summarizer request');
+    // Still drafting after a poll of session/usage (the phase comes from there).
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.match(api.statusText() ?? '', /drafting/);
+    assert.match(api.statusTooltip() ?? '', /Background compaction: drafting the summary \(\w+/);
+    const usage = await api.request('session/usage', { sessionId });
+    assert.equal(usage.backgroundCompaction?.armed, false, JSON.stringify(usage));
+    await expectVisible('.part.statusbar .statusbar-item:has-text("drafting")', 'the status bar item showing the drafting compaction');
+    assert.deepEqual(await cmd('compactd.abortCompaction'), { aborted: true });
+    await waitFor(() => /discarded: aborted/.test(api.statusText() ?? ''), 15_000, `"discarded: aborted" (${api.statusText()})`);
+    await waitFor(() => fake.disconnects > 0, 5000, 'the summarizer request to be dropped');
+  } finally {
+    for (const key of keys) await cfg.update(key, undefined, vscode.ConfigurationTarget.Workspace);
+    await withTimeout(api.settled(), 30_000, 'restart');
+  }
 });
 
 test('the view ends on the compacted session (for the screenshot)', async () => {
