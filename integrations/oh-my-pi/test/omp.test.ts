@@ -499,6 +499,65 @@ describe(`a compactd preview committed with an edited summary, and the real oh-m
   );
 });
 
+describe(`compactd drafts the next compaction ahead of the threshold in the real oh-my-pi agent ${AGENT_VERSION}`, () => {
+  test(
+    "a turn near the threshold arms a draft, and the threshold compaction's hook gets it at once",
+    async () => {
+      const world = new World();
+      const agent = await world.agent("armed", { COMPACTD_BIN: COMPACTD });
+      const summaries = () => world.llm.received.filter(r => r.kind === "compactd-summary").length;
+      try {
+        for (const n of [1, 2]) await agent.prompt(`read src/mod${n}.rs`);
+        const { sessionFile: file } = await agent.ok<{ sessionFile: string }>({ type: "get_state" });
+        expect(summaries()).toBe(0);
+
+        // A reply whose usage (35,000) is in compactd's lead band below the agent's threshold
+        // (40,000; the lead is 8,000): the extension tells compactd about the turn, and compactd
+        // drafts the compaction in the background (through the agent's model) while the agent
+        // waits for the user.
+        const since = agent.events.length;
+        world.llm.bigPromptTokens = 35_000;
+        await agent.prompt("BIG read src/mod3.rs", 180_000);
+        const ready = (e: any) =>
+          e.type === "extension_ui_request" && e.method === "setStatus" && e.statusText === "compactd: next compaction ready";
+        await agent.waitForEvent(ready, 180_000, since);
+        expect(agent.events.slice(since).some(e => e.type === "auto_compaction_start")).toBe(false);
+        expect(entriesOf(file).some(e => e.type === "compaction")).toBe(false);
+        const drafted = summaries();
+        expect(drafted).toBeGreaterThan(0);
+
+        // The next reply crosses the threshold: the agent's compaction hook asks compactd, which
+        // hands over the armed draft with no summary written after the crossing.
+        world.llm.bigPromptTokens = 45_000;
+        const crossing = agent.events.length;
+        await agent.prompt("BIG read src/mod4.rs", 180_000);
+        const start = agent.events.slice(crossing).find(e => e.type === "auto_compaction_start");
+        expect(start?.reason).toBe("threshold");
+        const entries = await settled(file, count("compaction", 1));
+        const c = entries.find(e => e.type === "compaction")!;
+        expect(c.fromExtension).toBe(true);
+        expect(String(c.details.compactd.background)).toStartWith("background");
+        expect(c.summary).toContain(MODEL_SUMMARY_MARK);
+        expect(summaries()).toBe(drafted);
+        // What the agent did after the draft's snapshot is kept after the summary.
+        const branch = pathTo(entries, c.id);
+        const asked = branch.findIndex(e => e.message?.role === "user" && textOf(e.message.content) === "BIG read src/mod4.rs");
+        expect(asked).toBeGreaterThan(branch.findIndex(e => e.id === c.firstKeptEntryId) - 1);
+        await expectSameContext(agent, file);
+
+        // The agent goes on from the compacted context.
+        await agent.prompt("read src/mod5.rs", 180_000);
+        await settled(file, e => e.some(x => x.message?.role === "user" && textOf(x.message.content) === "read src/mod5.rs"));
+        await expectSameContext(agent, file);
+      } finally {
+        await agent.stop();
+        world.stop();
+      }
+    },
+    TEST_TIMEOUT,
+  );
+});
+
 describe("without compactd", () => {
   test(
     "the agent compacts on its own, after one clear notice",
