@@ -59,7 +59,7 @@ expect_version "$pi_pkg" 0.73.1
 # --- build and typecheck -------------------------------------------------------------------
 step "cargo build (the daemon the extension starts)"
 cargo build --quiet
-export COMPACTD_BIN="$root/target/debug/compactd"
+export COMPACTD_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/compactd"
 
 # The extension speaks to compactd through clients/typescript (compactd-client, a file:
 # dependency: the protocol's types generated from schema/, on vscode-jsonrpc), built here first.

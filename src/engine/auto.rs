@@ -262,7 +262,7 @@ pub(crate) async fn plan(
                 && state.auto_memory().paused.is_none()
             {
                 let env = source.env(&state.id, settings, window, None)?;
-                super::background::start(state, Some(last.id.clone()), env, events);
+                super::background::start(state, Some(last.id.clone()), false, env, events);
             }
             return Ok(None);
         }
@@ -610,7 +610,7 @@ async fn compact_auto(
     observer: &dyn OperationObserver,
     overhead: u64,
 ) -> Result<super::CompactOutcome, EngineError> {
-    let armed = super::background::take_for_commit(state, events, guard.token()).await;
+    let armed = super::background::take_for_commit(state, events, None, guard.token()).await;
     if let Some((background_id, armed)) = armed {
         let limit = env
             .settings

@@ -104,10 +104,13 @@ fn emit(
 }
 
 /// Starts a background compaction of `state`'s branch as it stands (leaf `leaf`) with `env`,
-/// unless one runs already. Needs a tokio runtime; returns whether one was started.
+/// unless one runs already; with `at_leaf`, of the branch that ends at `leaf` exactly (another
+/// writer's leaf, `session/observeTurn`). Needs a tokio runtime; returns whether one was
+/// started.
 pub(crate) fn start(
     state: &Arc<SessionState>,
     leaf: Option<String>,
+    at_leaf: bool,
     mut env: CompactEnv,
     events: Arc<dyn EventSink>,
 ) -> bool {
@@ -141,11 +144,13 @@ pub(crate) fn start(
             Arc::clone(&progress),
         );
         let (state, operation_id) = (Arc::downgrade(state), operation_id.clone());
+        let draft_leaf = leaf.clone().filter(|_| at_leaf);
         runtime.spawn(async move {
             let drafted = draft_armed(
                 &session,
                 &env,
                 CompactReason::Threshold,
+                draft_leaf,
                 token.clone(),
                 progress.as_ref(),
             )
@@ -239,19 +244,24 @@ pub(crate) fn discard(state: &SessionState, events: &dyn EventSink, reason: Disc
     true
 }
 
-/// Takes the session's background compaction for writing at the current leaf: discards it
-/// (with the reason) when the leaf left its branch; otherwise waits for it to finish (never
-/// starting over), or until `cancel`. `None` when there is nothing to write; the caller then
-/// compacts the usual way.
+/// Takes the session's background compaction for writing at the current leaf (or at `leaf`,
+/// another writer's): discards it (with the reason) when the leaf left its branch; otherwise
+/// waits for it to finish (never starting over), or until `cancel`. `None` when there is
+/// nothing to write; the caller then compacts the usual way.
 pub(crate) async fn take_for_commit(
     state: &SessionState,
     events: &dyn EventSink,
+    leaf: Option<&str>,
     cancel: &CancellationToken,
 ) -> Option<(String, ArmedCompaction)> {
     let mut run = state.background().take()?;
     let fits = {
         let session = state.session.read().await;
-        snapshot_fits(run.snapshot_leaf.as_deref(), &session.path_to_leaf())
+        let path = match leaf {
+            Some(id) => session.path_to(id),
+            None => session.path_to_leaf(),
+        };
+        snapshot_fits(run.snapshot_leaf.as_deref(), &path)
     };
     let discard = |run: &BackgroundRun, reason: DiscardReason, message: Option<String>| {
         run.token.cancel();

@@ -67,6 +67,9 @@ pub struct CompactOptions {
     /// Overrides `compaction.keepRecentTokens` for this compaction: an automatic compaction
     /// that left the context over its target compacts again keeping less.
     pub keep_recent_tokens: Option<u64>,
+    /// Use the session's armed background compaction when it fits the leaf (waiting for one
+    /// that still runs), instead of summarising again; see [`super::background`].
+    pub use_armed: bool,
 }
 
 impl CompactOptions {
@@ -81,7 +84,18 @@ impl CompactOptions {
             leaf_id: None,
             target_tokens: None,
             keep_recent_tokens: None,
+            use_armed: false,
         }
+    }
+
+    /// Whether an armed background result can stand for this compaction: it was drafted with
+    /// no instructions, boundary or target of its own.
+    pub fn armed_can_serve(&self) -> bool {
+        self.use_armed
+            && self.custom_instructions.is_none()
+            && self.first_kept_entry_id.is_none()
+            && self.target_tokens.is_none()
+            && self.keep_recent_tokens.is_none()
     }
 }
 
@@ -141,6 +155,8 @@ pub struct CompactOutcome {
     pub preview_id: Option<String>,
     /// With `targetTokens`: whether the summary met it.
     pub target: Option<TargetReport>,
+    /// The background compaction whose armed result this is (`useArmed`).
+    pub background_operation_id: Option<String>,
 }
 
 /// What was prepared under the read lock.
@@ -348,6 +364,24 @@ impl ArmedCompaction {
     }
 }
 
+impl ArmedCompaction {
+    /// The compaction as a preview at the end of `path` (whose leaf is `leaf`), written by
+    /// nobody yet: its result, and what `session/commitCompaction` would write.
+    pub fn into_preview(
+        self,
+        leaf: Option<String>,
+        path: &[&Entry],
+        counter: &dyn TokenCounter,
+    ) -> (CompactOutcome, PreviewedCompaction) {
+        let tokens_after = self.tokens_after_on(path, counter);
+        let kept = PreviewedCompaction {
+            leaf,
+            drafted: self.drafted.clone(),
+        };
+        (outcome(None, self.drafted, tokens_after, true), kept)
+    }
+}
+
 /// Whether a compaction drafted on the branch that ended at `snapshot` can be written at the
 /// end of `path`: `snapshot` is on it and no compaction follows it.
 pub fn snapshot_fits(snapshot: Option<&str>, path: &[&Entry]) -> Result<(), DiscardReason> {
@@ -366,17 +400,22 @@ pub fn snapshot_fits(snapshot: Option<&str>, path: &[&Entry]) -> Result<(), Disc
     Ok(())
 }
 
-/// Drafts a compaction of `session`'s branch as it stands (prepare, hook, summaries) without
-/// writing it; [`commit_armed`] writes it later, at a leaf further down the same branch.
+/// Drafts a compaction of `session`'s branch as it stands (prepare, hook, summaries), or of
+/// the branch that ends at `leaf_id` (another writer's leaf), without writing it;
+/// [`commit_armed`] writes it later, at a leaf further down the same branch.
 pub async fn draft_armed(
     session: &SharedSession,
     env: &CompactEnv,
     reason: CompactReason,
+    leaf_id: Option<String>,
     cancel: CancellationToken,
     observer: &dyn OperationObserver,
 ) -> Result<ArmedCompaction, EngineError> {
     let opts = CompactOptions {
         reason,
+        // Planned like a preview at that leaf: nothing is appended there now.
+        preview: leaf_id.is_some(),
+        leaf_id,
         ..CompactOptions::manual()
     };
     observer.phase(Phase::Preparing, "Preparing compaction", None);
@@ -452,6 +491,7 @@ fn outcome(
         warnings: Vec::new(),
         preview_id: None,
         target: d.target,
+        background_operation_id: None,
     }
 }
 

@@ -55,7 +55,9 @@ pub use crate::tokens::TokenCounter;
 pub use auto::{AppendAction, AutoDecision, AutoPlan, PendingAuto, decide};
 pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
 pub use prune::prune_live_cached;
-pub use registry::{CompactionClaim, Engine, NavigationClaim, SessionActivity};
+pub use registry::{
+    CompactionClaim, Engine, NavigationClaim, ObservedTurn, SessionActivity, TurnObservation,
+};
 pub use sessions::{ListPage, LoadProgress, SessionInfo, SessionSummary};
 pub use state::sync_policy;
 pub use state::{AutoMemory, blob_store};

@@ -19,10 +19,11 @@ use crate::settings::{Settings, SettingsStack, StorageBackend};
 
 use super::append::{self, AppendOptions, AppendOutcome, NewEntry};
 use super::background::{self, BackgroundStatus};
+use super::compact::ArmedCompaction;
 use super::env::{ClientSummarizerFactory, EnvSource, token_counter};
 use super::events::{DiscardReason, PauseReason, new_operation_id};
 use super::prune::{self, PruneOutcome};
-use super::run::{run_commit_preview, run_compaction};
+use super::run::{run_armed_preview, run_commit, run_commit_preview, run_compaction};
 use super::sessions::{
     Home, ListPage, LoadProgress, SessionInfo, SessionSummary, SessionTable, project_warnings,
     session_stack,
@@ -33,6 +34,51 @@ use super::{
     CompactEnv, CompactOptions, CompactOutcome, EngineError, EngineEvent, EngineHooks, EventSink,
     NavigateOptions, NavigateOutcome, OperationObserver, SummaryEdit,
 };
+
+/// What an agent tells compactd after a turn (`session/observeTurn`); each field absent means
+/// "as compactd sees it".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObservedTurn {
+    /// The agent's leaf (default: the session's).
+    pub leaf_id: Option<String>,
+    /// The context size the turn's reply reported (default: the usage of the last reply on
+    /// the branch after the latest compaction).
+    pub context_tokens: Option<u64>,
+    pub context_window: Option<u64>,
+    /// The agent's compaction threshold (default: compactd's, from the window).
+    pub threshold_tokens: Option<u64>,
+}
+
+/// What compactd made of an [`ObservedTurn`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnObservation {
+    pub leaf_id: Option<String>,
+    pub context_tokens: Option<u64>,
+    pub context_window: u64,
+    pub threshold_tokens: Option<u64>,
+    /// This turn started a background compaction.
+    pub started: bool,
+    /// The session's background compaction, if one runs or is armed.
+    pub background: Option<BackgroundStatus>,
+}
+
+/// The context size the latest reply on `path` reported: the last assistant message after the
+/// latest compaction that carries usage (an aborted or failed reply does not count).
+fn reply_tokens(path: &[&Entry]) -> Option<u64> {
+    for entry in path.iter().rev() {
+        if matches!(entry.kind(), EntryKind::Compaction(_)) {
+            return None;
+        }
+        if let Some(reply) = entry.message().and_then(|m| m.as_assistant())
+            && !reply.is_aborted()
+            && !reply.is_error()
+            && let Some(usage) = &reply.usage
+        {
+            return Some(usage.context_tokens());
+        }
+    }
+    None
+}
 
 /// The daemon's (or the CLI's) session registry and operations.
 pub struct Engine {
@@ -578,6 +624,36 @@ impl Engine {
         let mut env = self.fresh_env(&state).await?;
         env.operation_id = new_operation_id("compact");
         let preview = opts.preview;
+        if opts.armed_can_serve() && (preview || opts.leaf_id.is_none()) {
+            let leaf = opts.leaf_id.as_deref();
+            if let Some((background_id, armed)) =
+                self.armed_for(&state, &env, leaf, guard.token()).await
+            {
+                let events = self.events.as_ref();
+                let run = if preview {
+                    let keep = opts.leaf_id.is_none() && !state.read_only;
+                    run_armed_preview(events, &state, &env, armed, opts.leaf_id, keep, guard).await
+                } else {
+                    run_commit(events, &state, &env, armed, guard).await
+                };
+                let report = match &run {
+                    Ok(_) => Ok(()),
+                    Err(EngineError::Cancelled(_)) => Err((DiscardReason::Aborted, None)),
+                    Err(e) => Err((DiscardReason::Failed, Some(e.to_string()))),
+                };
+                background::report(&state, events, &background_id, report);
+                let mut outcome = run?;
+                outcome.background_operation_id = Some(background_id);
+                if !preview {
+                    state.auto_memory().resume();
+                }
+                outcome.warnings = project_warnings(&state.settings_stack());
+                return Ok(outcome);
+            }
+            if guard.token().is_cancelled() {
+                return Err(EngineError::compaction_cancelled());
+            }
+        }
         if !preview {
             // The armed result would summarise what this compaction summarises.
             background::discard(
@@ -594,6 +670,119 @@ impl Engine {
         }
         outcome.warnings = project_warnings(&state.settings_stack());
         Ok(outcome)
+    }
+
+    /// The session's armed background compaction, taken for a compaction at `leaf` (the
+    /// session's leaf when `None`), waiting for it while it runs, when it fits there: the
+    /// leaf extends its snapshot with no compaction since, and the context after it stays
+    /// within the target after a threshold compaction. Otherwise it is discarded (with the
+    /// reason) and `None`.
+    async fn armed_for(
+        &self,
+        state: &SessionState,
+        env: &CompactEnv,
+        leaf: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Option<(String, ArmedCompaction)> {
+        let events = self.events.as_ref();
+        let (background_id, armed) =
+            background::take_for_commit(state, events, leaf, cancel).await?;
+        let limit = env
+            .settings
+            .threshold_tokens(env.context_window)
+            .map(super::auto::target_after);
+        let fits = {
+            let session = state.session.read().await;
+            let path = match leaf {
+                Some(id) => session.path_to(id),
+                None => session.path_to_leaf(),
+            };
+            armed.fits(&path).and_then(|()| {
+                let after = armed.tokens_after_on(&path, env.counter.as_ref());
+                match limit {
+                    Some(limit) if after > limit => Err(DiscardReason::DoesNotFit),
+                    _ => Ok(()),
+                }
+            })
+        };
+        match fits {
+            Ok(()) => Some((background_id, armed)),
+            Err(why) => {
+                background::report(state, events, &background_id, Err((why, None)));
+                None
+            }
+        }
+    }
+
+    /// An agent's turn (`session/observeTurn`): reads what the agent wrote since, measures the
+    /// context at its leaf (the turn's reported size, else the last reply's usage), and starts
+    /// a background compaction of the agent's branch when that size is in the lead band
+    /// `[threshold - lead, threshold)` (the agent's threshold when given) and none runs.
+    pub async fn observe_turn(
+        &self,
+        session_id: &str,
+        turn: ObservedTurn,
+    ) -> Result<TurnObservation, EngineError> {
+        let state = self.state(session_id)?;
+        let settings = state.effective_settings()?;
+        if let Some(id) = &turn.leaf_id {
+            state.ensure_paths(&[id.as_str()]).await?;
+        }
+        let (leaf, tokens, window) = {
+            let mut session = state.session.write().await;
+            state.refresh_locked(&mut session)?;
+            if let Some(id) = &turn.leaf_id
+                && session.get(id).is_none_or(Entry::is_leaf_move)
+            {
+                return Err(EngineError::EntryNotFound(id.clone()));
+            }
+            let leaf = turn
+                .leaf_id
+                .clone()
+                .or_else(|| session.leaf_id().map(str::to_owned));
+            let path = leaf
+                .as_deref()
+                .map(|id| session.path_to(id))
+                .unwrap_or_default();
+            let window = turn
+                .context_window
+                .unwrap_or_else(|| usage::session_window(&session, &settings));
+            (
+                leaf,
+                turn.context_tokens.or_else(|| reply_tokens(&path)),
+                window,
+            )
+        };
+        let threshold = turn
+            .threshold_tokens
+            .or_else(|| settings.threshold_tokens(window));
+        let background_settings = &settings.compaction.background;
+        let in_band = match (tokens, threshold) {
+            (Some(tokens), Some(threshold)) => {
+                tokens < threshold
+                    && tokens >= threshold.saturating_sub(background_settings.lead(threshold))
+            }
+            _ => false,
+        };
+        let may_start = in_band
+            && settings.compaction.enabled
+            && background_settings.enabled
+            && !state.ops.is_compacting()
+            && state.auto_memory().paused.is_none();
+        let started = if may_start {
+            let env = self.env.env(&state.id, settings.clone(), window, None)?;
+            background::start(&state, leaf.clone(), true, env, Arc::clone(&self.events))
+        } else {
+            false
+        };
+        Ok(TurnObservation {
+            leaf_id: leaf,
+            context_tokens: tokens,
+            context_window: window,
+            threshold_tokens: threshold,
+            started,
+            background: background::status(&state),
+        })
     }
 
     /// Writes the compaction previewed as `preview_id` (see [`super::preview`]) in the slot

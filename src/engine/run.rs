@@ -77,6 +77,35 @@ pub(crate) async fn run_commit(
     bracket(events, state, env, reason, guard, work).await
 }
 
+/// Hands out `armed` as a preview at `leaf` (the session's leaf when `None`) in the slot
+/// `guard` holds, bracketed like a manual compaction; kept for a later commit when `keep`.
+pub(crate) async fn run_armed_preview(
+    events: &dyn EventSink,
+    state: &SessionState,
+    env: &CompactEnv,
+    armed: ArmedCompaction,
+    leaf: Option<String>,
+    keep: bool,
+    guard: OpGuard,
+) -> Result<CompactOutcome, EngineError> {
+    let work = async {
+        let (mut outcome, previewed) = {
+            let session = state.session.read().await;
+            let leaf = leaf.or_else(|| session.leaf_id().map(str::to_owned));
+            let path = match &leaf {
+                Some(id) => session.path_to(id),
+                None => Vec::new(),
+            };
+            armed.into_preview(leaf, &path, env.counter.as_ref())
+        };
+        if keep {
+            outcome.preview_id = Some(state.previews().insert(previewed));
+        }
+        Ok(outcome)
+    };
+    bracket(events, state, env, CompactReason::Manual, guard, work).await
+}
+
 async fn bracket(
     events: &dyn EventSink,
     state: &SessionState,

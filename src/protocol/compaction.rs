@@ -41,6 +41,14 @@ pub struct SessionCompactParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub target_tokens: Option<u64>,
+    /// Use the session's armed background compaction (`session/observeTurn`, or an append in
+    /// the lead band) when it fits the leaf (`leafId`, else the session's): its result at
+    /// once, written as drafted (with `preview`, returned), waiting for one that still runs.
+    /// Otherwise, and with `customInstructions`, `firstKeptEntryId`, `targetTokens` or
+    /// `expectedLeafId`, the compaction runs as without it. `backgroundOperationId` in the
+    /// result says the armed result was used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_armed: Option<bool>,
     /// LSP client-initiated progress: `$/progress` for this compaction uses this token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work_done_token: Option<ProgressToken>,
@@ -89,6 +97,10 @@ pub struct CompactResult {
     /// and ledger alone are larger, or the summarizer's shortest summary is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_reason: Option<String>,
+    /// With `useArmed`: the background compaction (its `operationId`) whose armed result this
+    /// is; absent when the compaction summarised anew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_operation_id: Option<String>,
     /// Whether a hook supplied the compaction.
     pub from_extension: bool,
     /// Which summarizer wrote the history summary: `extractive`, `provider/model`, `client`,

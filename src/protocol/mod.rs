@@ -75,11 +75,12 @@ pub use recall::{
 };
 pub use schema::{TypeSpec, protocol_bundle, protocol_schemas, schema_file_text, write_schemas};
 pub use session::{
-    AppendEntry, BackgroundCompactionStatus, MissingBlobInfo, NextAction, PruneSummary, RawEntry,
-    SessionAppendParams, SessionAppendResult, SessionContextParams, SessionContextResult,
-    SessionCreateParams, SessionForkParams, SessionInfo, SessionListItem, SessionListParams,
-    SessionListResult, SessionLocator, SessionOpenParams, SessionRef, SessionTreeParams,
-    SessionTreeResult, SessionUsageResult, SetLabelParams, SetLabelResult, TreeNode,
+    AppendEntry, BackgroundCompactionStatus, MissingBlobInfo, NextAction, ObserveTurnParams,
+    ObserveTurnResult, PruneSummary, RawEntry, SessionAppendParams, SessionAppendResult,
+    SessionContextParams, SessionContextResult, SessionCreateParams, SessionForkParams,
+    SessionInfo, SessionListItem, SessionListParams, SessionListResult, SessionLocator,
+    SessionOpenParams, SessionRef, SessionTreeParams, SessionTreeResult, SessionUsageResult,
+    SetLabelParams, SetLabelResult, TreeNode,
 };
 pub use settings::{
     SettingValue, SettingsGetParams, SettingsGetResult, SettingsTarget, SettingsUpdateParams,
@@ -331,6 +332,9 @@ protocol_table! {
         SessionTree = "session/tree", SessionRead, SessionTreeParams => SessionTreeResult;
         /// Context size, window, threshold and whether a compaction runs.
         SessionUsage = "session/usage", SessionRead, SessionRef => SessionUsageResult;
+        /// An agent's turn: reads its new entries; a context in the lead band starts a
+        /// background compaction.
+        SessionObserveTurn = "session/observeTurn", SessionSerial, ObserveTurnParams => ObserveTurnResult;
         /// Finds text in every entry, behind compactions and in full texts too; pages.
         SessionSearch = "session/search", SessionRead, SessionSearchParams => SessionSearchResult;
         /// One entry as written, full texts and pruned originals restored.

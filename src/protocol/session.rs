@@ -467,6 +467,49 @@ pub struct SessionUsageResult {
     pub auto_compaction_paused: Option<crate::protocol::AutoCompactionPauseReason>,
 }
 
+/// Params of `session/observeTurn`: an agent that writes its own session file (opened here,
+/// often read-only) tells compactd about each turn, so that a background compaction can start
+/// before the agent's threshold. Absent fields are taken from the session.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObserveTurnParams {
+    pub session_id: SessionId,
+    /// The agent's leaf after the turn. Default: the session's leaf, once the entries the
+    /// agent wrote to the file since are read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf_id: Option<EntryId>,
+    /// The context size the turn's reply reported (its usage's total). Default: the usage of
+    /// the last reply on the branch after the latest compaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
+    /// The agent's model's context window. Default: compactd's for the session's model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// The agent's compaction threshold. Default: compactd's for the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_tokens: Option<u64>,
+}
+
+/// Result of `session/observeTurn`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObserveTurnResult {
+    /// The leaf the turn was measured at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf_id: Option<EntryId>,
+    /// The context size used; `null` when unknown (no usage since the latest compaction).
+    pub context_tokens: Option<u64>,
+    pub context_window: u64,
+    /// The threshold used; `null` when there is none (compaction off, unknown window).
+    pub threshold_tokens: Option<u64>,
+    /// This turn started a background compaction (`session/backgroundCompaction` `started`
+    /// follows).
+    pub started: bool,
+    /// The session's background compaction, while one runs or waits armed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_compaction: Option<BackgroundCompactionStatus>,
+}
+
 /// Where a background compaction stands (`session/usage`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -55,6 +55,17 @@ pub fn compact_options(params: SessionCompactParams) -> CompactOptions {
         leaf_id: params.leaf_id,
         target_tokens: params.target_tokens,
         keep_recent_tokens: None,
+        use_armed: params.use_armed.unwrap_or(false),
+    }
+}
+
+/// What an agent says about its turn.
+pub fn observed_turn(params: crate::protocol::ObserveTurnParams) -> crate::engine::ObservedTurn {
+    crate::engine::ObservedTurn {
+        leaf_id: params.leaf_id,
+        context_tokens: params.context_tokens,
+        context_window: params.context_window,
+        threshold_tokens: params.threshold_tokens,
     }
 }
 

@@ -117,6 +117,7 @@ pub fn router(daemon: Arc<Daemon>) -> Router<Arc<Daemon>> {
         .on_large::<SessionContext>(session_read::context)
         .on_large::<SessionTree>(session_read::tree)
         .on::<SessionUsage>(session_read::usage)
+        .on::<SessionObserveTurn>(session_observe::observe_turn)
         .on::<SessionSearch>(session_recall::search)
         .on_large::<SessionReadEntry>(session_recall::read_entry)
         .on::<SessionSetLabel>(session_label::set_label)

@@ -65,6 +65,7 @@ pub fn compact_result(outcome: &CompactOutcome) -> CompactResult {
         target_met: outcome.target.as_ref().map(|t| t.met),
         summary_tokens: outcome.target.as_ref().map(|t| t.summary_tokens),
         target_reason: outcome.target.as_ref().and_then(|t| t.reason.clone()),
+        background_operation_id: outcome.background_operation_id.clone(),
         from_extension: outcome.from_extension,
         summarizer: Some(outcome.summarizer.clone()),
         warnings: outcome.warnings.clone(),
@@ -360,17 +361,33 @@ pub fn usage_result(
         is_compacting: activity.compacting,
         is_summarizing_branch: activity.summarizing_branch,
         auto_compaction_enabled: activity.auto_compaction_enabled,
-        background_compaction: activity.background.map(|b| {
-            crate::protocol::BackgroundCompactionStatus {
-                operation_id: b.operation_id,
-                armed: b.ready,
-                phase: b.phase.map(|p| p.name().to_owned()),
-                chunk: b.chunk.map(|(chunk, _)| chunk as u64),
-                chunks: b.chunk.map(|(_, chunks)| chunks as u64),
-                started_at_ms: b.started_ms,
-            }
-        }),
+        background_compaction: activity.background.map(background_status),
         auto_compaction_paused: activity.auto_compaction_paused.map(pause_reason),
+    }
+}
+
+fn background_status(b: engine::BackgroundStatus) -> crate::protocol::BackgroundCompactionStatus {
+    crate::protocol::BackgroundCompactionStatus {
+        operation_id: b.operation_id,
+        armed: b.ready,
+        phase: b.phase.map(|p| p.name().to_owned()),
+        chunk: b.chunk.map(|(chunk, _)| chunk as u64),
+        chunks: b.chunk.map(|(_, chunks)| chunks as u64),
+        started_at_ms: b.started_ms,
+    }
+}
+
+/// The `session/observeTurn` result.
+pub fn observe_turn_result(
+    observation: engine::TurnObservation,
+) -> crate::protocol::ObserveTurnResult {
+    crate::protocol::ObserveTurnResult {
+        leaf_id: observation.leaf_id,
+        context_tokens: observation.context_tokens,
+        context_window: observation.context_window,
+        threshold_tokens: observation.threshold_tokens,
+        started: observation.started,
+        background_compaction: observation.background.map(background_status),
     }
 }
 

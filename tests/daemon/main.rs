@@ -19,6 +19,7 @@ mod hostile;
 mod large;
 mod ledger;
 mod lifecycle;
+mod observe_turn;
 mod progress;
 mod project_trust;
 mod pruning;

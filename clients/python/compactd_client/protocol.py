@@ -420,6 +420,10 @@ class CompactResult(TypedDict):
     """When `targetMet` is `false`: why (the retention guard had to add facts, the file lists
     and ledger alone are larger, or the summarizer's shortest summary is).
     """
+    backgroundOperationId: NotRequired[Optional[str]]
+    """With `useArmed`: the background compaction (its `operationId`) whose armed result this
+    is; absent when the compaction summarised anew.
+    """
     fromExtension: bool
     """Whether a hook supplied the compaction."""
     summarizer: NotRequired[Optional[str]]
@@ -635,6 +639,43 @@ class BackgroundCompactionStatus(TypedDict):
     """When it started, in milliseconds since the epoch."""
 
 
+class ObserveTurnParams(TypedDict):
+    """Params of `session/observeTurn`: an agent that writes its own session file (opened here,
+    often read-only) tells compactd about each turn, so that a background compaction can start
+    before the agent's threshold. Absent fields are taken from the session.
+    """
+    sessionId: str
+    leafId: NotRequired[Optional[str]]
+    """The agent's leaf after the turn. Default: the session's leaf, once the entries the
+    agent wrote to the file since are read.
+    """
+    contextTokens: NotRequired[Optional[int]]
+    """The context size the turn's reply reported (its usage's total). Default: the usage of
+    the last reply on the branch after the latest compaction.
+    """
+    contextWindow: NotRequired[Optional[int]]
+    """The agent's model's context window. Default: compactd's for the session's model."""
+    thresholdTokens: NotRequired[Optional[int]]
+    """The agent's compaction threshold. Default: compactd's for the window."""
+
+
+class ObserveTurnResult(TypedDict):
+    """Result of `session/observeTurn`."""
+    leafId: NotRequired[Optional[str]]
+    """The leaf the turn was measured at."""
+    contextTokens: NotRequired[Optional[int]]
+    """The context size used; `null` when unknown (no usage since the latest compaction)."""
+    contextWindow: int
+    thresholdTokens: NotRequired[Optional[int]]
+    """The threshold used; `null` when there is none (compaction off, unknown window)."""
+    started: bool
+    """This turn started a background compaction (`session/backgroundCompaction` `started`
+    follows).
+    """
+    backgroundCompaction: NotRequired[Optional[BackgroundCompactionStatus]]
+    """The session's background compaction, while one runs or waits armed."""
+
+
 class SessionSearchParams(TypedDict):
     """Params of `session/search`."""
     sessionId: str
@@ -831,6 +872,14 @@ class SessionCompactParams(TypedDict):
     """The summary's size in tokens, overriding `compaction.detail`: it sizes the summarizer's
     output budget and the length the prompt asks for, the extractive summary's sections and
     the progress-ledger block. The result's `targetMet` says whether it was met.
+    """
+    useArmed: NotRequired[Optional[bool]]
+    """Use the session's armed background compaction (`session/observeTurn`, or an append in
+    the lead band) when it fits the leaf (`leafId`, else the session's): its result at
+    once, written as drafted (with `preview`, returned), waiting for one that still runs.
+    Otherwise, and with `customInstructions`, `firstKeptEntryId`, `targetTokens` or
+    `expectedLeafId`, the compaction runs as without it. `backgroundOperationId` in the
+    result says the armed result was used.
     """
     workDoneToken: NotRequired[Optional[ProgressToken]]
     """LSP client-initiated progress: `$/progress` for this compaction uses this token."""
@@ -1631,6 +1680,10 @@ class SyncMethods:
         """Context size, window, threshold and whether a compaction runs. (``session/usage``)"""
         return self.request("session/usage", params, **options)  # type: ignore[no-any-return]
 
+    def session_observe_turn(self, params: ObserveTurnParams, **options: Any) -> ObserveTurnResult:
+        """An agent's turn: reads its new entries; a context in the lead band starts a background compaction. (``session/observeTurn``)"""
+        return self.request("session/observeTurn", params, **options)  # type: ignore[no-any-return]
+
     def session_search(self, params: SessionSearchParams, **options: Any) -> SessionSearchResult:
         """Finds text in every entry, behind compactions and in full texts too; pages. (``session/search``)"""
         return self.request("session/search", params, **options)  # type: ignore[no-any-return]
@@ -1733,6 +1786,10 @@ class AsyncMethods:
         """Context size, window, threshold and whether a compaction runs. (``session/usage``)"""
         return await self.request("session/usage", params, **options)  # type: ignore[no-any-return]
 
+    async def session_observe_turn(self, params: ObserveTurnParams, **options: Any) -> ObserveTurnResult:
+        """An agent's turn: reads its new entries; a context in the lead band starts a background compaction. (``session/observeTurn``)"""
+        return await self.request("session/observeTurn", params, **options)  # type: ignore[no-any-return]
+
     async def session_search(self, params: SessionSearchParams, **options: Any) -> SessionSearchResult:
         """Finds text in every entry, behind compactions and in full texts too; pages. (``session/search``)"""
         return await self.request("session/search", params, **options)  # type: ignore[no-any-return]
@@ -1806,6 +1863,7 @@ CLIENT_REQUESTS: dict[str, tuple[str, str]] = {
     "session/context": ("SessionContextParams", "SessionContextResult"),
     "session/tree": ("SessionTreeParams", "SessionTreeResult"),
     "session/usage": ("SessionRef", "SessionUsageResult"),
+    "session/observeTurn": ("ObserveTurnParams", "ObserveTurnResult"),
     "session/search": ("SessionSearchParams", "SessionSearchResult"),
     "session/readEntry": ("SessionReadEntryParams", "SessionReadEntryResult"),
     "session/setLabel": ("SetLabelParams", "SetLabelResult"),

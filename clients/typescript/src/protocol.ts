@@ -691,6 +691,11 @@ export interface CompactResult {
    */
   targetReason?: string | null;
   /**
+   * With `useArmed`: the background compaction (its `operationId`) whose armed result this
+   * is; absent when the compaction summarised anew.
+   */
+  backgroundOperationId?: string | null;
+  /**
    * Whether a hook supplied the compaction.
    */
   fromExtension: boolean;
@@ -1013,6 +1018,59 @@ export interface BackgroundCompactionStatus {
   startedAtMs: number;
 }
 /**
+ * Params of `session/observeTurn`: an agent that writes its own session file (opened here,
+ * often read-only) tells compactd about each turn, so that a background compaction can start
+ * before the agent's threshold. Absent fields are taken from the session.
+ */
+export interface ObserveTurnParams {
+  sessionId: string;
+  /**
+   * The agent's leaf after the turn. Default: the session's leaf, once the entries the
+   * agent wrote to the file since are read.
+   */
+  leafId?: string | null;
+  /**
+   * The context size the turn's reply reported (its usage's total). Default: the usage of
+   * the last reply on the branch after the latest compaction.
+   */
+  contextTokens?: number | null;
+  /**
+   * The agent's model's context window. Default: compactd's for the session's model.
+   */
+  contextWindow?: number | null;
+  /**
+   * The agent's compaction threshold. Default: compactd's for the window.
+   */
+  thresholdTokens?: number | null;
+}
+/**
+ * Result of `session/observeTurn`.
+ */
+export interface ObserveTurnResult {
+  /**
+   * The leaf the turn was measured at.
+   */
+  leafId?: string | null;
+  /**
+   * The context size used; `null` when unknown (no usage since the latest compaction).
+   */
+  contextTokens?: number | null;
+  contextWindow: number;
+  /**
+   * The threshold used; `null` when there is none (compaction off, unknown window).
+   */
+  thresholdTokens?: number | null;
+  /**
+   * This turn started a background compaction (`session/backgroundCompaction` `started`
+   * follows).
+   */
+  started: boolean;
+  /**
+   * The session's background compaction, while one runs or waits armed.
+   */
+  backgroundCompaction?: BackgroundCompactionStatus | null;
+}
+/**
  * Params of `session/search`.
  */
 export interface SessionSearchParams {
@@ -1287,6 +1345,15 @@ export interface SessionCompactParams {
    * the progress-ledger block. The result's `targetMet` says whether it was met.
    */
   targetTokens?: number | null;
+  /**
+   * Use the session's armed background compaction (`session/observeTurn`, or an append in
+   * the lead band) when it fits the leaf (`leafId`, else the session's): its result at
+   * once, written as drafted (with `preview`, returned), waiting for one that still runs.
+   * Otherwise, and with `customInstructions`, `firstKeptEntryId`, `targetTokens` or
+   * `expectedLeafId`, the compaction runs as without it. `backgroundOperationId` in the
+   * result says the armed result was used.
+   */
+  useArmed?: boolean | null;
   /**
    * LSP client-initiated progress: `$/progress` for this compaction uses this token.
    */
@@ -2329,6 +2396,8 @@ export interface ClientRequests {
   'session/tree': { params: SessionTreeParams; result: SessionTreeResult };
   /** Context size, window, threshold and whether a compaction runs. */
   'session/usage': { params: SessionRef; result: SessionUsageResult };
+  /** An agent's turn: reads its new entries; a context in the lead band starts a background compaction. */
+  'session/observeTurn': { params: ObserveTurnParams; result: ObserveTurnResult };
   /** Finds text in every entry, behind compactions and in full texts too; pages. */
   'session/search': { params: SessionSearchParams; result: SessionSearchResult };
   /** One entry as written, full texts and pruned originals restored. */

@@ -6,7 +6,7 @@
  * returns nothing and the agent's own path runs, after one notice saying why.
  */
 import { execFile } from "node:child_process";
-import { type CompactResult, type ProgressParams, CompactdError } from "compactd-client";
+import { type BackgroundCompaction, type CompactResult, type ProgressParams, CompactdError } from "compactd-client";
 import { AgentModel } from "./agent-model";
 import { Daemon, DaemonMissing, PeerClosed, RequestTimeout } from "./daemon";
 import type {
@@ -16,6 +16,7 @@ import type {
   SessionBeforeCompactResult,
   SessionBeforeTreeEvent,
   SessionBeforeTreeResult,
+  TurnEndEvent,
 } from "./omp";
 import { type Options, isObject } from "./options";
 
@@ -52,6 +53,27 @@ export const RECALL_PARAMETERS: Record<string, unknown> = {
 /** Characters of an entry the recall tool returns at once. */
 const RECALL_PAGE_CHARS = 40_000;
 
+/** The agent's compaction settings, as far as its settings can be read (oh-my-pi only). */
+export interface AgentCompaction {
+  keepRecentTokens?: number;
+  reserveTokens?: number;
+  thresholdTokens?: number;
+  thresholdPercent?: number;
+}
+
+/** A turn waiting to be told to compactd. */
+interface ObservedTurn {
+  event: TurnEndEvent;
+  ctx: ExtensionContext;
+  agent: AgentCompaction;
+}
+
+/** The status line while compactd drafts the next compaction ahead of the threshold. */
+const BACKGROUND_STATUS: Partial<Record<BackgroundCompaction["state"], string>> = {
+  started: "compactd: drafting the next compaction",
+  armed: "compactd: next compaction ready",
+};
+
 /** Which open compactd session holds which agent file, for the daemon that opened it. */
 interface OpenSession {
   sessionId: string;
@@ -69,6 +91,8 @@ export class Compactd {
   #progressLabel = new Map<string, string>();
   #noticesGiven = new Set<string>();
   #sentCompaction: string | undefined;
+  #observing: Promise<void> | undefined;
+  #nextTurn: ObservedTurn | undefined;
 
   constructor(options: Options) {
     this.options = options;
@@ -86,6 +110,7 @@ export class Compactd {
           }
         : {},
       onProgress: params => this.#onProgress(params),
+      onBackground: params => this.#onBackground(params),
     });
   }
 
@@ -109,11 +134,61 @@ export class Compactd {
     this.daemon.stop();
   }
 
-  /** `session_before_compact`: compactd's compaction of the agent's branch, or nothing. */
+  /**
+   * `turn_end`: tells compactd about the turn (`session/observeTurn`: the agent's leaf, the
+   * reply's context size, the agent's window and threshold), so that compactd drafts the next
+   * compaction in the background once the context nears the threshold, and the compaction
+   * hook then gets it at once. It does not hold up the agent (not awaited; a turn that ends
+   * while the previous one is being observed is observed next, only the latest one) and says
+   * nothing when it fails: the compaction hook reports compactd's problems. Only where the
+   * agent's compaction settings can be read (oh-my-pi): a draft must cut as the agent's
+   * compaction would.
+   */
+  observeTurn(event: TurnEndEvent, ctx: ExtensionContext, agent: AgentCompaction): void {
+    if (!ctx.sessionManager.getSessionFile() || agent.keepRecentTokens === undefined || agent.reserveTokens === undefined) return;
+    this.#nextTurn = { event, ctx, agent };
+    this.#observing ??= this.#observeTurns().finally(() => {
+      this.#observing = undefined;
+    });
+  }
+
+  async #observeTurns(): Promise<void> {
+    for (let turn = this.#nextTurn; turn; turn = this.#nextTurn) {
+      this.#nextTurn = undefined;
+      await this.#observe(turn).catch(() => undefined);
+    }
+  }
+
+  async #observe({ event, ctx, agent }: ObservedTurn): Promise<void> {
+    const file = ctx.sessionManager.getSessionFile();
+    const { keepRecentTokens, reserveTokens } = agent;
+    if (!file || keepRecentTokens === undefined || reserveTokens === undefined) return;
+    const window = ctx.model?.contextWindow;
+    this.#enter(ctx);
+    const sessionId = await this.#open(file);
+    await this.#syncCompactionSettings({ keepRecentTokens, reserveTokens });
+    await this.daemon.request(
+      "session/observeTurn",
+      {
+        sessionId,
+        leafId: ctx.sessionManager.getLeafId() ?? undefined,
+        contextTokens: replyContextTokens(event.message),
+        contextWindow: window,
+        thresholdTokens: agentThreshold(agent, window),
+      },
+      this.options.timeoutMs,
+    );
+  }
+
+  /** `session_before_compact`: compactd's compaction of the agent's branch, or nothing. The
+   * draft compactd armed ahead of the threshold (`observeTurn`) answers at once when it fits
+   * the agent's leaf. */
   async compact(event: SessionBeforeCompactEvent, ctx: ExtensionContext): Promise<SessionBeforeCompactResult | undefined> {
     const file = ctx.sessionManager.getSessionFile();
     const leafId = event.branchEntries[event.branchEntries.length - 1]?.id;
     if (!file || !leafId) return undefined;
+    // The turn's observation opens the session first (one compactd session per file).
+    await this.#observing;
     this.#enter(ctx);
     const token = this.#newProgressToken("compacting");
     let sessionId: string | undefined;
@@ -131,6 +206,7 @@ export class Compactd {
           preview: true,
           leafId,
           customInstructions: event.customInstructions,
+          useArmed: true,
           workDoneToken: token,
         },
         this.options.timeoutMs,
@@ -280,6 +356,11 @@ export class Compactd {
     return info.sessionId;
   }
 
+  #onBackground(params: BackgroundCompaction): void {
+    const known = [...this.#sessions.values()].some(s => s.sessionId === params.sessionId);
+    if (known) this.#ctx?.ui.setStatus(STATUS_KEY, BACKGROUND_STATUS[params.state]);
+  }
+
   #onProgress(params: ProgressParams): void {
     const label = this.#progressLabel.get(String(params.token));
     const value = params.value;
@@ -325,6 +406,8 @@ function toCompaction(result: CompactResult, models: string[]): CompactionResult
     tokensBefore: result.tokensBefore,
     details: { ...details, compactd: compactdDetails(result.summarizer ?? undefined, models, result.tokensAfter ?? undefined) },
   };
+  // Drafted ahead of the threshold (`session/observeTurn`) and handed over at once.
+  if (result.backgroundOperationId) (compaction.details as { compactd: Record<string, unknown> }).compactd.background = result.backgroundOperationId;
   if (result.shortSummary) compaction.shortSummary = result.shortSummary;
   if (result.preserveData) compaction.preserveData = result.preserveData;
   return compaction;
@@ -361,6 +444,31 @@ function renderEntry(entryId: string, read: { entry: Record<string, unknown>; co
   let text = `Entry ${entryId} (${String(type)}, ${String(timestamp)}${read.compacted ? ", compacted" : ""}), characters ${offset}..${end} of ${body.length}:\n${page}`;
   if (end < body.length) text += `\n[${body.length - end} more characters: call ${RECALL_TOOL} with entryId ${entryId} and offset ${end}]`;
   return text;
+}
+
+/** The context size an assistant reply reports (the agent's `calculateContextTokens`); none
+ * for another message, an aborted or failed reply. */
+function replyContextTokens(message: unknown): number | undefined {
+  if (!isObject(message) || message.role !== "assistant" || !isObject(message.usage)) return undefined;
+  if (message.stopReason === "aborted" || message.stopReason === "error") return undefined;
+  const usage = message.usage as Record<string, unknown>;
+  const n = (key: string) => (typeof usage[key] === "number" ? (usage[key] as number) : 0);
+  return n("totalTokens") > 0 ? n("totalTokens") : n("input") + n("output") + n("cacheRead") + n("cacheWrite");
+}
+
+/** The agent's compaction threshold (oh-my-pi's `resolveThresholdTokens`): `thresholdTokens`,
+ * else `thresholdPercent` of the window, else the window less the larger of 15% and
+ * `reserveTokens`. */
+export function agentThreshold(agent: AgentCompaction, window: number | undefined): number | undefined {
+  const { thresholdTokens, thresholdPercent, reserveTokens } = agent;
+  if (thresholdTokens !== undefined && thresholdTokens > 0) {
+    return window ? Math.min(window - 1, thresholdTokens) : thresholdTokens;
+  }
+  if (!window) return undefined;
+  if (thresholdPercent !== undefined && thresholdPercent > 0) {
+    return Math.floor(window * (Math.min(99, Math.max(1, thresholdPercent)) / 100));
+  }
+  return window - Math.max(Math.floor(window * 0.15), reserveTokens ?? 0);
 }
 
 /** The agent writes its session file asynchronously; its session manager can flush. */

@@ -6,6 +6,7 @@
  * messages), never shown on the agent's stdout.
  */
 import {
+  type BackgroundCompaction,
   type ClientRequests,
   CompactdClient,
   type ProgressParams,
@@ -25,6 +26,8 @@ export interface DaemonConfig {
    * model writes summaries); the client declares their capabilities. */
   handlers: ServerRequestHandlers;
   onProgress(params: ProgressParams): void;
+  /** `session/backgroundCompaction`: a draft started, is armed, was used or dropped. */
+  onBackground(params: BackgroundCompaction): void;
 }
 
 /** compactd could not be started at all (missing binary, no permission): retrying is futile. */
@@ -146,6 +149,7 @@ export class Daemon {
     const running: Running = { client, ended: undefined };
     this.#last = running;
     client.onProgress(params => this.#config.onProgress(params));
+    client.onNotification("session/backgroundCompaction", params => this.#config.onBackground(params));
     void client.exited.then(how => {
       running.ended = `compactd exited (${typeof how === "string" ? how : `code ${how}`})`;
     });

@@ -8,7 +8,7 @@
  */
 import * as os from "node:os";
 import * as path from "node:path";
-import { Compactd, RECALL_PARAMETERS, RECALL_TOOL, type RecallParams } from "./compactd";
+import { type AgentCompaction, Compactd, RECALL_PARAMETERS, RECALL_TOOL, type RecallParams } from "./compactd";
 import type { ExtensionAPI, ExtensionContext } from "./omp";
 import { type SummarizerChoice, loadOptions } from "./options";
 
@@ -35,6 +35,10 @@ export default function compactdExtension(pi: ExtensionAPI): void {
   });
   pi.on("session_shutdown", () => {
     compactd?.stop();
+    return undefined;
+  });
+  pi.on("turn_end", (event, ctx) => {
+    ready(ctx)?.observeTurn(event, ctx, agentCompaction(pi));
     return undefined;
   });
   pi.on("session_before_compact", (event, ctx) => ready(ctx)?.compact(event, ctx));
@@ -84,9 +88,23 @@ function defaultSummarizer(): SummarizerChoice {
   return typeof Bun === "undefined" ? "compactd" : "agent";
 }
 
-/** The agent's `compaction.keepRecentTokens` setting, when its settings can be read. */
-function agentKeepRecentTokens(pi: ExtensionAPI): number | undefined {
-  const settings = (pi.pi as { settings?: { get?: (key: string) => unknown } } | undefined)?.settings;
-  const value = typeof settings?.get === "function" ? settings.get("compaction.keepRecentTokens") : undefined;
+/** The agent's `compaction.<key>` setting, when its settings can be read (oh-my-pi). */
+function agentSetting(pi: ExtensionAPI, key: string): number | undefined {
+  const settings = pi.pi?.settings;
+  const value = typeof settings?.get === "function" ? settings.get(`compaction.${key}`) : undefined;
   return typeof value === "number" ? value : undefined;
+}
+
+function agentKeepRecentTokens(pi: ExtensionAPI): number | undefined {
+  return agentSetting(pi, "keepRecentTokens");
+}
+
+/** The agent's compaction settings that decide where and when it compacts. */
+function agentCompaction(pi: ExtensionAPI): AgentCompaction {
+  return {
+    keepRecentTokens: agentSetting(pi, "keepRecentTokens"),
+    reserveTokens: agentSetting(pi, "reserveTokens"),
+    thresholdTokens: agentSetting(pi, "thresholdTokens"),
+    thresholdPercent: agentSetting(pi, "thresholdPercent"),
+  };
 }

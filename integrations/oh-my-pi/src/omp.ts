@@ -128,11 +128,19 @@ export interface ToolDefinition<P> {
   execute(toolCallId: string, params: P, signal: AbortSignal | undefined, onUpdate: unknown, ctx: ExtensionContext): Promise<ToolResult>;
 }
 
+/** `turn_end`: one model call and its tool results are done (the reply carries `usage`). */
+export interface TurnEndEvent {
+  type: "turn_end";
+  turnIndex: number;
+  message: unknown;
+}
+
 /** The `pi` object an extension factory receives. */
 export interface ExtensionAPI {
   on(event: "session_before_compact", handler: Handler<SessionBeforeCompactEvent, SessionBeforeCompactResult>): void;
   on(event: "session_before_tree", handler: Handler<SessionBeforeTreeEvent, SessionBeforeTreeResult>): void;
   on(event: "session_start" | "session_switch" | "session_shutdown", handler: Handler<{ type: string }>): void;
+  on(event: "turn_end", handler: Handler<TurnEndEvent>): void;
   registerTool<P>(tool: ToolDefinition<P>): void;
   registerCommand(
     name: string,
@@ -140,5 +148,5 @@ export interface ExtensionAPI {
   ): void;
   logger: { warn(message: string, meta?: Record<string, unknown>): void; debug(message: string, meta?: Record<string, unknown>): void };
   /** The agent package's own exports (oh-my-pi only: pi has no `pi.pi`). */
-  pi?: { getAgentDir(): string; VERSION?: string };
+  pi?: { getAgentDir(): string; VERSION?: string; settings?: { get?(key: string): unknown } };
 }

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { CompactdClient } from "compactd-client";
 import { Agent, type AgentSetup, MODEL, PROVIDER, ompCommand, writeAgentDir } from "./agent";
 import { AGENT_OWN_SUMMARY, FakeLlm, MODEL_SUMMARY_MARK, textOf } from "./fake-llm";
 import { type Entry, compactd, count, entriesOf, expectSameContext, lastIs, norm, pathTo, required, settled } from "./session";
@@ -403,6 +404,151 @@ describe(`compactd undo and the real oh-my-pi agent ${AGENT_VERSION}`, () => {
         expect(back.slice(1, before.length)).toEqual(before.slice(1));
         await agent.ok({ type: "switch_session", sessionPath: again });
         await expectSameContext(agent, again);
+      } finally {
+        await agent.stop();
+        world.stop();
+      }
+    },
+    TEST_TIMEOUT,
+  );
+});
+
+describe(`a compactd preview committed with an edited summary, and the real oh-my-pi agent ${AGENT_VERSION}`, () => {
+  test(
+    "the agent resuming the file rebuilds compactd's context, the edited summary first, and goes on",
+    async () => {
+      const EDITED = "EDITED-SUMMARY-MARK: the user rewrote this summary before committing it.";
+      const world = new World();
+      const agent = await world.agent("commit", { COMPACTD_BIN: COMPACTD });
+      let daemon: CompactdClient | undefined;
+      try {
+        for (const n of [1, 2, 3]) await agent.prompt(`read src/mod${n}.rs`);
+        const state = await agent.ok<{ sessionFile: string }>({ type: "get_state" });
+        await settled(state.sessionFile, e => {
+          const asked = e.findIndex(x => x.message?.role === "user" && textOf(x.message.content) === "read src/mod3.rs");
+          return asked >= 0 && e.slice(asked).some(x => x.message?.role === "assistant" && x.message.stopReason === "stop");
+        });
+        // A copy of the agent's session (its own file left to it), previewed and committed by a
+        // compactd daemon over pipes, with its offline summarizer and the agent's keepRecentTokens.
+        const copy = path.join(path.dirname(state.sessionFile), "committed.jsonl");
+        fs.copyFileSync(state.sessionFile, copy);
+        const original = fs.readFileSync(copy, "utf8");
+        daemon = await CompactdClient.start({
+          command: COMPACTD,
+          env: { ...process.env, HOME: world.root },
+          settings: { summarizer: { kind: "extractive" }, compaction: { keepRecentTokens: KEEP_RECENT } },
+        });
+        const { sessionId } = await daemon.request("session/open", { path: copy });
+        const preview = await daemon.request("session/compact", { sessionId, preview: true });
+        expect(preview.preview).toBe(true);
+        expect(preview.previewId).toBeTruthy();
+        expect(preview.summary).not.toContain(EDITED);
+        expect(fs.readFileSync(copy, "utf8")).toBe(original);
+        const committed = await daemon.request("session/commitCompaction", {
+          sessionId,
+          previewId: preview.previewId!,
+          summary: EDITED,
+        });
+        expect(committed.entryId).toBeTruthy();
+        expect(committed.firstKeptEntryId).toBe(preview.firstKeptEntryId);
+        const context = await daemon.request("session/context", { sessionId });
+        await daemon.close();
+        daemon = undefined;
+
+        // One compaction entry appended after the agent's lines, which are kept byte for byte
+        // (18's title line included).
+        const text = fs.readFileSync(copy, "utf8");
+        expect(text.startsWith(original)).toBe(true);
+        const entries = entriesOf(copy);
+        const compaction = entries[entries.length - 1];
+        expect(compaction.type).toBe("compaction");
+        expect(compaction.id).toBe(committed.entryId!);
+        expect(compaction.summary.startsWith(EDITED)).toBe(true);
+        expect(compaction.details.edited).toBe(true);
+        const ours = (context.messages as any[]).map(norm);
+        expect(ours[0]).toBe(`compactionSummary: ${compaction.summary}`);
+
+        // The agent resumes the file: the daemon's context, and the CLI's, summary first.
+        const switched = await agent.ok<{ cancelled: boolean }>({ type: "switch_session", sessionPath: copy });
+        expect(switched.cancelled).toBe(false);
+        const { messages } = await agent.ok<{ messages: any[] }>({ type: "get_messages" });
+        expect(messages.map(norm)).toEqual(ours);
+        expect(messages[0].role).toBe("compactionSummary");
+        expect(messages[0].summary).toContain(EDITED);
+        await expectSameContext(agent, copy);
+
+        // It goes on from there, and its model reads the edited summary.
+        const turns = world.llm.received.length;
+        await agent.prompt("read src/mod4.rs");
+        const after = await settled(copy, e => {
+          const asked = e.findIndex(x => x.message?.role === "user" && textOf(x.message.content) === "read src/mod4.rs");
+          return asked >= 0 && e.slice(asked).some(x => x.message?.role === "assistant" && x.message.stopReason === "stop");
+        });
+        expect(pathTo(after, after[after.length - 1].id).some(e => e.id === compaction.id)).toBe(true);
+        const sent = world.llm.received.slice(turns).filter(r => r.kind === "turn");
+        expect(sent.length).toBeGreaterThan(0);
+        expect(JSON.stringify(sent[0].body.messages)).toContain(EDITED);
+        await expectSameContext(agent, copy);
+      } finally {
+        await daemon?.close();
+        await agent.stop();
+        world.stop();
+      }
+    },
+    TEST_TIMEOUT,
+  );
+});
+
+describe(`compactd drafts the next compaction ahead of the threshold in the real oh-my-pi agent ${AGENT_VERSION}`, () => {
+  test(
+    "a turn near the threshold arms a draft, and the threshold compaction's hook gets it at once",
+    async () => {
+      const world = new World();
+      const agent = await world.agent("armed", { COMPACTD_BIN: COMPACTD });
+      const summaries = () => world.llm.received.filter(r => r.kind === "compactd-summary").length;
+      try {
+        for (const n of [1, 2]) await agent.prompt(`read src/mod${n}.rs`);
+        const { sessionFile: file } = await agent.ok<{ sessionFile: string }>({ type: "get_state" });
+        expect(summaries()).toBe(0);
+
+        // A reply whose usage (35,000) is in compactd's lead band below the agent's threshold
+        // (40,000; the lead is 8,000): the extension tells compactd about the turn, and compactd
+        // drafts the compaction in the background (through the agent's model) while the agent
+        // waits for the user.
+        const since = agent.events.length;
+        world.llm.bigPromptTokens = 35_000;
+        await agent.prompt("BIG read src/mod3.rs", 180_000);
+        const ready = (e: any) =>
+          e.type === "extension_ui_request" && e.method === "setStatus" && e.statusText === "compactd: next compaction ready";
+        await agent.waitForEvent(ready, 180_000, since);
+        expect(agent.events.slice(since).some(e => e.type === "auto_compaction_start")).toBe(false);
+        expect(entriesOf(file).some(e => e.type === "compaction")).toBe(false);
+        const drafted = summaries();
+        expect(drafted).toBeGreaterThan(0);
+
+        // The next reply crosses the threshold: the agent's compaction hook asks compactd, which
+        // hands over the armed draft with no summary written after the crossing.
+        world.llm.bigPromptTokens = 45_000;
+        const crossing = agent.events.length;
+        await agent.prompt("BIG read src/mod4.rs", 180_000);
+        const start = agent.events.slice(crossing).find(e => e.type === "auto_compaction_start");
+        expect(start?.reason).toBe("threshold");
+        const entries = await settled(file, count("compaction", 1));
+        const c = entries.find(e => e.type === "compaction")!;
+        expect(c.fromExtension).toBe(true);
+        expect(String(c.details.compactd.background)).toStartWith("background");
+        expect(c.summary).toContain(MODEL_SUMMARY_MARK);
+        expect(summaries()).toBe(drafted);
+        // What the agent did after the draft's snapshot is kept after the summary.
+        const branch = pathTo(entries, c.id);
+        const asked = branch.findIndex(e => e.message?.role === "user" && textOf(e.message.content) === "BIG read src/mod4.rs");
+        expect(asked).toBeGreaterThan(branch.findIndex(e => e.id === c.firstKeptEntryId) - 1);
+        await expectSameContext(agent, file);
+
+        // The agent goes on from the compacted context.
+        await agent.prompt("read src/mod5.rs", 180_000);
+        await settled(file, e => e.some(x => x.message?.role === "user" && textOf(x.message.content) === "read src/mod5.rs"));
+        await expectSameContext(agent, file);
       } finally {
         await agent.stop();
         world.stop();

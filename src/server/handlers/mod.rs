@@ -8,6 +8,7 @@ pub(crate) mod session_compact;
 pub(crate) mod session_label;
 pub(crate) mod session_ledger;
 pub(crate) mod session_navigate;
+pub(crate) mod session_observe;
 pub(crate) mod session_open;
 pub(crate) mod session_prune;
 pub(crate) mod session_read;
