@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! layer        imports
-//! cli          mcp server engine protocol summarize compaction tokens session settings files
+//! cli          mcp server engine protocol summarize compaction tokens session settings files foreign
 //! mcp          engine session settings
 //! server       engine protocol rpc summarize session settings files
 //! protocol     rpc settings
@@ -19,6 +19,7 @@
 //! session      settings files
 //! settings     files
 //! files        -
+//! foreign      -
 //! ```
 //!
 //! Imports point down, so there is no cycle. The same test holds three more rules of the
@@ -44,6 +45,7 @@ pub mod cli;
 pub mod compaction;
 pub mod engine;
 pub mod files;
+pub mod foreign;
 pub mod mcp;
 pub mod protocol;
 pub mod rpc;
