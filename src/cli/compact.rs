@@ -35,7 +35,8 @@ pub enum SummarizerArg {
 /// Arguments of `compactd compact`.
 #[derive(Debug, clap::Args)]
 pub struct CompactArgs {
-    /// The session file (`.jsonl`); the compaction entry is appended to it.
+    /// The session file (`.jsonl`); the compaction entry is appended to it. A Codex rollout
+    /// is compacted with Codex's own records (README, Use with Codex).
     pub session: PathBuf,
     /// What the summary should focus on.
     #[arg(long)]

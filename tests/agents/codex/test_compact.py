@@ -80,6 +80,9 @@ def main():
             if run.returncode != 0:
                 fail(f"compactd {command[0]} on a rollout: {run.stderr}")
         # The README's command.
+        readme = codex_home.readme_block("sh").splitlines()[0].split()
+        if readme[:2] != ["compactd", "compact"] or len(readme) != 3:
+            fail(f"the README's compact command changed; update this test: {readme}")
         done = compactd(tmp, "compact", rollout)
         if done.returncode != 0 or "Codex compaction" not in done.stdout:
             fail(f"compactd compact: {done.returncode}\n{done.stdout}\n{done.stderr}")

@@ -1,6 +1,6 @@
 """`compactd mcp` inside the real Codex CLI (scripts/test.d/codex.sh installs it).
 
-Codex is configured as the README's "Use with Codex" section says (`[mcp_servers.compactd]`),
+Codex is configured with the README's "Use with Codex" line (`mcp_servers.compactd = …`),
 with its model played by a scripted fake Responses-API server on 127.0.0.1. The fake model
 calls `search_history` on a compacted session for a fact that only the compacted part holds;
 the test checks that Codex ran the tool without asking (the tools are marked read-only) and
@@ -45,10 +45,12 @@ def write_compacted_session(path):
         f.writelines(json.dumps(line) + "\n" for line in lines)
 
 
-def mcp_config(binary, home):
-    """The README's one line of config (`[mcp_servers.compactd]`), plus an isolated home."""
-    return (f'[mcp_servers.compactd]\ncommand = "{binary}"\nargs = ["mcp"]\n'
-            f'env = {{ HOME = "{home}", COMPACTD_CONFIG_DIR = "{home}/.config/compactd" }}\n')
+def mcp_config(binary):
+    """The README's line of config, with the compactd under test."""
+    line = codex_home.readme_block("toml").strip()
+    if line != 'mcp_servers.compactd = { command = "compactd", args = ["mcp"] }':
+        fail(f"the README's Codex config changed; update this test: {line}")
+    return line.replace('"compactd", args', json.dumps(binary) + ", args")
 
 
 def tool_names(request):
@@ -83,10 +85,10 @@ def main():
 
         with FakeResponses([call_search, answer]) as fake:
             home = os.path.join(tmp, "codex-home")
-            codex_home.write_config(home, fake.port, mcp_config(binary, tmp))
+            codex_home.write_config(home, fake.port, top=mcp_config(binary))
             run = codex_home.run(home, ["exec", "--skip-git-repo-check",
                                         "Which port does staging use? Search the history."],
-                                 cwd=tmp)
+                                 cwd=tmp, user_home=tmp)
             if run.returncode != 0:
                 fail(f"codex exec exited {run.returncode}:\n{run.stdout}\n{run.stderr}")
             if fake.errors:
