@@ -103,7 +103,7 @@ impl Rollout {
                 }
                 "compacted" => Some(json!({"type": "compaction", "id": id, "parentId": parent,
                     "timestamp": timestamp,
-                    "summary": line["payload"]["message"].as_str().unwrap_or_default(),
+                    "summary": summary_of(&line["payload"]),
                     "firstKeptEntryId": id, "tokensBefore": 0})),
                 "response_item" => message(&line["payload"], &mut tool_names, &model).map(|m| {
                     json!({"type": "message", "id": id, "parentId": parent,
@@ -217,6 +217,12 @@ impl Rollout {
             "model_context_window": info.map_or(Value::Null, |i| i["model_context_window"].clone()),
         }, "rate_limits": Value::Null})
     }
+}
+
+/// The summary of a `compacted` record, without the prefix Codex reads it with.
+fn summary_of(compacted: &Value) -> &str {
+    let message = compacted["message"].as_str().unwrap_or_default();
+    message.strip_prefix(SUMMARY_PREFIX).unwrap_or(message)
 }
 
 fn kind(line: &Value) -> &str {
