@@ -60,6 +60,9 @@ impl<E: std::fmt::Display> From<E> for CliError {
 
 /// Opens a session file without ever writing to it; load warnings go to stderr.
 pub fn open(path: &Path) -> Result<Session, CliError> {
+    if super::guest::is_codex_rollout(path) {
+        return Err(super::guest::refuse_rollout(path));
+    }
     let (session, report) = Session::open(path)?;
     warn_report(path, &report);
     Ok(session)

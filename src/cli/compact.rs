@@ -21,6 +21,7 @@ use crate::tokens::TokenCache;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{self, CliError, TokenizerArg};
+use super::guest;
 
 /// `--summarizer` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -34,7 +35,8 @@ pub enum SummarizerArg {
 /// Arguments of `compactd compact`.
 #[derive(Debug, clap::Args)]
 pub struct CompactArgs {
-    /// The session file (`.jsonl`); the compaction entry is appended to it.
+    /// The session file (`.jsonl`); the compaction entry is appended to it. A Codex rollout
+    /// is compacted with Codex's own records (README, Use with Codex).
     pub session: PathBuf,
     /// What the summary should focus on.
     #[arg(long)]
@@ -70,7 +72,18 @@ pub struct CompactArgs {
 }
 
 pub fn run(args: &CompactArgs) -> Result<(), CliError> {
-    let mut session = open_writable(&args.session)?;
+    // A Codex rollout is compacted through a pi-format copy, previewed there; Codex's own
+    // records are then appended to the rollout (cli/guest.rs).
+    let codex = guest::is_codex_rollout(&args.session);
+    let (mut session, rollout) = if codex {
+        if !args.preview {
+            guest::refuse_if_busy(&args.session)?;
+        }
+        let (session, rollout) = guest::open_codex(&args.session)?;
+        (session, Some(rollout))
+    } else {
+        (open_writable(&args.session)?, None)
+    };
     let mut settings = common::settings_for(&mut session);
     // A summarizer named here that cannot run is an error, not a silent extractive summary.
     let edited = match &args.summary_file {
@@ -103,7 +116,7 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
     let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
     let opts = CompactOptions {
         custom_instructions: args.instructions.clone(),
-        preview: args.preview || edited.is_some(),
+        preview: args.preview || edited.is_some() || rollout.is_some(),
         target_tokens: args.target_tokens,
         ..CompactOptions::manual()
     };
@@ -147,8 +160,21 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
         },
         e => CliError::new(format!("{}: {e}", args.session.display())),
     })?;
+    if let Some(rollout) = &rollout
+        && !args.preview
+    {
+        guest::append_codex(
+            &args.session,
+            rollout,
+            &outcome.summary,
+            Some(&outcome.first_kept_entry_id),
+        )?;
+    }
     if args.json {
         return common::print_json(&to_proto::compact_result(&outcome));
+    }
+    if rollout.is_some() {
+        return common::print(&codex_pretty(&outcome, &args.session, args.preview));
     }
     let context_after = match outcome.entry_id {
         Some(_) => context_view(&shared.blocking_read(), &env.settings, &cache).total_tokens,
@@ -167,6 +193,27 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
         }),
     };
     common::print(&pretty(&outcome, &sizes, &args.session))
+}
+
+/// What `compact` prints for a Codex rollout.
+fn codex_pretty(o: &CompactOutcome, file: &Path, preview: bool) -> String {
+    let what = if preview {
+        format!(
+            "preview (nothing written) of Codex rollout {}",
+            file.display()
+        )
+    } else {
+        format!(
+            "Codex compaction (a `compacted` record and a `token_count` event) appended to {}",
+            file.display()
+        )
+    };
+    format!(
+        "{what}\nfirst kept item: {} (L = line number)\nsummarizer: {}\n\nsummary:\n{}\n",
+        o.first_kept_entry_id,
+        o.summarizer,
+        o.summary.trim_end()
+    )
 }
 
 /// The text of `--summary-file`: not empty.

@@ -12,6 +12,7 @@ mod compact;
 mod context;
 mod eval;
 mod fork;
+mod guest;
 mod ledger;
 mod navigate;
 mod plan;
@@ -151,6 +152,7 @@ pub fn main() -> ExitCode {
         Some(Command::Completions { shell }) => completions(*shell),
         Some(Command::Man { out }) => man(out.as_deref()),
     };
+    guest::remove_copies();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(common::CliError { message, code }) => {

@@ -10,7 +10,8 @@
 //!
 //! The tools run on the [`Engine`] like the daemon's handlers; sessions are opened read-only
 //! (the agent owns its file), by path or stored id under the same rules as `session/open`.
-//! The wire types are this module's own ([`tools`]), converted here.
+//! The wire types are this module's own ([`tools`]), converted here. Every tool is marked
+//! `readOnlyHint` (it never writes), so an agent may run it without asking for approval.
 
 mod tools;
 

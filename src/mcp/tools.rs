@@ -20,6 +20,8 @@ pub fn list() -> Value {
         {
             "name": "search_history",
             "title": "Search session history",
+            "annotations": {"readOnlyHint": true, "destructiveHint": false,
+                "idempotentHint": true, "openWorldHint": false},
             "description": "Search the full history of a coding session, including what was \
                 compacted away and full tool outputs, by literal text (case-insensitive) or \
                 regex. Returns one line per matching entry: its id, role, timestamp, whether \
@@ -43,6 +45,8 @@ pub fn list() -> Value {
         {
             "name": "read_history_entry",
             "title": "Read a session entry",
+            "annotations": {"readOnlyHint": true, "destructiveHint": false,
+                "idempotentHint": true, "openWorldHint": false},
             "description": "Read one entry of a session as it was written, with full texts \
                 restored (outputs stored in the blob store, pruned outputs). Long texts come in \
                 pages: pass offset to continue.",
@@ -62,6 +66,8 @@ pub fn list() -> Value {
         {
             "name": "context_usage",
             "title": "Context usage",
+            "annotations": {"readOnlyHint": true, "destructiveHint": false,
+                "idempotentHint": true, "openWorldHint": false},
             "description": "How full the session's context window is: tokens, window, \
                 auto-compaction threshold.",
             "inputSchema": {

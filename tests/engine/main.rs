@@ -8,6 +8,7 @@
 
 mod auto;
 mod cli;
+mod cli_codex;
 mod cli_edit;
 mod compact;
 mod extractive;
