@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::session::facts::{
+use crate::compaction::facts::{
     Outcome, call_command, error_line, execution_outcome, prose_sentences, starts_with_words,
     tool_outcome,
 };

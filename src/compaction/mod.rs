@@ -1,7 +1,9 @@
 //! Pure compaction planning, no I/O and no LLM: where to cut (spec §4.8), what to summarise
 //! and keep (§4.6), file-operation tracking (§4.13), the summarizer's transcript (§4.11),
-//! tool-output pruning (§5), the entries a branch summary covers (§6.1, §6.2) and the
-//! progress ledger (DESIGN §8). The threshold (§4.2) is a setting's:
+//! tool-output pruning (§5), the entries a branch summary covers (§6.1, §6.2), the
+//! progress ledger (DESIGN §8) and the facts read from messages (`facts.rs`: failed tool
+//! calls, standing instructions) that the ledger, the extractive summarizer and the
+//! retention guard read alike. The threshold (§4.2) is a setting's:
 //! `Settings::threshold_tokens`.
 //!
 //! Every function takes entries and a [`TokenCounter`](crate::tokens::TokenCounter) and
@@ -9,6 +11,7 @@
 
 pub(crate) mod branch;
 pub(crate) mod cut_point;
+pub(crate) mod facts;
 pub(crate) mod file_ops;
 pub(crate) mod ledger;
 pub(crate) mod prepare;

@@ -55,11 +55,13 @@
 //!
 //! # Where the code is
 //! This file holds the types and the in-memory session (entries, leaf, paths, appends and
-//! navigation); `load` turns bytes into entries, `migrate` lifts versions 1 and 2 to 3, `disk`
-//! does every file-system call (create, open, the lock, appends, rewrites), `fork` makes new
-//! files from a session, `stream` reads large files without copying them, `backend`
-//! dispatches to PostgreSQL for a stored session and `partial` lets one be opened with only
-//! what the context at its leaf needs.
+//! navigation), written once for every backend; `store` is the storage seam (the `Store` trait:
+//! refresh, write, replace, load the rest), `load` turns bytes into entries, `cursor` is how far
+//! they have been read, `migrate` lifts versions 1 and 2 to 3, `disk` is the file backend
+//! (every file-system call: create, open, the lock, appends, rewrites), `remote` the
+//! PostgreSQL one (on `session::postgres`), `fork` makes new sessions from a session, `stream`
+//! reads large files without copying them and `partial` lets a stored session be opened with
+//! only what the context at its leaf needs.
 
 use std::collections::HashSet;
 use std::io;
@@ -74,10 +76,9 @@ use super::ids;
 use super::message::Extra;
 use super::tree::{self, Tree};
 
-use backend::Backend;
-use disk::{DiskState, TailMode};
+use cursor::DiskState;
 
-pub use backend::{Destination, import_file, postgres_path};
+pub use remote::{Destination, import_file, postgres_path};
 
 /// Whether appends are fsynced. Rewrites are always fsynced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -217,8 +218,8 @@ pub struct Session {
     revision: u64,
     /// The last root→entry path walked, reused and extended by later walks.
     path_cache: std::sync::Mutex<PathCache>,
-    /// Where the lines live (see `backend.rs`).
-    backend: Backend,
+    /// Where the lines live (see `store.rs`).
+    store: Box<dyn store::Store>,
     /// Set when only part of a stored session is loaded (see `partial.rs`).
     partial: Option<partial::Partial>,
     /// Two entries share an id (the first one wins): opening must read everything.
@@ -658,34 +659,6 @@ impl Session {
         self.locked_write(|_| Ok(Vec::new()))
     }
 
-    /// Lets `f` change the entries (e.g. pruning), then rewrites the file atomically. The leaf
-    /// stays if its entry survives, otherwise it falls back to what the file implies.
-    pub fn replace_entries(&mut self, f: impl FnOnce(&mut Vec<Entry>)) -> Result<()> {
-        if self.is_remote() {
-            return self.remote_replace(f);
-        }
-        let _lock = self.lock()?;
-        self.sync_from_disk(TailMode::Locked)?;
-        let before = (self.entries.clone(), self.leaf.clone());
-        f(&mut self.entries);
-        self.revision = next_revision();
-        self.rebuild_index();
-        if self
-            .leaf
-            .as_ref()
-            .is_some_and(|l| !self.index.contains_key(l))
-        {
-            self.leaf = file_leaf_of(&self.entries);
-        }
-        if let Err(e) = self.write_all_atomically() {
-            (self.entries, self.leaf) = before;
-            self.revision = next_revision();
-            self.rebuild_index();
-            return Err(e);
-        }
-        Ok(())
-    }
-
     fn rebuild_index(&mut self) {
         self.clear_path_cache();
         self.index.clear();
@@ -708,13 +681,15 @@ fn file_leaf_of(entries: &[Entry]) -> Option<String> {
     }
 }
 
-mod backend;
+mod cursor;
 mod disk;
 mod fork;
 mod index;
 mod load;
 mod migrate;
 mod partial;
+mod remote;
+mod store;
 mod stream;
 
 #[cfg(test)]

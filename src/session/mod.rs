@@ -3,7 +3,6 @@
 
 pub(crate) mod context;
 pub(crate) mod entry;
-pub(crate) mod facts;
 pub(crate) mod file;
 pub(crate) mod ids;
 pub(crate) mod listing;

@@ -4,7 +4,7 @@
 //! span's final turn, and explicit user constraints ("always", "never", "must", an imperative
 //! "don't") — and every one the summary does not carry is appended in a short "Retained facts"
 //! section. What was added is recorded in the entry's `details.retainedFacts`. Errors and
-//! constraints are read by `session::facts`, as the extractive summarizer reads them: a search
+//! constraints are read by `compaction::facts`, as the extractive summarizer reads them: a search
 //! that found nothing or an aborted command is not an error, a question is not a constraint.
 //!
 //! Containment is checked on normalised text (whitespace collapsed, lower case), so a summary
@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::session::facts::{
+use crate::compaction::facts::{
     Outcome, call_command, error_line, execution_outcome, instructions, tool_outcome,
 };
 use crate::session::message::{ToolCall, join_text};
@@ -23,7 +23,7 @@ use crate::session::{AgentMessage, ContentBlock};
 /// Longest fact kept, in characters (a pending question is kept whole).
 pub const MAX_FACT_CHARS: usize = 300;
 /// Most constraints and errors kept each (the latest ones).
-pub const MAX_FACTS_PER_KIND: usize = crate::session::facts::LATEST_KEPT;
+pub const MAX_FACTS_PER_KIND: usize = crate::compaction::facts::LATEST_KEPT;
 /// The heading of the appended section.
 pub const SECTION_HEADING: &str = "## Retained Facts";
 

@@ -7,6 +7,8 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::cursor::{DiskState, FileId, Loaded, TailMode, TailRepair, file_id};
+use super::store::{Build, Edit, Store};
 use super::{
     CreateOptions, LoadReport, LoadStep, Result, Session, SessionError, SyncPolicy, file_leaf_of,
     next_revision, stream,
@@ -14,60 +16,6 @@ use super::{
 use crate::files;
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
 use crate::session::ids;
-
-/// Identity of the file on disk, to notice another process's rename-based rewrite.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct FileId {
-    dev: u64,
-    ino: u64,
-}
-
-pub(super) fn file_id(meta: &fs::Metadata) -> Option<FileId> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        Some(FileId {
-            dev: meta.dev(),
-            ino: meta.ino(),
-        })
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        None
-    }
-}
-
-/// How to treat a trailing line with no `\n`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum TailMode {
-    /// At open: keep it if it parses, else report it as torn.
-    Open,
-    /// Another writer may be mid-append: leave it for later.
-    Wait,
-    /// Under the write lock nobody is mid-append: it is torn for good.
-    Locked,
-}
-
-/// What the next write must do about the end of the file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum TailRepair {
-    None,
-    AddNewline,
-    Truncate(u64),
-}
-
-/// What this process knows of the file's bytes.
-#[derive(Clone, Debug, Default)]
-pub(super) struct DiskState {
-    /// Bytes read and used; ends at a line boundary, or at the end of an accepted
-    /// unterminated last line (`missing_newline`).
-    pub(super) consumed: u64,
-    pub(super) missing_newline: bool,
-    /// Lines read so far, for line numbers in reports.
-    pub(super) lines: usize,
-    pub(super) id: Option<FileId>,
-}
 
 /// Holds the writers' locks: the sidecar named after the path, and the session file itself
 /// (its inode, so every name of the file, hard links included, shares it). Closing the files
@@ -154,7 +102,7 @@ impl Session {
             lazy: true,
             revision: next_revision(),
             path_cache: Default::default(),
-            backend: Default::default(),
+            store: Box::new(FileStore),
             partial: None,
             duplicate_ids: false,
             digest_memo: Default::default(),
@@ -176,21 +124,6 @@ impl Session {
         let path = path.as_ref().to_path_buf();
         let file = resolve(&path)?;
         load(path, file, progress)
-    }
-
-    /// Reads what other processes appended (or reloads after their rewrite) without writing.
-    /// Returns how many entries arrived.
-    pub fn refresh(&mut self) -> Result<usize> {
-        if self.is_remote() {
-            return self.remote_refresh();
-        }
-        let before = self.entries.len();
-        let reloaded = self.sync_from_disk(TailMode::Wait)?.1;
-        Ok(if reloaded {
-            self.entries.len()
-        } else {
-            self.entries.len() - before
-        })
     }
 
     pub(super) fn lock(&self) -> Result<LockGuard> {
@@ -237,75 +170,6 @@ impl Session {
         Err(io_err(&self.path)(io::Error::other(
             "the session file kept being replaced while waiting for its lock",
         )))
-    }
-
-    /// Under the lock: ingests the file's new lines, builds new entries with `build`, writes
-    /// them (an append, or a full rewrite when one is due), then commits them to memory.
-    pub(super) fn locked_write(
-        &mut self,
-        build: impl FnOnce(&Self) -> Result<Vec<Entry>>,
-    ) -> Result<()> {
-        if self.is_remote() {
-            return self.remote_write(build);
-        }
-        let _lock = self.lock()?;
-        let (repair, _) = self.sync_from_disk(TailMode::Locked)?;
-        let new = build(self)?;
-        let new = self.controlled(new)?;
-        if self.needs_rewrite {
-            let n = self.entries.len();
-            let leaves = (self.leaf.clone(), self.file_leaf.clone());
-            self.commit(new);
-            if let Err(e) = self.write_all_atomically() {
-                self.entries.truncate(n);
-                self.revision = next_revision();
-                self.rebuild_index();
-                (self.leaf, self.file_leaf) = leaves;
-                return Err(e);
-            }
-            return Ok(());
-        }
-        if new.is_empty() {
-            return Ok(());
-        }
-        let mut bytes = Vec::new();
-        if repair == TailRepair::AddNewline {
-            bytes.push(b'\n');
-        }
-        for e in &new {
-            bytes.extend_from_slice(&e.line_bytes().map_err(io_err(&self.path))?);
-            bytes.push(b'\n');
-        }
-        let mut file = files::open_regular(&self.file, OpenOptions::new().write(true))
-            .map_err(io_err(&self.path))?;
-        if let TailRepair::Truncate(len) = repair {
-            file.set_len(len).map_err(io_err(&self.path))?;
-        }
-        let start = file.seek(SeekFrom::End(0)).map_err(io_err(&self.path))?;
-        // One write of the whole batch; if it fails part way (EFBIG past `ulimit -f`, ENOSPC,
-        // EIO) or cannot be synced, the file is cut back to where it was, so the error means
-        // nothing of the batch landed and a retry cannot duplicate entries.
-        let written = file.write_all(&bytes).and_then(|()| {
-            if self.sync == SyncPolicy::Fsync {
-                file.sync_data()?;
-            }
-            Ok(())
-        });
-        if let Err(e) = written {
-            if let Err(cut) = file.set_len(start) {
-                tracing::error!(
-                    path = %self.path.display(),
-                    error = %cut,
-                    "cutting a failed append back to {start} bytes failed: the file may end in part of it"
-                );
-            }
-            return Err(io_err(&self.path)(e));
-        }
-        self.disk.consumed = start + bytes.len() as u64;
-        self.disk.missing_newline = false;
-        self.disk.lines += new.len();
-        self.commit(new);
-        Ok(())
     }
 
     /// Adds written entries to memory; the leaf becomes what the file now implies.
@@ -357,7 +221,7 @@ impl Session {
             file.read_to_end(&mut data).map_err(io_err(&self.path))?;
         }
         let mut report = LoadReport::default();
-        let mut parsed = super::load::Loaded::default();
+        let mut parsed = Loaded::default();
         let data = LineSource::memory(data);
         let repair = self.read_lines(&data, 0, mode, &mut report, &mut parsed);
         if !parsed.is_empty() {
@@ -466,6 +330,108 @@ impl Session {
     }
 }
 
+/// The file backend: a JSONL file shared with other processes by the sidecar lock (the
+/// protocol in the module header of `session/file.rs`). What it knows of the file's bytes is
+/// the session's [`DiskState`], which the loader advances as it reads.
+#[derive(Debug, Default)]
+pub(super) struct FileStore;
+
+impl Store for FileStore {
+    fn refresh(&mut self, session: &mut Session) -> Result<usize> {
+        let before = session.entries.len();
+        let reloaded = session.sync_from_disk(TailMode::Wait)?.1;
+        Ok(if reloaded {
+            session.entries.len()
+        } else {
+            session.entries.len() - before
+        })
+    }
+
+    fn write(&mut self, session: &mut Session, build: Build<'_>) -> Result<()> {
+        let _lock = session.lock()?;
+        let (repair, _) = session.sync_from_disk(TailMode::Locked)?;
+        let new = build(&*session)?;
+        let new = session.controlled(new)?;
+        if session.needs_rewrite {
+            let n = session.entries.len();
+            let leaves = (session.leaf.clone(), session.file_leaf.clone());
+            session.commit(new);
+            if let Err(e) = session.write_all_atomically() {
+                session.entries.truncate(n);
+                session.revision = next_revision();
+                session.rebuild_index();
+                (session.leaf, session.file_leaf) = leaves;
+                return Err(e);
+            }
+            return Ok(());
+        }
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = Vec::new();
+        if repair == TailRepair::AddNewline {
+            bytes.push(b'\n');
+        }
+        for e in &new {
+            bytes.extend_from_slice(&e.line_bytes().map_err(io_err(&session.path))?);
+            bytes.push(b'\n');
+        }
+        let mut file = files::open_regular(&session.file, OpenOptions::new().write(true))
+            .map_err(io_err(&session.path))?;
+        if let TailRepair::Truncate(len) = repair {
+            file.set_len(len).map_err(io_err(&session.path))?;
+        }
+        let start = file.seek(SeekFrom::End(0)).map_err(io_err(&session.path))?;
+        // One write of the whole batch; if it fails part way (EFBIG past `ulimit -f`, ENOSPC,
+        // EIO) or cannot be synced, the file is cut back to where it was, so the error means
+        // nothing of the batch landed and a retry cannot duplicate entries.
+        let written = file.write_all(&bytes).and_then(|()| {
+            if session.sync == SyncPolicy::Fsync {
+                file.sync_data()?;
+            }
+            Ok(())
+        });
+        if let Err(e) = written {
+            if let Err(cut) = file.set_len(start) {
+                tracing::error!(
+                    path = %session.path.display(),
+                    error = %cut,
+                    "cutting a failed append back to {start} bytes failed: the file may end in part of it"
+                );
+            }
+            return Err(io_err(&session.path)(e));
+        }
+        session.disk.consumed = start + bytes.len() as u64;
+        session.disk.missing_newline = false;
+        session.disk.lines += new.len();
+        session.commit(new);
+        Ok(())
+    }
+
+    fn replace(&mut self, session: &mut Session, edit: Edit<'_>) -> Result<()> {
+        let _lock = session.lock()?;
+        session.sync_from_disk(TailMode::Locked)?;
+        let before = (session.entries.clone(), session.leaf.clone());
+        edit(&mut session.entries);
+        session.revision = next_revision();
+        session.rebuild_index();
+        if session
+            .leaf
+            .as_ref()
+            .is_some_and(|l| !session.index.contains_key(l))
+        {
+            session.leaf = file_leaf_of(&session.entries);
+        }
+        if let Err(e) = session.write_all_atomically() {
+            (session.entries, session.leaf) = before;
+            session.revision = next_revision();
+            session.rebuild_index();
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
 /// The title line the file at `path` starts with now, if it starts with one.
 fn current_title_line(path: &Path) -> Option<crate::session::entry::TitleLine> {
     let file = files::open_regular(path, OpenOptions::new().read(true)).ok()?;
@@ -521,7 +487,12 @@ pub(super) fn load(
             &mut report,
             progress,
         ) {
-            Ok(Some(session)) => return session.map(|s| (s, report)),
+            Ok(Some(session)) => {
+                return session.map(|mut s| {
+                    s.set_store(Box::new(FileStore));
+                    (s, report)
+                });
+            }
             Ok(None) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {}
             Err(e) => return Err(io_err(&path)(e)),
@@ -534,7 +505,8 @@ pub(super) fn load(
     handle.read_to_end(&mut data).map_err(io_err(&path))?;
     let mut report = LoadReport::default();
     let data = LineSource::memory(data);
-    let session = Session::parse_reporting(path, file, data, id, &mut report, progress)?;
+    let mut session = Session::parse_reporting(path, file, data, id, &mut report, progress)?;
+    session.set_store(Box::new(FileStore));
     Ok((session, report))
 }
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::backend::Destination;
+use super::remote::Destination;
 use super::{CreateOptions, Entry, Result, Session};
 use crate::session::tree;
 

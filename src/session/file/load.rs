@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::disk::{DiskState, FileId, TailMode, TailRepair};
+use super::cursor::{DiskState, FileId, Loaded, TailMode, TailRepair};
 use super::migrate::migrate;
 use super::{
     DuplicateId, LoadReport, LoadStep, RawLine, Result, Session, SessionError, SkippedLine,
@@ -173,7 +173,7 @@ impl Session {
             lazy,
             revision: next_revision(),
             path_cache: Default::default(),
-            backend: Default::default(),
+            store: Box::new(super::store::NoStore),
             partial: None,
             duplicate_ids: false,
             digest_memo: Default::default(),
@@ -346,52 +346,6 @@ pub(super) fn parse_line(bytes: &[u8]) -> Result<Entry, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| format!("invalid UTF-8: {e}"))?;
     let value: Value = serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?;
     Entry::from_value(value).map_err(|e| e.to_string())
-}
-
-/// Entries read from a file, each with the number of the line it came from, in two vectors
-/// so that the entries become the session's without being moved.
-#[derive(Debug, Default)]
-pub(super) struct Loaded {
-    pub(super) entries: Vec<Entry>,
-    pub(super) lines: Vec<usize>,
-}
-
-impl Loaded {
-    /// Room for `n` entries (address space until written).
-    pub(super) fn with_capacity(n: usize) -> Self {
-        Self {
-            entries: Vec::with_capacity(n),
-            lines: Vec::with_capacity(n),
-        }
-    }
-
-    pub(super) fn push(&mut self, entry: Entry, line: usize) {
-        self.entries.push(entry);
-        self.lines.push(line);
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// Moves `other`'s entries onto the end of these.
-    pub(super) fn append(&mut self, other: &mut Loaded) {
-        self.entries.append(&mut other.entries);
-        self.lines.append(&mut other.lines);
-    }
-}
-
-impl IntoIterator for Loaded {
-    type Item = (Entry, usize);
-    type IntoIter = std::iter::Zip<std::vec::IntoIter<Entry>, std::vec::IntoIter<usize>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.entries.into_iter().zip(self.lines)
-    }
 }
 
 /// The head of a session file: the header, and the title line before it when there is one.

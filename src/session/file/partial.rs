@@ -205,24 +205,29 @@ impl Session {
         }
     }
 
-    /// Loads the rest of a partly loaded session unless the leaf's path is covered (checked
-    /// again only after the entries or the leaf changed).
-    pub(super) fn ensure_leaf_covered(&mut self) -> Result<()> {
+    /// Whether the rest of a partly loaded session must be loaded for the leaf's path to be
+    /// covered (checked again only after the entries or the leaf changed).
+    pub(super) fn leaf_needs_rest(&mut self) -> bool {
         let revision = self.revision;
         let Some(p) = &self.partial else {
-            return Ok(());
+            return false;
         };
         if p.leaf_checked == Some(revision) {
-            return Ok(());
+            return false;
         }
         if self.leaf_covered() {
             if let Some(p) = &mut self.partial {
                 p.leaf_checked = Some(revision);
             }
-            Ok(())
+            false
         } else {
-            self.load_whole()
+            true
         }
+    }
+
+    /// Where the loaded part of a partly loaded session starts (`None`: loaded whole).
+    pub(super) fn partial_from(&self) -> Option<i64> {
+        self.partial.as_ref().map(|p| p.from_seq)
     }
 
     /// Makes sure `id`'s path can be walked as on the whole session: loads the rest of a
@@ -248,16 +253,10 @@ impl Session {
 
     /// Loads every line of a partly loaded session (nothing to do otherwise).
     pub fn load_whole(&mut self) -> Result<()> {
-        let Some(p) = &self.partial else {
+        if self.partial.is_none() {
             return Ok(());
-        };
-        let from_seq = p.from_seq;
-        let lines = self.remote_lines_before(from_seq)?;
-        match lines {
-            Some(lines) => self.absorb_prefix(lines),
-            // Another daemon rewrote the session meanwhile: read all of it again.
-            None => self.remote_reload(),
         }
+        self.with_store(|store, s| store.load_rest(s))
     }
 
     /// [`Session::load_whole`] under the writers' lock, in its transaction.
@@ -272,7 +271,7 @@ impl Session {
     }
 
     /// Puts the lines before `B` in front of the tail: the session is whole.
-    fn absorb_prefix(&mut self, lines: Vec<SeqLine>) -> Result<()> {
+    pub(super) fn absorb_prefix(&mut self, lines: Vec<SeqLine>) -> Result<()> {
         let Some(p) = self.partial.take() else {
             return Ok(());
         };

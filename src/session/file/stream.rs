@@ -23,7 +23,7 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
-use super::load::Loaded;
+use super::cursor::Loaded;
 use crate::session::entry::{Entry, LineSource, head, read_exact_at};
 
 /// Files from this size on are streamed; smaller ones are read whole. Unit tests use small

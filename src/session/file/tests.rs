@@ -10,6 +10,7 @@ use super::*;
 mod edges;
 mod generated;
 mod lazy;
+mod memory;
 mod title;
 use crate::session::context::{ContextLeaf, build_session_context};
 use crate::session::message::AgentMessage;

@@ -4,7 +4,7 @@
 //! that passed, a commit, a push). The word lists are the summarizer's judgement in one place;
 //! [`super::facts`] applies them in its one pass over the messages.
 
-use crate::session::facts::{is_search_command, starts_with_words, strip_fillers};
+use crate::compaction::facts::{is_search_command, starts_with_words, strip_fillers};
 
 use super::MAX_ITEM_CHARS;
 use super::facts::shown_command;

@@ -4,7 +4,7 @@
 //!
 //! What counts is decided once, in this pass, so every layout agrees: a user message is a task
 //! only when it asks for work in words (not a slash command, an "ok", or a short answer to the
-//! assistant's question); a tool call failed only when it really did (`session::facts`: a
+//! assistant's question); a tool call failed only when it really did (`compaction::facts`: a
 //! search with no match and an aborted command did not); an assistant sentence is progress, a
 //! decision or a finding only when it states one plainly (no hedging, no narration, no table
 //! row, no lead-in left without its list). How words are read for that is [`super::cues`].
@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::session::facts::{
+use crate::compaction::facts::{
     Outcome, error_line, execution_outcome, instructions, is_search_command, tool_outcome,
 };
 use crate::session::message::{AgentMessage, ToolCall, join_text};

@@ -13,7 +13,7 @@
 //! * tool calls, by name and target (path, command or search pattern), and what came of them:
 //!   files changed per task, checks passed (with the test count), commits, tags and pushes,
 //! * the error line of a call that really failed (a search with no match or an aborted command
-//!   did not; `session::facts` decides, as for the retention guard).
+//!   did not; `compaction::facts` decides, as for the retention guard).
 //!
 //! The bodies of successful tool results (file contents, search hits, logs) are never copied.
 //! Every section is short and holds what the next turn needs first (the question to answer
@@ -69,7 +69,7 @@ const MAX_NEXT_STEPS: usize = 5;
 const MAX_FINDINGS: usize = 3;
 /// Exact errors kept in Critical Context: as many as the retention guard keeps of the last
 /// turn.
-const MAX_ERRORS: usize = crate::session::facts::LATEST_KEPT;
+const MAX_ERRORS: usize = crate::compaction::facts::LATEST_KEPT;
 /// Notes, and Critical Context items of other kinds.
 const MAX_NOTES: usize = 8;
 /// Most targets listed for one grouped read-only action (`read a, b, c`).

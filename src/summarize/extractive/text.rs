@@ -1,11 +1,11 @@
 //! Text helpers: sentences, clipping at boundaries a reader can follow, inline code, fences,
 //! and the condensed form of a request.
 
-use crate::session::facts::{prose_sentences, strip_fillers};
+use crate::compaction::facts::{prose_sentences, strip_fillers};
 
 use super::{MAX_FILES, MAX_GOAL_CHARS, MAX_ITEM_CHARS};
 
-pub(super) use crate::session::facts::prose_lines;
+pub(super) use crate::compaction::facts::prose_lines;
 
 /// Sentences of the prose in `text` (fenced code and pasted material skipped), each with its
 /// closing punctuation.

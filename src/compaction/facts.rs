@@ -3,7 +3,7 @@
 //! instructions. The extractive summarizer writes these facts and the retention guard checks
 //! that a summary kept them, so both read them here.
 
-use super::message::{ExecutionMessage, ToolCall};
+use crate::session::{ExecutionMessage, ToolCall};
 
 /// How many of the latest errors and constraints a summary must keep (the retention guard
 /// checks for that many of each).

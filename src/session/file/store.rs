@@ -1,0 +1,163 @@
+//! The storage seam: what a session needs of the place its lines live. The in-memory session
+//! (entries, index, leaf, paths, context, appends and navigation) is written once, in this
+//! folder; a backend implements [`Store`]:
+//!
+//! | operation | file ([`FileStore`], `disk.rs`) | PostgreSQL (`Remote`, `remote.rs`) |
+//! |---|---|---|
+//! | create, open (load) | a new file with its header; read the file | a session row; the rows the context at the leaf needs (`partial.rs`), or all |
+//! | [`Store::refresh`] (watch) | new bytes, or the whole file after a rename | new rows, or all after a rewrite; skipped when the listener saw nothing |
+//! | [`Store::write`] (lock, append) | one `write` under the sidecar `flock` | rows in one transaction holding the session row `FOR UPDATE` |
+//! | [`Store::replace`] (lock, rewrite) | temp file, fsync, rename | replace the rows in one transaction |
+//! | [`Store::load_rest`] | (always whole) | the rows before the loaded part |
+//!
+//! Every backend holds the same lines, so the loader in `load.rs` turns either into entries.
+//! The engine sees no backend: it calls [`Session`]'s methods, which call the session's store
+//! through [`Session::with_store`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::{Result, Session, SessionError};
+use crate::session::entry::Entry;
+use crate::session::postgres::{ChangeSignal, PgStore};
+
+/// Builds the entries a write appends, under the writers' lock, from the session as it is
+/// once every other writer's lines are read; an error writes nothing.
+pub(crate) type Build<'a> = Box<dyn FnOnce(&Session) -> Result<Vec<Entry>> + 'a>;
+
+/// Changes the entries before a rewrite (a prune).
+pub(crate) type Edit<'a> = Box<dyn FnOnce(&mut Vec<Entry>) + 'a>;
+
+/// Where a session's lines live, and how writers share them.
+pub(crate) trait Store: fmt::Debug + Send + Sync {
+    /// Takes in what other writers did since `session` last looked, without writing; returns
+    /// how many entries arrived (all of them after a reload).
+    fn refresh(&mut self, session: &mut Session) -> Result<usize>;
+
+    /// Holding the writers' lock: takes in other writers' lines, builds the new entries with
+    /// `build`, stores them (an append, or the whole session when a rewrite is due) and adds
+    /// them to `session` (see [`Session::commit`]). On an error nothing is stored and
+    /// `session` is as it was, other writers' lines aside.
+    fn write(&mut self, session: &mut Session, build: Build<'_>) -> Result<()>;
+
+    /// Holding the writers' lock: takes in other writers' lines, lets `edit` change the
+    /// entries, then replaces the stored session with them at once. The leaf stays if its
+    /// entry survives, otherwise it falls back to what the store implies. On an error the
+    /// entries are as they were.
+    fn replace(&mut self, session: &mut Session, edit: Edit<'_>) -> Result<()>;
+
+    /// Reads the rest of a partly loaded session (see `partial.rs`); a store that always
+    /// loads whole has nothing to do.
+    fn load_rest(&mut self, session: &mut Session) -> Result<()> {
+        let _ = session;
+        Ok(())
+    }
+
+    /// Starts keeping the entries other writers add (see [`Store::take_arrivals`]) and
+    /// returns the signal that wakes when the store says the session changed; `None` when
+    /// other writers are only seen at the next refresh.
+    fn follow(&mut self) -> Option<ChangeSignal> {
+        None
+    }
+
+    /// The entries other writers added since the last call, when followed.
+    fn take_arrivals(&mut self) -> Vec<Entry> {
+        Vec::new()
+    }
+
+    /// The database the session is stored in, if it is.
+    fn database(&self) -> Option<&Arc<PgStore>> {
+        None
+    }
+}
+
+/// Stands in for a session's store until its constructor sets one (the loader makes sessions
+/// for every backend), and while one of the store's operations runs (the store is taken out
+/// of the session for the call, so both can be borrowed mutably; a store does not call back
+/// into its session's store).
+#[derive(Debug)]
+pub(super) struct NoStore;
+
+impl NoStore {
+    fn error<T>() -> Result<T> {
+        Err(SessionError::Storage(
+            "the session has no store (its constructor did not set one, or the store called itself)".to_owned(),
+        ))
+    }
+}
+
+impl Store for NoStore {
+    fn refresh(&mut self, _: &mut Session) -> Result<usize> {
+        NoStore::error()
+    }
+
+    fn write(&mut self, _: &mut Session, _: Build<'_>) -> Result<()> {
+        NoStore::error()
+    }
+
+    fn replace(&mut self, _: &mut Session, _: Edit<'_>) -> Result<()> {
+        NoStore::error()
+    }
+
+    fn load_rest(&mut self, _: &mut Session) -> Result<()> {
+        NoStore::error()
+    }
+}
+
+impl Session {
+    /// Runs `f` with this session's store and the session, both borrowed mutably.
+    pub(crate) fn with_store<T>(&mut self, f: impl FnOnce(&mut dyn Store, &mut Session) -> T) -> T {
+        let mut store = std::mem::replace(&mut self.store, Box::new(NoStore));
+        let out = f(&mut *store, self);
+        // `f` may have replaced the session whole (a reload): the store goes back into it.
+        self.store = store;
+        out
+    }
+
+    /// Puts this session in `store` (a constructor's last step).
+    pub(crate) fn set_store(&mut self, store: Box<dyn Store>) {
+        self.store = store;
+    }
+
+    /// Starts keeping the entries other writers add (see [`Session::take_arrivals`]) and
+    /// returns the signal that wakes when the store says the session changed, so a follower
+    /// can refresh at once. `None` for a file, whose other writers are seen at the next
+    /// refresh.
+    pub fn follow_changes(&mut self) -> Option<ChangeSignal> {
+        self.store.follow()
+    }
+
+    /// The entries other writers added since the last call (markers left out), in the order
+    /// they arrived; empty unless [`Session::follow_changes`] was called.
+    pub fn take_arrivals(&mut self) -> Vec<Entry> {
+        self.store.take_arrivals()
+    }
+
+    /// The database this session is stored in, if it is.
+    pub fn store(&self) -> Option<&Arc<PgStore>> {
+        self.store.database()
+    }
+
+    /// Reads what other writers appended (or reloads after their rewrite) without writing.
+    /// Returns how many entries arrived.
+    pub fn refresh(&mut self) -> Result<usize> {
+        self.with_store(|store, s| store.refresh(s))
+    }
+
+    /// Under the writers' lock: takes in other writers' lines, builds new entries with
+    /// `build`, stores them (an append, or a full rewrite when one is due), then commits them
+    /// to memory.
+    pub(super) fn locked_write(
+        &mut self,
+        build: impl FnOnce(&Self) -> Result<Vec<Entry>>,
+    ) -> Result<()> {
+        self.with_store(|store, s| store.write(s, Box::new(build)))
+    }
+
+    /// Lets `f` change the entries (e.g. pruning), then rewrites the stored session
+    /// atomically. The leaf stays if its entry survives, otherwise it falls back to what the
+    /// store implies.
+    pub fn replace_entries(&mut self, f: impl FnOnce(&mut Vec<Entry>)) -> Result<()> {
+        self.with_store(|store, s| store.replace(s, Box::new(f)))
+    }
+}
