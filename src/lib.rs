@@ -7,8 +7,9 @@
 //!
 //! ```text
 //! layer        imports
-//! cli          mcp server engine protocol summarize compaction tokens session settings files
+//! cli          mcp foreign server engine protocol summarize compaction tokens session settings files
 //! mcp          engine session settings
+//! foreign      session
 //! server       engine protocol rpc summarize session settings files
 //! protocol     rpc settings
 //! rpc          -
@@ -27,6 +28,9 @@
 //! runtime: it plans, the engine performs), and `rpc` holds no domain (it imports nothing of
 //! compactd). `src/main.rs` only calls [`cli::main`].
 //!
+//! `foreign` reads other agents' session files (Claude Code transcripts) into compactd's
+//! format and appends their own compaction records to them.
+//!
 //! `cli` is the command line: it runs one-shot commands on the engine and prints the protocol's
 //! types through `server`'s `to_proto`. `server` is the daemon: the method table, one handler
 //! per method, and the only place domain values become wire values. `summarize` decides which
@@ -44,6 +48,7 @@ pub mod cli;
 pub mod compaction;
 pub mod engine;
 pub mod files;
+pub mod foreign;
 pub mod mcp;
 pub mod protocol;
 pub mod rpc;

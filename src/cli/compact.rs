@@ -14,8 +14,9 @@ use crate::engine::{
     Purpose, SharedSession, SummarizerChoice, SummaryObserver, SummaryStatus, compact,
     session_window,
 };
+use crate::foreign::claude;
 use crate::server::to_proto;
-use crate::session::Session;
+use crate::session::{Entry, EntryKind, Session};
 use crate::settings::{Settings, SummarizerKind};
 use crate::tokens::TokenCache;
 use tokio_util::sync::CancellationToken;
@@ -70,7 +71,71 @@ pub struct CompactArgs {
 }
 
 pub fn run(args: &CompactArgs) -> Result<(), CliError> {
-    let mut session = open_writable(&args.session)?;
+    if claude::is_transcript(&args.session) {
+        return run_claude(args);
+    }
+    let session = open_writable(&args.session)?;
+    compact_and_print(session, args, |_, _| Ok(()))
+}
+
+/// Compacts a Claude Code transcript: compactd's compaction of the session read from it, then
+/// Claude Code's own records of it appended to the transcript (`foreign::claude`).
+fn run_claude(args: &CompactArgs) -> Result<(), CliError> {
+    if !args.preview {
+        claude::ensure_quiet(&args.session)?;
+    }
+    let guest = common::open_guest(&args.session)?;
+    let transcript = &guest.transcript;
+    compact_and_print(guest.session, args, |session, outcome| {
+        let Some(id) = &outcome.entry_id else {
+            return Ok(());
+        };
+        let Some(EntryKind::Compaction(c)) = session.get(id).map(Entry::kind) else {
+            return Err(CliError::new(format!(
+                "{}: the compaction {id} is not in the session read from it; nothing written",
+                args.session.display()
+            )));
+        };
+        let kept = kept_lines(session, transcript, &c.first_kept_entry_id, id);
+        let lines = claude::compaction_lines(transcript, &c.summary, c.tokens_before, &kept);
+        claude::append(&args.session, transcript.len, &lines)?;
+        Ok(())
+    })
+}
+
+/// The uuids of the transcript lines a compaction keeps verbatim: those the messages from
+/// `first_kept` up to the compaction `compaction_id` came from, oldest first.
+fn kept_lines(
+    session: &Session,
+    transcript: &claude::Transcript,
+    first_kept: &str,
+    compaction_id: &str,
+) -> Vec<String> {
+    let path = session.path_to_leaf();
+    let Some(start) = path.iter().position(|e| e.id == first_kept) else {
+        return Vec::new();
+    };
+    let mut kept: Vec<String> = Vec::new();
+    for entry in &path[start..] {
+        if entry.id == compaction_id {
+            break;
+        }
+        if let Some(uuid) = transcript.origin.get(&entry.id)
+            && kept.last() != Some(uuid)
+        {
+            kept.push(uuid.clone());
+        }
+    }
+    kept
+}
+
+/// Compacts `session` as `args` say and prints the result; `written` runs once the compaction
+/// is in the session, before anything is printed.
+fn compact_and_print(
+    mut session: Session,
+    args: &CompactArgs,
+    written: impl FnOnce(&Session, &CompactOutcome) -> Result<(), CliError>,
+) -> Result<(), CliError> {
     let mut settings = common::settings_for(&mut session);
     // A summarizer named here that cannot run is an error, not a silent extractive summary.
     let edited = match &args.summary_file {
@@ -147,6 +212,9 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
         },
         e => CliError::new(format!("{}: {e}", args.session.display())),
     })?;
+    if outcome.entry_id.is_some() {
+        written(&shared.blocking_read(), &outcome)?;
+    }
     if args.json {
         return common::print_json(&to_proto::compact_result(&outcome));
     }

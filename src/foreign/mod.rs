@@ -1,0 +1,4 @@
+//! Other agents' session files, read as guests (DESIGN §8): compactd reads them into its own
+//! format and appends only that agent's own compaction records, never rewriting a byte.
+
+pub mod claude;
