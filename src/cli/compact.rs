@@ -35,7 +35,8 @@ pub enum SummarizerArg {
 /// Arguments of `compactd compact`.
 #[derive(Debug, clap::Args)]
 pub struct CompactArgs {
-    /// The session file (`.jsonl`); the compaction entry is appended to it.
+    /// The session file (`.jsonl`); the compaction entry is appended to it. A Claude Code
+    /// transcript gets Claude Code's own compaction records instead (docs/claude-code.md).
     pub session: PathBuf,
     /// What the summary should focus on.
     #[arg(long)]
@@ -75,7 +76,7 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
         return run_claude(args);
     }
     let session = open_writable(&args.session)?;
-    compact_and_print(session, args, |_, _| Ok(()))
+    compact_and_print(session, args, |_, _| Ok(None))
 }
 
 /// Compacts a Claude Code transcript: compactd's compaction of the session read from it, then
@@ -88,7 +89,7 @@ fn run_claude(args: &CompactArgs) -> Result<(), CliError> {
     let transcript = &guest.transcript;
     compact_and_print(guest.session, args, |session, outcome| {
         let Some(id) = &outcome.entry_id else {
-            return Ok(());
+            return Ok(None);
         };
         let Some(EntryKind::Compaction(c)) = session.get(id).map(Entry::kind) else {
             return Err(CliError::new(format!(
@@ -99,7 +100,12 @@ fn run_claude(args: &CompactArgs) -> Result<(), CliError> {
         let kept = kept_lines(session, transcript, &c.first_kept_entry_id, id);
         let lines = claude::compaction_lines(transcript, &c.summary, c.tokens_before, &kept);
         claude::append(&args.session, transcript.len, &lines)?;
-        Ok(())
+        Ok(Some(format!(
+            "Claude Code compaction appended to {}: compact_boundary, summary and {} kept line(s) \
+             (compactd's entry {id} lives only in memory)",
+            args.session.display(),
+            kept.len()
+        )))
     })
 }
 
@@ -130,11 +136,11 @@ fn kept_lines(
 }
 
 /// Compacts `session` as `args` say and prints the result; `written` runs once the compaction
-/// is in the session, before anything is printed.
+/// is in the session, before anything is printed, and may say in a line where it was written.
 fn compact_and_print(
     mut session: Session,
     args: &CompactArgs,
-    written: impl FnOnce(&Session, &CompactOutcome) -> Result<(), CliError>,
+    written: impl FnOnce(&Session, &CompactOutcome) -> Result<Option<String>, CliError>,
 ) -> Result<(), CliError> {
     let mut settings = common::settings_for(&mut session);
     // A summarizer named here that cannot run is an error, not a silent extractive summary.
@@ -212,9 +218,10 @@ fn compact_and_print(
         },
         e => CliError::new(format!("{}: {e}", args.session.display())),
     })?;
-    if outcome.entry_id.is_some() {
-        written(&shared.blocking_read(), &outcome)?;
-    }
+    let headline = match outcome.entry_id {
+        Some(_) => written(&shared.blocking_read(), &outcome)?,
+        None => None,
+    };
     if args.json {
         return common::print_json(&to_proto::compact_result(&outcome));
     }
@@ -234,7 +241,7 @@ fn compact_and_print(
             )
         }),
     };
-    common::print(&pretty(&outcome, &sizes, &args.session))
+    common::print(&pretty(&outcome, &sizes, &args.session, headline))
 }
 
 /// The text of `--summary-file`: not empty.
@@ -340,10 +347,11 @@ where
     }))
 }
 
-fn pretty(o: &CompactOutcome, sizes: &Sizes, file: &Path) -> String {
-    let entry = match &o.entry_id {
-        Some(id) => format!("compaction entry {id} appended to {}", file.display()),
-        None => format!("preview (nothing written) of {}", file.display()),
+fn pretty(o: &CompactOutcome, sizes: &Sizes, file: &Path, headline: Option<String>) -> String {
+    let entry = match (&o.entry_id, headline) {
+        (Some(_), Some(headline)) => headline,
+        (Some(id), None) => format!("compaction entry {id} appended to {}", file.display()),
+        (None, _) => format!("preview (nothing written) of {}", file.display()),
     };
     let mut text = format!("{entry}\nfirst kept entry: {}\n", o.first_kept_entry_id);
     let saved = match sizes.before {

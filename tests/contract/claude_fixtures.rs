@@ -101,7 +101,11 @@ fn compact_appends_claude_codes_records_and_keeps_every_byte() {
         "--keep-recent-tokens",
         "20",
     ];
-    stdout(&compactd(home.path(), &args));
+    let printed = stdout(&compactd(home.path(), &args));
+    assert!(
+        printed.starts_with("Claude Code compaction appended to "),
+        "{printed}"
+    );
     let after = std::fs::read(&path).unwrap();
     assert!(after.starts_with(&before), "bytes already there changed");
     let added: Vec<Value> = String::from_utf8(after[before.len()..].to_vec())
