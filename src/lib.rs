@@ -8,7 +8,7 @@
 //! ```text
 //! layer        imports
 //! cli          mcp foreign server engine protocol summarize compaction tokens session settings files
-//! mcp          engine session settings
+//! mcp          engine foreign session settings
 //! foreign      session
 //! server       engine protocol rpc summarize session settings files
 //! protocol     rpc settings
