@@ -175,7 +175,8 @@ impl Reader {
             self.first_timestamp = Some(timestamp.clone());
         }
         let parent = match text("parentUuid") {
-            Some(p) => self.parent_of.get(&p).cloned().flatten().or(Some(p)),
+            // A parent never seen (a torn or missing line) leaves the line a root.
+            Some(p) => self.parent_of.get(&p).cloned().flatten(),
             None => None,
         };
         if line.get("isSidechain").and_then(Value::as_bool) == Some(true) {
@@ -191,7 +192,7 @@ impl Reader {
         let hangs_on = match kind.as_str() {
             "system" if text("subtype").as_deref() == Some("compact_boundary") => {
                 let logical = text("logicalParentUuid")
-                    .and_then(|p| self.parent_of.get(&p).cloned().unwrap_or(Some(p)));
+                    .and_then(|p| self.parent_of.get(&p).cloned().flatten());
                 let tokens = line
                     .pointer("/compactMetadata/preTokens")
                     .and_then(Value::as_u64)
