@@ -7,8 +7,9 @@
 //!
 //! ```text
 //! layer        imports
-//! cli          mcp server engine protocol summarize compaction tokens session settings files foreign
-//! mcp          engine session settings
+//! cli          mcp foreign server engine protocol summarize compaction tokens session settings files
+//! mcp          engine foreign session settings
+//! foreign      session
 //! server       engine protocol rpc summarize session settings files
 //! protocol     rpc settings
 //! rpc          -
@@ -19,7 +20,6 @@
 //! session      settings files
 //! settings     files
 //! files        -
-//! foreign      -
 //! ```
 //!
 //! Imports point down, so there is no cycle. The same test holds three more rules of the
@@ -33,9 +33,9 @@
 //! per method, and the only place domain values become wire values. `summarize` decides which
 //! summarizer writes a summary; `compaction` plans what to summarise and keep. `tokens` counts
 //! `session`'s messages, and `session` knows nothing of token counts. `files` opens only
-//! regular files, without blocking. `foreign` reads other agents' session files (Codex
-//! rollouts) into a pi-format session and writes their own compaction records; it imports
-//! nothing of compactd. Each layer's submodules are private; what other crates may
+//! regular files, without blocking. `foreign` reads other agents' session files (Claude
+//! Code transcripts, Codex rollouts) into compactd's session model and appends only those
+//! agents' own compaction records, never rewriting a byte already there. Each layer's submodules are private; what other crates may
 //! use (the tests, benches and `compactd-devtools`) is re-exported at the layer's root.
 //! `docs/architecture.md` follows one request through these layers, from the wire to the file.
 //!

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::foreign::claude;
 use crate::session::{LoadReport, Session};
 use crate::settings::{Settings, SettingsStack};
 use crate::summarize::SummaryReport;
@@ -58,14 +59,59 @@ impl<E: std::fmt::Display> From<E> for CliError {
     }
 }
 
-/// Opens a session file without ever writing to it; load warnings go to stderr.
+/// Opens a session file without ever writing to it; load warnings go to stderr. A Claude
+/// Code transcript is refused: only the commands that read one ([`open_readable`]) and
+/// `compact` know it.
 pub fn open(path: &Path) -> Result<Session, CliError> {
     if super::guest::is_codex_rollout(path) {
         return Err(super::guest::refuse_rollout(path));
     }
+    if claude::is_transcript(path) {
+        return Err(CliError::new(format!(
+            "{}: a Claude Code transcript: compactd compacts it (`compact`) and reads it \
+             (`plan`, `context`, `search`, `show`, `tree`), nothing else",
+            path.display()
+        )));
+    }
     let (session, report) = Session::open(path)?;
     warn_report(path, &report);
     Ok(session)
+}
+
+/// Opens a session file, or a Claude Code transcript or Codex rollout read into a session,
+/// for a command that only reads it.
+pub fn open_readable(path: &Path) -> Result<Session, CliError> {
+    if claude::is_transcript(path) {
+        return Ok(open_guest(path)?.session);
+    }
+    if super::guest::is_codex_rollout(path) {
+        return super::guest::open_codex(path).map(|(session, _)| session);
+    }
+    open(path)
+}
+
+/// A Claude Code transcript opened as a compactd session: the session lives on a temporary
+/// copy in compactd's format, deleted when this is dropped; the transcript is only read.
+pub struct Guest {
+    pub transcript: claude::Transcript,
+    pub session: Session,
+    _copy: tempfile::TempDir,
+}
+
+/// Reads the Claude Code transcript at `path` into a session.
+pub fn open_guest(path: &Path) -> Result<Guest, CliError> {
+    let transcript = claude::read(path)?;
+    let copy = tempfile::Builder::new()
+        .prefix("compactd-claude-")
+        .tempdir()?;
+    let file = copy.path().join(format!("{}.jsonl", transcript.session_id));
+    std::fs::write(&file, &transcript.session_jsonl)?;
+    let session = open(&file)?;
+    Ok(Guest {
+        transcript,
+        session,
+        _copy: copy,
+    })
 }
 
 fn warn_report(path: &Path, report: &LoadReport) {

@@ -14,8 +14,9 @@ use crate::engine::{
     Purpose, SharedSession, SummarizerChoice, SummaryObserver, SummaryStatus, compact,
     session_window,
 };
+use crate::foreign::claude;
 use crate::server::to_proto;
-use crate::session::Session;
+use crate::session::{Entry, EntryKind, Session};
 use crate::settings::{Settings, SummarizerKind};
 use crate::tokens::TokenCache;
 use tokio_util::sync::CancellationToken;
@@ -35,8 +36,9 @@ pub enum SummarizerArg {
 /// Arguments of `compactd compact`.
 #[derive(Debug, clap::Args)]
 pub struct CompactArgs {
-    /// The session file (`.jsonl`); the compaction entry is appended to it. A Codex rollout
-    /// is compacted with Codex's own records (README, Use with Codex).
+    /// The session file (`.jsonl`); the compaction entry is appended to it. A Claude Code
+    /// transcript gets Claude Code's own compaction records instead (docs/claude-code.md), a
+    /// Codex rollout Codex's own (README, Use with Codex).
     pub session: PathBuf,
     /// What the summary should focus on.
     #[arg(long)]
@@ -72,18 +74,102 @@ pub struct CompactArgs {
 }
 
 pub fn run(args: &CompactArgs) -> Result<(), CliError> {
-    // A Codex rollout is compacted through a pi-format copy, previewed there; Codex's own
-    // records are then appended to the rollout (cli/guest.rs).
-    let codex = guest::is_codex_rollout(&args.session);
-    let (mut session, rollout) = if codex {
+    if claude::is_transcript(&args.session) {
+        return run_claude(args);
+    }
+    if guest::is_codex_rollout(&args.session) {
+        return run_codex(args);
+    }
+    let session = open_writable(&args.session)?;
+    compact_and_print(session, args, false, |_, _| Ok(None))
+}
+
+/// Compacts a Codex rollout: a preview of the compaction of a compactd copy of it, then
+/// Codex's own records of it appended to the rollout (cli/guest.rs).
+fn run_codex(args: &CompactArgs) -> Result<(), CliError> {
+    if !args.preview {
+        guest::refuse_if_busy(&args.session)?;
+    }
+    let (session, rollout) = guest::open_codex(&args.session)?;
+    compact_and_print(session, args, true, |_, outcome| {
         if !args.preview {
-            guest::refuse_if_busy(&args.session)?;
+            guest::append_codex(
+                &args.session,
+                &rollout,
+                &outcome.summary,
+                Some(&outcome.first_kept_entry_id),
+            )?;
         }
-        let (session, rollout) = guest::open_codex(&args.session)?;
-        (session, Some(rollout))
-    } else {
-        (open_writable(&args.session)?, None)
+        Ok(None)
+    })
+}
+
+/// Compacts a Claude Code transcript: compactd's compaction of the session read from it, then
+/// Claude Code's own records of it appended to the transcript (`foreign::claude`).
+fn run_claude(args: &CompactArgs) -> Result<(), CliError> {
+    if !args.preview {
+        claude::ensure_quiet(&args.session)?;
+    }
+    let guest = common::open_guest(&args.session)?;
+    let transcript = &guest.transcript;
+    compact_and_print(guest.session, args, false, |session, outcome| {
+        let Some(id) = &outcome.entry_id else {
+            return Ok(None);
+        };
+        let Some(EntryKind::Compaction(c)) = session.get(id).map(Entry::kind) else {
+            return Err(CliError::new(format!(
+                "{}: the compaction {id} is not in the session read from it; nothing written",
+                args.session.display()
+            )));
+        };
+        let kept = kept_lines(session, transcript, &c.first_kept_entry_id, id);
+        let lines = claude::compaction_lines(transcript, &c.summary, c.tokens_before, &kept);
+        claude::append(&args.session, transcript.len, &lines)?;
+        Ok(Some(format!(
+            "Claude Code compaction appended to {}: compact_boundary, summary and {} kept line(s) \
+             (compactd's entry {id} lives only in memory)",
+            args.session.display(),
+            kept.len()
+        )))
+    })
+}
+
+/// The uuids of the transcript lines a compaction keeps verbatim: those the messages from
+/// `first_kept` up to the compaction `compaction_id` came from, oldest first.
+fn kept_lines(
+    session: &Session,
+    transcript: &claude::Transcript,
+    first_kept: &str,
+    compaction_id: &str,
+) -> Vec<String> {
+    let path = session.path_to_leaf();
+    let Some(start) = path.iter().position(|e| e.id == first_kept) else {
+        return Vec::new();
     };
+    let mut kept: Vec<String> = Vec::new();
+    for entry in &path[start..] {
+        if entry.id == compaction_id {
+            break;
+        }
+        if let Some(uuid) = transcript.origin.get(&entry.id)
+            && kept.last() != Some(uuid)
+        {
+            kept.push(uuid.clone());
+        }
+    }
+    kept
+}
+
+/// Compacts `session` as `args` say and prints the result; `written` runs once the compaction
+/// is in the session, before anything is printed, and may say in a line where it was written.
+/// A `codex` session is a copy of a rollout: compacted as a preview there, `written` then
+/// appends Codex's records, and the result is printed as Codex's.
+fn compact_and_print(
+    mut session: Session,
+    args: &CompactArgs,
+    codex: bool,
+    written: impl FnOnce(&Session, &CompactOutcome) -> Result<Option<String>, CliError>,
+) -> Result<(), CliError> {
     let mut settings = common::settings_for(&mut session);
     // A summarizer named here that cannot run is an error, not a silent extractive summary.
     let edited = match &args.summary_file {
@@ -116,7 +202,7 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
     let shared: SharedSession = Arc::new(tokio::sync::RwLock::new(session));
     let opts = CompactOptions {
         custom_instructions: args.instructions.clone(),
-        preview: args.preview || edited.is_some() || rollout.is_some(),
+        preview: args.preview || edited.is_some() || codex,
         target_tokens: args.target_tokens,
         ..CompactOptions::manual()
     };
@@ -160,20 +246,15 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
         },
         e => CliError::new(format!("{}: {e}", args.session.display())),
     })?;
-    if let Some(rollout) = &rollout
-        && !args.preview
-    {
-        guest::append_codex(
-            &args.session,
-            rollout,
-            &outcome.summary,
-            Some(&outcome.first_kept_entry_id),
-        )?;
-    }
+    let headline = match outcome.entry_id {
+        Some(_) => written(&shared.blocking_read(), &outcome)?,
+        None if codex => written(&shared.blocking_read(), &outcome)?,
+        None => None,
+    };
     if args.json {
         return common::print_json(&to_proto::compact_result(&outcome));
     }
-    if rollout.is_some() {
+    if codex {
         return common::print(&codex_pretty(&outcome, &args.session, args.preview));
     }
     let context_after = match outcome.entry_id {
@@ -192,7 +273,7 @@ pub fn run(args: &CompactArgs) -> Result<(), CliError> {
             )
         }),
     };
-    common::print(&pretty(&outcome, &sizes, &args.session))
+    common::print(&pretty(&outcome, &sizes, &args.session, headline))
 }
 
 /// What `compact` prints for a Codex rollout.
@@ -319,10 +400,11 @@ where
     }))
 }
 
-fn pretty(o: &CompactOutcome, sizes: &Sizes, file: &Path) -> String {
-    let entry = match &o.entry_id {
-        Some(id) => format!("compaction entry {id} appended to {}", file.display()),
-        None => format!("preview (nothing written) of {}", file.display()),
+fn pretty(o: &CompactOutcome, sizes: &Sizes, file: &Path, headline: Option<String>) -> String {
+    let entry = match (&o.entry_id, headline) {
+        (Some(_), Some(headline)) => headline,
+        (Some(id), None) => format!("compaction entry {id} appended to {}", file.display()),
+        (None, _) => format!("preview (nothing written) of {}", file.display()),
     };
     let mut text = format!("{entry}\nfirst kept entry: {}\n", o.first_kept_entry_id);
     let saved = match sizes.before {

@@ -26,7 +26,7 @@ pub struct ContextArgs {
 }
 
 pub fn run(args: &ContextArgs) -> Result<(), CliError> {
-    let session = super::guest::open_readable(&args.session)?;
+    let session = common::open_readable(&args.session)?;
     let settings = common::settings_of(&session);
     let cache = TokenCache::new(common::counter(args.tokenizer, &settings)?);
     let view = context_view(&session, &settings, &cache);

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use crate::foreign::codex::{Rollout, being_written, is_rollout};
 use crate::session::{Session, iso_from_ms, now_ms};
 
-use super::common::{self, CliError};
+use super::common::CliError;
 
 /// The temporary copies read this run, removed by [`remove_copies`] when the command ends.
 static COPIES: Mutex<Vec<tempfile::TempDir>> = Mutex::new(Vec::new());
@@ -52,14 +52,6 @@ pub(crate) fn open_codex(path: &Path) -> Result<(Session, Rollout), CliError> {
         .map_err(|_| CliError::new("poisoned lock"))?
         .push(dir);
     Ok((session, rollout))
-}
-
-/// Opens `path` for a read-only command: a compactd session, or a Codex rollout.
-pub(crate) fn open_readable(path: &Path) -> Result<Session, CliError> {
-    if is_codex_rollout(path) {
-        return open_codex(path).map(|(session, _)| session);
-    }
-    common::open(path)
 }
 
 /// Refuses a rollout Codex is writing now (it holds it open, or wrote it a moment ago).

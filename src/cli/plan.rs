@@ -38,7 +38,7 @@ fn kind_of(entry: &Entry) -> String {
 }
 
 pub fn run(args: &PlanArgs) -> Result<(), CliError> {
-    let session = super::guest::open_readable(&args.session)?;
+    let session = common::open_readable(&args.session)?;
     let settings = common::settings_of(&session);
     let counter = common::counter(args.tokenizer, &settings)?;
     let params = CompactionParams {

@@ -50,7 +50,7 @@ pub struct ShowArgs {
 }
 
 pub fn run_search(args: &SearchArgs) -> Result<(), CliError> {
-    let session = super::guest::open_readable(&args.session)?;
+    let session = common::open_readable(&args.session)?;
     let store = crate::engine::blob_store(&common::settings_of(&session));
     let query = from_proto::search_query(SessionSearchParams {
         session_id: String::new(),
@@ -93,7 +93,7 @@ pub fn run_search(args: &SearchArgs) -> Result<(), CliError> {
 }
 
 pub fn run_show(args: &ShowArgs) -> Result<(), CliError> {
-    let session = super::guest::open_readable(&args.session)?;
+    let session = common::open_readable(&args.session)?;
     let store = crate::engine::blob_store(&common::settings_of(&session));
     let recalled = read_entry(&session, store.as_ref(), &args.entry_id)?;
     let result = to_proto::read_entry_result(recalled);

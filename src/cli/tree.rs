@@ -22,7 +22,7 @@ pub struct TreeArgs {
 }
 
 pub fn run(args: &TreeArgs) -> Result<(), CliError> {
-    let session = common::open(&args.session)?;
+    let session = common::open_readable(&args.session)?;
     let view = tree_view(&session);
     if args.json {
         common::print_json(&to_proto::tree_result(view, HashMap::new()))

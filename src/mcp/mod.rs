@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::engine::{Engine, EngineEvent, EventSink};
+use crate::foreign::claude;
 use crate::settings::SettingsStack;
 
 /// The protocol versions served, newest first: the newest is offered when the client asks
@@ -56,8 +57,12 @@ impl McpServer {
     }
 
     /// The engine's id of `session` (a `.jsonl` path or a stored session id), opened
-    /// read-only the first time.
+    /// read-only the first time. A Claude Code transcript is read again on every call (the
+    /// agent is appending to it while it asks).
     async fn session_id(&self, session: &str) -> Result<String, crate::engine::EngineError> {
+        if claude::is_transcript(std::path::Path::new(session)) {
+            return self.transcript_id(session).await;
+        }
         let mut opened = self.opened.lock().await;
         if let Some(id) = opened.get(session) {
             return Ok(id.clone());
@@ -67,6 +72,40 @@ impl McpServer {
             .open_with(session, true, Arc::new(|_| {}))
             .await?;
         opened.insert(session.to_owned(), info.id.clone());
+        Ok(info.id)
+    }
+
+    /// A Claude Code transcript read into a session now: opened from a temporary copy in
+    /// compactd's format, removed once loaded; the session opened for it before is closed.
+    async fn transcript_id(&self, path: &str) -> Result<String, crate::engine::EngineError> {
+        use crate::engine::EngineError;
+        let owned = path.to_owned();
+        let copy = tokio::task::spawn_blocking(move || -> Result<_, String> {
+            let transcript =
+                claude::read(std::path::Path::new(&owned)).map_err(|e| e.to_string())?;
+            let dir = tempfile::Builder::new()
+                .prefix("compactd-claude-")
+                .tempdir()
+                .map_err(|e| e.to_string())?;
+            let file = dir.path().join(format!("{}.jsonl", transcript.session_id));
+            std::fs::write(&file, &transcript.session_jsonl).map_err(|e| e.to_string())?;
+            Ok((dir, file))
+        })
+        .await
+        .map_err(|e| EngineError::InvalidParams(e.to_string()))?
+        .map_err(EngineError::InvalidParams)?;
+        let (dir, file) = copy;
+        let mut opened = self.opened.lock().await;
+        if let Some(before) = opened.remove(path) {
+            let _ = self.engine.close(&before).await;
+        }
+        let info = self
+            .engine
+            .open_with(&file.to_string_lossy(), true, Arc::new(|_| {}))
+            .await;
+        drop(dir);
+        let info = info?;
+        opened.insert(path.to_owned(), info.id.clone());
         Ok(info.id)
     }
 

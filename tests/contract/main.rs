@@ -7,6 +7,7 @@
 //!
 //! Run one file's tests with `cargo test --test contract <module>::`.
 
+mod claude_fixtures;
 mod conformance;
 mod fuzz_regressions;
 mod layers;
