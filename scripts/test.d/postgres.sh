@@ -35,8 +35,11 @@ COMPACTD_TEST_BACKEND=postgres cargo test --test engine -- auto:: compact:: navi
 # Not here, as they are about files themselves: which files the daemon touches and their
 # fsync (file_access), processes sharing one file (two_writers; tests/postgres/fleet.rs is
 # the database's counterpart), and FIFOs, symlinks and truncated session files
-# (storage::a_daemon_survives_the_edges...).
+# (storage::a_daemon_survives_the_edges...), and an agent's own file that compactd only reads
+# and follows turn by turn (the two observe_turn tests on one).
 step "daemon suite on PostgreSQL (COMPACTD_TEST_BACKEND=postgres)"
 COMPACTD_TEST_BACKEND=postgres cargo test --test daemon -- \
   --skip file_access:: --skip two_writers:: \
-  --skip storage::a_daemon_survives_the_edges_at_once_and_loses_nothing
+  --skip storage::a_daemon_survives_the_edges_at_once_and_loses_nothing \
+  --skip observe_turn::a_turn_in_the_band_arms_a_draft_that_the_agents_compaction_gets_at_once \
+  --skip observe_turn::use_armed_compacts_the_usual_way_when_the_draft_does_not_fit_the_leaf
