@@ -18,7 +18,7 @@ command -v python3 >/dev/null || die "python3 is required"
 
 step "cargo build (the daemon the clients start)"
 cargo build
-export COMPACTD_BIN="$root/target/debug/compactd"
+export COMPACTD_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/compactd"
 [ -x "$COMPACTD_BIN" ] || die "no daemon binary at $COMPACTD_BIN"
 
 step "vscode-jsonrpc (npm ci in tests/clients/node)"

@@ -13,7 +13,7 @@ command -v python3 >/dev/null || die "python3 is required (3.10 or later)"
 
 step "cargo build (the server the SDK starts)"
 cargo build
-export COMPACTD_BIN="$root/target/debug/compactd"
+export COMPACTD_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/compactd"
 [ -x "$COMPACTD_BIN" ] || die "no binary at $COMPACTD_BIN"
 
 venv="$root/target/mcp-venv"

@@ -50,7 +50,7 @@ cp tests/model/server.mjs tests/model/run.mjs "$cache/node/"
 
 step "cargo build"
 cargo build --quiet
-export COMPACTD_BIN="$root/target/debug/compactd"
+export COMPACTD_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/compactd"
 
 server_pid=
 stop_server() { if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; server_pid=; fi; }

@@ -77,7 +77,7 @@ fi
 # --- build -------------------------------------------------------------------------------
 step "cargo build (the daemon the tests run)"
 cargo build --quiet
-export COMPACTD_BIN="${COMPACTD_BIN:-$root/target/debug/compactd}"
+export COMPACTD_BIN="${COMPACTD_BIN:-${CARGO_TARGET_DIR:-$root/target}/debug/compactd}"
 
 cd "$ext"
 step "package.json contributes the settings of schema/settings.schema.json"

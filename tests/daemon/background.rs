@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use devtools::daemon::{DaemonProcess, Framing, assistant, conversation, user};
+use devtools::daemon::{DaemonProcess, assistant, conversation, user};
+
+use crate::armed::{self, drop_compaction_events, expect_background};
 use devtools::fake_llm::{FakeLlm, Gate, openai_sse};
 use serde_json::{Value, json};
 
@@ -15,27 +17,16 @@ const WAIT: Duration = Duration::from_secs(30);
 /// A daemon summarising with `llm`, a session with some history, and the context's token
 /// estimate `tokens`; the threshold is `tokens + 1500`, the lead 1000 tokens.
 async fn setup(llm: &FakeLlm) -> (DaemonProcess, String, u64) {
-    let mut d = DaemonProcess::spawn_with(Framing::Ndjson, None).await;
-    d.initialize(json!({}), json!({"settings": {}})).await;
+    let mut d = armed::daemon(llm, json!({})).await;
     let session = d.create_session().await;
     d.append(&session, conversation(10, 40)).await;
     let tokens = d.ok("session/context", json!({"sessionId": session})).await["tokens"]
         .as_u64()
         .unwrap();
-    let settings = json!({
-        "compaction": {"keepRecentTokens": 300, "autoContinue": false,
-                       "thresholdTokens": tokens + 1500,
-                       "background": {"leadTokens": 1000}},
-        "providers": {
-            "anthropic": {"models": {"claude-sonnet-4-5": {"contextWindow": 100000}}},
-            "fake": {"kind": "openai", "baseUrl": llm.url(), "apiKey": "test",
-                     "models": {"fake-model": {"contextWindow": 100000}}}
-        },
-        "summarizer": {"kind": "openai", "model": "fake/fake-model"}
-    });
+    let threshold = json!({"compaction": {"thresholdTokens": tokens + 1500}});
     d.ok(
         "settings/update",
-        json!({"patch": settings, "target": "user"}),
+        json!({"patch": threshold, "target": "user"}),
     )
     .await;
     (d, session, tokens)
@@ -43,25 +34,6 @@ async fn setup(llm: &FakeLlm) -> (DaemonProcess, String, u64) {
 
 fn background_states(d: &mut DaemonProcess) -> Vec<Value> {
     d.take_all("session/backgroundCompaction")
-}
-
-async fn expect_background(d: &mut DaemonProcess, state: &str) -> Value {
-    let event = d.expect_notification("session/backgroundCompaction").await;
-    assert_eq!(event["state"], state, "{event}");
-    event
-}
-
-fn drop_compaction_events(d: &mut DaemonProcess) {
-    for method in [
-        "session/autoCompactionStarted",
-        "session/autoCompactionFinished",
-        "session/compactionStarted",
-        "session/compactionFinished",
-        "session/compactionDelta",
-        "session/entriesAppended",
-    ] {
-        d.take_all(method);
-    }
 }
 
 #[tokio::test]

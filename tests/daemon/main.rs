@@ -6,6 +6,7 @@
 //! crate. Run one file's tests with `cargo test --test daemon <module>::`.
 
 mod agent_flow;
+mod armed;
 mod background;
 mod blob_store;
 mod commit_preview;

@@ -9,33 +9,13 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use devtools::daemon::{DaemonProcess, Framing, assistant, conversation, user};
+use devtools::daemon::{DaemonProcess, assistant, conversation, user};
+
+use crate::armed::{self, WINDOW, drop_compaction_events, expect_background};
 use devtools::fake_llm::{FakeLlm, Gate, openai_sse};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
-const WINDOW: u64 = 100_000;
-
-/// A daemon summarising with `llm` (keepRecentTokens 300, a lead of 1000 tokens).
-async fn daemon(llm: &FakeLlm) -> DaemonProcess {
-    let mut d = DaemonProcess::spawn_with(Framing::Ndjson, None).await;
-    d.initialize(json!({}), json!({"settings": {}})).await;
-    let settings = json!({
-        "compaction": {"keepRecentTokens": 300, "autoContinue": false,
-                       "background": {"leadTokens": 1000}},
-        "providers": {
-            "fake": {"kind": "openai", "baseUrl": llm.url(), "apiKey": "test",
-                     "models": {"fake-model": {"contextWindow": WINDOW}}}
-        },
-        "summarizer": {"kind": "openai", "model": "fake/fake-model"}
-    });
-    d.ok(
-        "settings/update",
-        json!({"patch": settings, "target": "user"}),
-    )
-    .await;
-    d
-}
 
 /// The agent's own session file, which it appends to itself; compactd only reads it.
 struct AgentFile {
@@ -91,23 +71,6 @@ async fn agent_session(d: &mut DaemonProcess) -> (String, AgentFile, u64) {
     )
 }
 
-async fn expect_background(d: &mut DaemonProcess, state: &str) -> Value {
-    let event = d.expect_notification("session/backgroundCompaction").await;
-    assert_eq!(event["state"], state, "{event}");
-    event
-}
-
-fn drop_compaction_events(d: &mut DaemonProcess) {
-    for method in [
-        "session/compactionStarted",
-        "session/compactionFinished",
-        "session/compactionDelta",
-        "session/entriesAppended",
-    ] {
-        d.take_all(method);
-    }
-}
-
 /// What the agent tells compactd after a turn: its threshold and window.
 fn observe(session: &str, threshold: u64) -> Value {
     json!({"sessionId": session, "thresholdTokens": threshold, "contextWindow": WINDOW})
@@ -118,7 +81,7 @@ async fn a_turn_in_the_band_arms_a_draft_that_the_agents_compaction_gets_at_once
     let llm = FakeLlm::start().await;
     let gate = Gate::new();
     llm.set_default(openai_sse(&["## Goal\n", "- the armed draft"], "stop").held_by(&gate));
-    let mut d = daemon(&llm).await;
+    let mut d = armed::daemon(&llm, json!({})).await;
     let (session, mut agent, tokens) = agent_session(&mut d).await;
     let threshold = tokens + 1500;
 
@@ -196,7 +159,7 @@ async fn a_turn_in_the_band_arms_a_draft_that_the_agents_compaction_gets_at_once
 async fn use_armed_compacts_the_usual_way_when_the_draft_does_not_fit_the_leaf() {
     let llm = FakeLlm::start().await;
     llm.set_default(openai_sse(&["## Goal\n", "- a summary"], "stop"));
-    let mut d = daemon(&llm).await;
+    let mut d = armed::daemon(&llm, json!({})).await;
     let (session, mut agent, tokens) = agent_session(&mut d).await;
     let threshold = tokens + 1500;
     let earlier = agent.write(assistant("before the band", tokens + 100));
@@ -233,7 +196,7 @@ async fn use_armed_compacts_the_usual_way_when_the_draft_does_not_fit_the_leaf()
 async fn on_a_session_compactd_writes_use_armed_appends_the_armed_result() {
     let llm = FakeLlm::start().await;
     llm.set_default(openai_sse(&["## Goal\n", "- the armed draft"], "stop"));
-    let mut d = daemon(&llm).await;
+    let mut d = armed::daemon(&llm, json!({})).await;
     d.ok(
         "settings/update",
         json!({"patch": {"compaction": {"background": {"enabled": true}}}, "target": "session"}),
