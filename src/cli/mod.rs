@@ -119,6 +119,7 @@ enum Command {
 /// The whole command line: parses the arguments, then serves or runs one command.
 pub fn main() -> ExitCode {
     crate::files::ignore_file_size_signal();
+    crate::files::return_large_buffers_to_the_system();
     let cli = Cli::parse();
     // One-shot commands report a file's malformed, torn or duplicate lines themselves, as
     // `FILE:LINE: warning: …` (cli/common.rs); the loader's own log line would say it twice.
