@@ -26,7 +26,7 @@ use crate::tokens::TokenCache;
 
 use super::env::{EnvSource, token_counter};
 use super::events::new_operation_id;
-use super::events::{DiscardReason, PauseReason};
+use super::events::{BackgroundState, DiscardReason, PauseReason};
 use super::overflow::is_context_overflow;
 use super::run::run_commit;
 use super::run::run_compaction;
@@ -631,7 +631,7 @@ async fn compact_auto(
             Ok(()) => {
                 let run = run_commit(events, state, env, armed, guard).await;
                 let report = match &run {
-                    Ok(_) => Ok(()),
+                    Ok(_) => Ok(BackgroundState::Committed),
                     Err(EngineError::Cancelled(_)) => Err((DiscardReason::Aborted, None)),
                     Err(e) => Err((DiscardReason::Failed, Some(e.to_string()))),
                 };

@@ -296,22 +296,17 @@ pub(crate) async fn take_for_commit(
     }
 }
 
-/// Reports that the armed result `operation_id` was written, or dropped for `reason`.
+/// Reports that the armed result `operation_id` was written or handed out as a preview
+/// (`Ok` with [`BackgroundState::Committed`] or [`BackgroundState::Previewed`]), or dropped
+/// for `reason`.
 pub(crate) fn report(
     state: &SessionState,
     events: &dyn EventSink,
     operation_id: &str,
-    outcome: Result<(), (DiscardReason, Option<String>)>,
+    outcome: Result<BackgroundState, (DiscardReason, Option<String>)>,
 ) {
     match outcome {
-        Ok(()) => emit(
-            events,
-            state,
-            operation_id,
-            BackgroundState::Committed,
-            None,
-            None,
-        ),
+        Ok(used) => emit(events, state, operation_id, used, None, None),
         Err((reason, message)) => emit(
             events,
             state,

@@ -198,8 +198,10 @@ pub enum BackgroundState {
     Started,
     /// Its result is ready, waiting for a reply to cross the threshold.
     Armed,
-    /// Its result was written at the crossing.
+    /// Its result was written (at the crossing, or by a compaction that used it).
     Committed,
+    /// Its result was handed out as a preview; the client or the agent writes it, or not.
+    Previewed,
     /// It was dropped without writing anything.
     Discarded,
 }
@@ -210,6 +212,7 @@ impl BackgroundState {
             BackgroundState::Started => "started",
             BackgroundState::Armed => "armed",
             BackgroundState::Committed => "committed",
+            BackgroundState::Previewed => "previewed",
             BackgroundState::Discarded => "discarded",
         }
     }

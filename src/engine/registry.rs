@@ -21,7 +21,7 @@ use super::append::{self, AppendOptions, AppendOutcome, NewEntry};
 use super::background::{self, BackgroundStatus};
 use super::compact::ArmedCompaction;
 use super::env::{ClientSummarizerFactory, EnvSource, token_counter};
-use super::events::{DiscardReason, PauseReason, new_operation_id};
+use super::events::{BackgroundState, DiscardReason, PauseReason, new_operation_id};
 use super::prune::{self, PruneOutcome};
 use super::run::{run_armed_preview, run_commit, run_commit_preview, run_compaction};
 use super::sessions::{
@@ -637,7 +637,8 @@ impl Engine {
                     run_commit(events, &state, &env, armed, guard).await
                 };
                 let report = match &run {
-                    Ok(_) => Ok(()),
+                    Ok(_) if preview => Ok(BackgroundState::Previewed),
+                    Ok(_) => Ok(BackgroundState::Committed),
                     Err(EngineError::Cancelled(_)) => Err((DiscardReason::Aborted, None)),
                     Err(e) => Err((DiscardReason::Failed, Some(e.to_string()))),
                 };

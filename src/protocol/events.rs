@@ -202,9 +202,13 @@ pub enum BackgroundCompactionState {
     Started,
     /// The result is ready and will be written when a reply crosses the threshold.
     Armed,
-    /// The result was written at the crossing (the `session/compaction*` events of the
-    /// automatic compaction carry it).
+    /// The result was written: at the crossing (the `session/compaction*` events of the
+    /// automatic compaction carry it) or by `session/compact {useArmed: true}`.
     Committed,
+    /// The result was handed out as a preview (`session/compact {preview: true, useArmed:
+    /// true}`): nothing is written until the client commits it (`session/commitCompaction`)
+    /// or, for an agent's own file, the agent writes it itself.
+    Previewed,
     /// The result was dropped; nothing was written (see `reason`).
     Discarded,
 }

@@ -642,6 +642,7 @@ pub fn background_state(
         S::Started => P::Started,
         S::Armed => P::Armed,
         S::Committed => P::Committed,
+        S::Previewed => P::Previewed,
         S::Discarded => P::Discarded,
     }
 }

@@ -147,8 +147,8 @@ async fn a_turn_in_the_band_arms_a_draft_that_the_agents_compaction_gets_at_once
         before,
         "compactd wrote nothing"
     );
-    let committed = expect_background(&mut d, "committed").await;
-    assert_eq!(committed["operationId"], started["operationId"]);
+    let previewed = expect_background(&mut d, "previewed").await;
+    assert_eq!(previewed["operationId"], started["operationId"]);
     drop_compaction_events(&mut d);
     let usage = d.ok("session/usage", json!({"sessionId": session})).await;
     assert!(usage.get("backgroundCompaction").is_none(), "{usage}");

@@ -1630,7 +1630,7 @@ WorkDoneProgress = Union["WorkDoneProgressBegin", "WorkDoneProgressReport", "Wor
 SummaryPart = Literal["history", "turnPrefix", "short"]
 
 #: Where a background (speculative) compaction stands.
-BackgroundCompactionState = Literal["started", "armed", "committed", "discarded"]
+BackgroundCompactionState = Literal["started", "armed", "committed", "previewed", "discarded"]
 
 #: Why a background compaction was discarded.
 BackgroundDiscardReason = Literal["leafLeftBranch", "compactedSince", "doesNotFit", "aborted", "failed", "manualCompaction"]

@@ -156,7 +156,7 @@ export type SummaryPart = 'history' | 'turnPrefix' | 'short';
 /**
  * Where a background (speculative) compaction stands.
  */
-export type BackgroundCompactionState = 'started' | 'armed' | 'committed' | 'discarded';
+export type BackgroundCompactionState = 'started' | 'armed' | 'committed' | 'previewed' | 'discarded';
 /**
  * Why a background compaction was discarded.
  */

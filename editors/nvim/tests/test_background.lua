@@ -232,6 +232,7 @@ return {
     function()
       H.eq('drafting: summarizing, chunk 2 of 5', compactd.format_background({ state = 'started', phase = 'summarizing', chunk = 2, chunks = 5 }), 'drafting')
       H.eq('discarded: the summarizer failed (model down)', compactd.format_background({ state = 'discarded', reason = 'failed', message = 'model down' }), 'failed')
+      H.eq('handed over as a preview', compactd.format_background({ state = 'previewed' }), 'previewed')
     end,
   },
 }

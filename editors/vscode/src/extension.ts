@@ -23,7 +23,7 @@ import {
 import { ServerChoice, resolveServer } from './server-path';
 import { configuredPath, initializationSettings, useLanguageModel } from './settings';
 import { PreviewDocuments } from './preview';
-import { BackgroundView, backgroundFromEvent, backgroundFromUsage, discardReasonText, statusText, statusTooltip } from './status';
+import { BackgroundView, backgroundFromEvent, backgroundFromUsage, discardReasonText, isFlash, statusText, statusTooltip } from './status';
 import { summarizeWithLanguageModel } from './summarizer';
 import { Item, ItemSnapshot, SessionTreeProvider } from './tree';
 
@@ -382,7 +382,7 @@ class Controller implements vscode.Disposable {
     if (events === this.backgroundEvents) {
       // No event since the read began: the usage is the latest word on the background compaction.
       const current = backgroundFromUsage(usage);
-      const flashing = this.background?.state === 'committed' || this.background?.state === 'discarded';
+      const flashing = isFlash(this.background?.state);
       if (current || !flashing) this.setBackground(current);
     }
     this.renderStatus();
@@ -409,7 +409,7 @@ class Controller implements vscode.Disposable {
     this.background = view;
     clearTimeout(this.backgroundPollTimer);
     this.backgroundPollTimer = undefined;
-    if (view?.state !== 'committed' && view?.state !== 'discarded') {
+    if (!isFlash(view?.state)) {
       clearTimeout(this.backgroundFlashTimer);
       this.backgroundFlashTimer = undefined;
     }
@@ -422,7 +422,7 @@ class Controller implements vscode.Disposable {
     this.backgroundEvents++;
     const view = backgroundFromEvent(event);
     this.setBackground(view);
-    if (view.state === 'committed' || view.state === 'discarded') {
+    if (isFlash(view.state)) {
       this.output.appendLine(
         `background compaction ${event.operationId} ${view.state}${view.state === 'discarded' ? `: ${discardReasonText(view.reason)}${view.message ? ` (${view.message})` : ''}` : ''}`,
       );

@@ -1,5 +1,5 @@
 // The status bar text: context size against the compaction threshold, e.g. `ctx 142k / 184k`,
-// and what a background compaction is doing (drafting, ready, committed, discarded).
+// and what a background compaction is doing (drafting, ready, committed, handed over, discarded).
 import { BackgroundCompactionState, BackgroundDiscardReason, SessionUsageResult } from 'compactd-client';
 
 /** `950`, `12k`, `184k`, `1.2M`. */
@@ -12,10 +12,10 @@ export function formatTokens(n: number): string {
 /**
  * What the status item shows of the session's background compaction: `running` and `armed`
  * while `session/usage` (or the latest `session/backgroundCompaction` event) says so,
- * `committed` and `discarded` for a few seconds after the event.
+ * `committed`, `previewed` and `discarded` for a few seconds after the event.
  */
 export interface BackgroundView {
-  state: 'running' | 'armed' | 'committed' | 'discarded';
+  state: 'running' | 'armed' | 'committed' | 'previewed' | 'discarded';
   operationId: string;
   /** While running: `preparing`, `summarizing`. */
   phase?: string;
@@ -34,6 +34,11 @@ export function backgroundFromUsage(usage: SessionUsageResult): BackgroundView |
   if (!b) return undefined;
   if (b.armed) return { state: 'armed', operationId: b.operationId };
   return { state: 'running', operationId: b.operationId, phase: b.phase ?? undefined, chunk: b.chunk ?? undefined, chunks: b.chunks ?? undefined };
+}
+
+/** An end state, shown for a few seconds after its event: `committed`, `previewed`, `discarded`. */
+export function isFlash(state?: BackgroundView['state']): boolean {
+  return state === 'committed' || state === 'previewed' || state === 'discarded';
 }
 
 /** The state a `session/backgroundCompaction` event puts the view in. */
@@ -73,6 +78,8 @@ export function backgroundText(b: BackgroundView): string {
       return '$(check) summary ready';
     case 'committed':
       return '$(pass-filled) compacted';
+    case 'previewed':
+      return '$(eye) summary handed over';
     case 'discarded':
       return `$(circle-slash) discarded: ${discardReasonText(b.reason)}`;
   }
@@ -88,7 +95,9 @@ export function backgroundTooltip(b: BackgroundView): string {
     case 'armed':
       return 'Background compaction: the summary is ready; the reply that crosses the threshold writes it at once.';
     case 'committed':
-      return 'Background compaction: written (the threshold was crossed).';
+      return 'Background compaction: written.';
+    case 'previewed':
+      return 'Background compaction: its summary was handed out as a preview; nothing is written until it is committed (or the agent writes it).';
     case 'discarded':
       return `Background compaction: discarded, nothing written (${discardReasonText(b.reason)})${b.message ? `: ${b.message}` : ''}.`;
   }

@@ -485,7 +485,7 @@ end
 
 -- Background compaction, shown as LSP progress on a token of its own: begin when it starts
 -- (drafting, with its phase and summarizer chunk from `session/usage` while it runs), a report
--- when armed, end when committed or discarded (with the reason).
+-- when armed, end when committed, handed over as a preview, or discarded (with the reason).
 
 local DISCARD_REASONS = {
   leafLeftBranch = 'the leaf left its branch',
@@ -512,6 +512,8 @@ function M.format_background(b)
     return 'armed: ready to swap in at the threshold'
   elseif b.state == 'committed' then
     return 'committed'
+  elseif b.state == 'previewed' then
+    return 'handed over as a preview'
   end
   local text = 'discarded'
   if b.reason then
