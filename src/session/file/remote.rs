@@ -13,11 +13,11 @@ use super::store::{Build, Edit, Store};
 use super::{
     CreateOptions, LoadReport, Result, Session, SessionError, file_leaf_of, next_revision,
 };
+use crate::session::changes::ChangeSignal;
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
 use crate::session::ids;
 use crate::session::postgres::{
-    ChangeSignal, Changes, Finish, Head, Interest, Loaded, PgStore, StoreError, StoredLine,
-    WriteMeta,
+    Changes, Finish, Head, Interest, Loaded, PgStore, StoreError, StoredLine, WriteMeta,
 };
 
 /// A session stored in PostgreSQL: the store, the head of the rows this process has read,
@@ -291,10 +291,6 @@ impl Store for Remote {
             .as_mut()
             .map(std::mem::take)
             .unwrap_or_default()
-    }
-
-    fn database(&self) -> Option<&Arc<PgStore>> {
-        Some(&self.store)
     }
 }
 

@@ -9,17 +9,18 @@
 //! | [`Store::write`] (lock, append) | one `write` under the sidecar `flock` | rows in one transaction holding the session row `FOR UPDATE` |
 //! | [`Store::replace`] (lock, rewrite) | temp file, fsync, rename | replace the rows in one transaction |
 //! | [`Store::load_rest`] | (always whole) | the rows before the loaded part |
+//! | [`Store::follow`] | no signal: other writers are seen at the next refresh | a [`ChangeSignal`] rung by the database's notifications |
 //!
 //! Every backend holds the same lines, so the loader in `load.rs` turns either into entries.
+//! The trait names no backend's types: what is PostgreSQL's stays in `remote.rs` and `postgres/`.
 //! The engine sees no backend: it calls [`Session`]'s methods, which call the session's store
 //! through [`Session::with_store`].
 
 use std::fmt;
-use std::sync::Arc;
 
 use super::{Result, Session, SessionError};
+use crate::session::changes::ChangeSignal;
 use crate::session::entry::Entry;
-use crate::session::postgres::{ChangeSignal, PgStore};
 
 /// Builds the entries a write appends, under the writers' lock, from the session as it is
 /// once every other writer's lines are read; an error writes nothing.
@@ -63,11 +64,6 @@ pub(crate) trait Store: fmt::Debug + Send + Sync {
     /// The entries other writers added since the last call, when followed.
     fn take_arrivals(&mut self) -> Vec<Entry> {
         Vec::new()
-    }
-
-    /// The database the session is stored in, if it is.
-    fn database(&self) -> Option<&Arc<PgStore>> {
-        None
     }
 }
 
@@ -131,11 +127,6 @@ impl Session {
     /// they arrived; empty unless [`Session::follow_changes`] was called.
     pub fn take_arrivals(&mut self) -> Vec<Entry> {
         self.store.take_arrivals()
-    }
-
-    /// The database this session is stored in, if it is.
-    pub fn store(&self) -> Option<&Arc<PgStore>> {
-        self.store.database()
     }
 
     /// Reads what other writers appended (or reloads after their rewrite) without writing.
