@@ -22,11 +22,12 @@
 //! files        -
 //! ```
 //!
-//! Imports point down, so there is no cycle. The same test holds three more rules of the
-//! design: `engine` never sees wire types (it imports none of `protocol`, `rpc` and `server`),
-//! `compaction` does no I/O (no file system, network, process, environment, clock or async
-//! runtime: it plans, the engine performs), and `rpc` holds no domain (it imports nothing of
-//! compactd). `src/main.rs` only calls [`cli::main`].
+//! Imports point down, so there is no cycle; inside a layer, too, no files import one another
+//! in a loop (a part may use its folder's `mod.rs`, which hands its names on). The same test
+//! holds three more rules of the design: `engine` never sees wire types (it imports none of
+//! `protocol`, `rpc` and `server`), `compaction` does no I/O (no file system, network,
+//! process, environment, clock or async runtime: it plans, the engine performs), and `rpc`
+//! holds no domain (it imports nothing of compactd). `src/main.rs` only calls [`cli::main`].
 //!
 //! `cli` is the command line: it runs one-shot commands on the engine and prints the protocol's
 //! types through `server`'s `to_proto`. `server` is the daemon: the method table, one handler

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use crate::foreign::codex::{Rollout, being_written, is_rollout};
 use crate::session::{Session, iso_from_ms, now_ms};
 
-use super::common::CliError;
+use super::error::CliError;
 
 /// The temporary copies read this run, removed by [`remove_copies`] when the command ends.
 static COPIES: Mutex<Vec<tempfile::TempDir>> = Mutex::new(Vec::new());

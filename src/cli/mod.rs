@@ -10,6 +10,7 @@ mod blobs;
 mod common;
 mod compact;
 mod context;
+mod error;
 mod eval;
 mod fork;
 mod guest;

@@ -9,39 +9,18 @@
 //! branch, a compaction came in between, what was appended since no longer fits, it was
 //! aborted, or the summarizer failed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+pub(super) mod run;
 
-use tokio::task::JoinHandle;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
 use tokio_util::sync::CancellationToken;
-
-use crate::summarize::{Purpose, SummaryObserver, SummaryStatus};
 
 use super::compact::{ArmedCompaction, draft_armed, snapshot_fits};
 use super::events::{BackgroundState, DiscardReason, new_operation_id};
 use super::state::SessionState;
-use super::{
-    CompactEnv, CompactReason, EngineError, EngineEvent, EventSink, OperationObserver, Phase,
-};
-
-/// The background compaction of one session.
-pub struct BackgroundRun {
-    pub operation_id: String,
-    /// The leaf when it was started (the draft's own snapshot may be a little later).
-    snapshot_leaf: Option<String>,
-    token: CancellationToken,
-    progress: Arc<Progress>,
-    handle: JoinHandle<Result<ArmedCompaction, EngineError>>,
-}
-
-impl std::fmt::Debug for BackgroundRun {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BackgroundRun")
-            .field("operation_id", &self.operation_id)
-            .field("snapshot_leaf", &self.snapshot_leaf)
-            .finish_non_exhaustive()
-    }
-}
+use super::{CompactEnv, CompactReason, EngineEvent, EventSink, Phase};
+use run::{BackgroundRun, Progress, lock};
 
 /// Where a background compaction stands, for `session/usage`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,36 +33,6 @@ pub struct BackgroundStatus {
     /// Which summarizer request of how many (a long history is summarised in chunks).
     pub chunk: Option<(usize, usize)>,
     pub started_ms: i64,
-}
-
-/// What the draft reports while it runs.
-#[derive(Debug, Default)]
-struct Progress {
-    phase: Mutex<Option<Phase>>,
-    chunk: Mutex<Option<(usize, usize)>>,
-    done: AtomicBool,
-    started_ms: i64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Plain values replaced whole.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl OperationObserver for Progress {
-    fn phase(&self, phase: Phase, _message: &str, _percentage: Option<u32>) {
-        *lock(&self.phase) = Some(phase);
-    }
-}
-
-impl SummaryObserver for Progress {
-    fn delta(&self, _part: Purpose, _text: &str) {}
-
-    fn status(&self, part: Purpose, status: &SummaryStatus) {
-        if part == Purpose::History {
-            *lock(&self.chunk) = Some((status.chunk, status.chunks));
-        }
-    }
 }
 
 fn emit(

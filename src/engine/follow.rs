@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Weak};
 
-use crate::session::postgres::ChangeSignal;
+use crate::session::ChangeSignal;
 
 use super::EngineEvent;
 use super::events::EventSink;

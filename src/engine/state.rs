@@ -13,7 +13,7 @@ use crate::session::{Session, SyncPolicy};
 use crate::settings::{Settings, SettingsStack, StorageSync};
 use crate::tokens::{TokenCache, TokenCounter};
 
-use super::background::BackgroundRun;
+use super::background::run::BackgroundRun;
 use super::events::PauseReason;
 use super::preview::PreviewStore;
 use super::usage::UsageView;

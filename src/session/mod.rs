@@ -1,6 +1,7 @@
 //! What is on disk and in memory: entries, messages, the storage backends (JSONL files, the
 //! default; PostgreSQL for fleets, `postgres/`), the tree, and context rebuilding.
 
+pub(crate) mod changes;
 pub(crate) mod context;
 pub(crate) mod entry;
 pub(crate) mod file;
@@ -13,6 +14,7 @@ pub(crate) mod size_controls;
 pub(crate) mod tree;
 pub(crate) mod undo;
 
+pub use changes::ChangeSignal;
 pub use context::{SessionContext, build_session_context, convert_to_llm};
 pub use entry::{
     BranchSummaryEntry, CURRENT_SESSION_VERSION, CompactionEntry, CustomMessageEntry, Entry,

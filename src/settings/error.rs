@@ -125,3 +125,23 @@ pub struct SettingsWarning {
     /// What was skipped and why, as shown to a person.
     pub message: String,
 }
+
+/// How an error or a warning names a key: `compaction.reserveTokens`; segments that contain a
+/// dot are bracketed: `providers.openai.models["gpt-4.1"].contextWindow`.
+pub(crate) fn format_key_path(path: &[String]) -> String {
+    if path.is_empty() {
+        return "(top level)".to_owned();
+    }
+    let mut key = String::new();
+    for segment in path {
+        if segment.contains(['.', '[', ']', '"']) || segment.is_empty() {
+            key.push_str(&format!("[{}]", serde_json::Value::String(segment.clone())));
+        } else {
+            if !key.is_empty() {
+                key.push('.');
+            }
+            key.push_str(segment);
+        }
+    }
+    key
+}

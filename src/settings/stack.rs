@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::error::{SettingsError, SettingsOrigin, SettingsSource, SettingsWarning};
+use super::error::{
+    SettingsError, SettingsOrigin, SettingsSource, SettingsWarning, format_key_path,
+};
 use super::model::{REDACTED, Settings};
 use super::paths;
 use super::trust;
@@ -593,26 +595,6 @@ fn path_segments(path: &serde_path_to_error::Path) -> Vec<String> {
             Segment::Unknown => "?".to_owned(),
         })
         .collect()
-}
-
-/// `compaction.reserveTokens`; segments that contain a dot are bracketed:
-/// `providers.openai.models["gpt-4.1"].contextWindow`.
-pub(crate) fn format_key_path(path: &[String]) -> String {
-    if path.is_empty() {
-        return "(top level)".to_owned();
-    }
-    let mut key = String::new();
-    for segment in path {
-        if segment.contains(['.', '[', ']', '"']) || segment.is_empty() {
-            key.push_str(&format!("[{}]", Value::String(segment.clone())));
-        } else {
-            if !key.is_empty() {
-                key.push('.');
-            }
-            key.push_str(segment);
-        }
-    }
-    key
 }
 
 /// A leaf value as it may be shown: an `apiKey` as `***`, credentials in a `baseUrl` or a

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::stack::format_key_path;
+use super::error::format_key_path;
 
 /// Keys a project file may set only in a trusted project. `*` matches one segment (a provider's
 /// name). Every key of the settings is either here or in [`HARMLESS`]; a test checks that, so

@@ -16,7 +16,7 @@ use crate::session::{AgentMessage, Content, ContentBlock};
 use crate::tokens::TokenCounter;
 
 use super::SummarizeError;
-use super::ladder::SummaryJob;
+use super::job::SummaryJob;
 use super::prompts::length_instruction;
 
 /// Characters kept of each tool result once the input has to shrink.
@@ -268,7 +268,7 @@ mod tests {
 
     use super::*;
     use crate::summarize::Purpose;
-    use crate::summarize::ladder::PromptBuilder;
+    use crate::summarize::job::PromptBuilder;
     use crate::tokens::Chars4;
 
     fn user(text: &str) -> AgentMessage {

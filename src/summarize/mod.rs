@@ -31,6 +31,7 @@ pub(crate) mod extractive;
 pub(crate) mod fit;
 mod grounded;
 mod http;
+pub(crate) mod job;
 pub(crate) mod ladder;
 pub(crate) mod openai;
 mod overflow;
@@ -57,9 +58,10 @@ pub use check::Verdict;
 pub use error::{SummarizeError, overflow_figures};
 pub use extractive::ExtractiveSummarizer;
 pub use http::{HttpOptions, check_url};
+pub use job::{PromptBuilder, SummaryJob};
 pub use ladder::{
-    PromptBuilder, RungFailure, SummarizerSet, SummaryJob, SummaryObserver, SummaryReport,
-    SummaryState, SummaryStatus, Written, record_reports, write_summary,
+    RungFailure, SummarizerSet, SummaryObserver, SummaryReport, SummaryState, SummaryStatus,
+    Written, record_reports, write_summary,
 };
 pub use openai::{OpenAiConfig, OpenAiSummarizer};
 pub use overflow::is_overflow_message;

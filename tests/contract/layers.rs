@@ -1,7 +1,8 @@
 //! The layer rules of the design, held by reading the sources (as rust-analyzer's tidy tests
 //! read theirs): the table in `src/lib.rs` says which layers each layer imports, top to bottom;
-//! the code must import exactly those, only layers below it, and no more. On top of that,
-//! `compaction` does no I/O, and `src/main.rs` only calls the command line.
+//! the code must import exactly those, only layers below it, and no more. Inside a layer the
+//! files import one another without a circle. On top of that, `compaction` does no I/O, and
+//! `src/main.rs` only calls the command line.
 //!
 //! Only the code the library is built from counts: comments, string literals and test code
 //! (`#[cfg(test)]` items and the modules they declare) are left out before imports are read.
@@ -117,6 +118,7 @@ fn violations(lib_rs: &str, files: &BTreeMap<PathBuf, String>) -> Vec<String> {
             }
         }
     }
+    found.extend(circles(files, &test_only));
     for (layer, imports) in &table.layers {
         let used = actual.get(layer).cloned().unwrap_or_default();
         for unused in imports.difference(&used) {
@@ -127,6 +129,194 @@ fn violations(lib_rs: &str, files: &BTreeMap<PathBuf, String>) -> Vec<String> {
         }
     }
     found
+}
+
+/// The files that import one another in a loop, one line a loop. A file's use of an enclosing
+/// module (its folder's `mod.rs`, or the file that declares it) does not count: that module is
+/// the folder's face, which hands its parts' names on and keeps what they share.
+fn circles(files: &BTreeMap<PathBuf, String>, test_only: &BTreeSet<PathBuf>) -> Vec<String> {
+    let modules: BTreeMap<Vec<String>, &PathBuf> = files
+        .keys()
+        .filter(|path| !test_only.contains(*path))
+        .map(|path| (module_path(path), path))
+        .collect();
+    let mut edges: BTreeMap<&PathBuf, BTreeSet<&PathBuf>> = BTreeMap::new();
+    for (module, path) in &modules {
+        let (code, _) = strip_code(&files[*path]);
+        for target in imported_modules(module, &code, &modules) {
+            if !module.starts_with(&target) {
+                edges.entry(*path).or_default().insert(modules[&target]);
+            }
+        }
+    }
+    loops(&edges)
+        .into_iter()
+        .map(|group| {
+            let names: Vec<String> = group.iter().map(|p| p.display().to_string()).collect();
+            format!("import circle: {}", names.join(", "))
+        })
+        .collect()
+}
+
+/// The modules of `modules` that `code` (of the module at `module`) names: the longest known
+/// prefix of each `crate::`, `super::`, `self::` or child-module path, and of each path in a
+/// `{…}` group.
+fn imported_modules(
+    module: &[String],
+    code: &str,
+    modules: &BTreeMap<Vec<String>, &PathBuf>,
+) -> BTreeSet<Vec<String>> {
+    let mut found = BTreeSet::new();
+    let bytes = code.as_bytes();
+    for (at, _) in code.char_indices() {
+        if at > 0 && is_path_char(bytes[at - 1]) {
+            continue;
+        }
+        let rest = &code[at..];
+        let (base, tail) = if let Some(tail) = rest.strip_prefix("crate::") {
+            (Vec::new(), tail)
+        } else if let Some(tail) = rest.strip_prefix("self::") {
+            (module.to_vec(), tail)
+        } else if rest.starts_with("super::") {
+            let mut base = module.to_vec();
+            let mut tail = rest;
+            while let Some(after) = tail.strip_prefix("super::") {
+                base.pop();
+                tail = after;
+            }
+            (base, tail)
+        } else {
+            // A bare path that starts with a child module's name.
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let mut child = module.to_vec();
+            child.push(name.clone());
+            if name.is_empty()
+                || !rest[name.len()..].starts_with("::")
+                || !modules.contains_key(&child)
+            {
+                continue;
+            }
+            (module.to_vec(), rest)
+        };
+        for path in use_tree(tail.as_bytes(), &mut 0) {
+            let mut target = base.clone();
+            for segment in path {
+                target.push(segment);
+                if !modules.contains_key(&target) {
+                    target.pop();
+                    break;
+                }
+            }
+            if modules.contains_key(&target) && target != module {
+                found.insert(target);
+            }
+        }
+    }
+    found
+}
+
+/// The paths of the use tree that starts `text` at `at` (`a::b`, `a::{b, c::{d, e}}`), each as
+/// its segments; `at` ends after it.
+fn use_tree(text: &[u8], at: &mut usize) -> Vec<Vec<String>> {
+    let skip_space = |at: &mut usize| {
+        while text.get(*at).is_some_and(u8::is_ascii_whitespace) {
+            *at += 1;
+        }
+    };
+    let mut prefix = Vec::new();
+    loop {
+        skip_space(at);
+        if text.get(*at) == Some(&b'{') {
+            *at += 1;
+            let mut paths = Vec::new();
+            loop {
+                for path in use_tree(text, at) {
+                    paths.push([prefix.clone(), path].concat());
+                }
+                // Past an `as name`, to the separator.
+                while text.get(*at).is_some_and(|c| !matches!(c, b',' | b'}')) {
+                    *at += 1;
+                }
+                match text.get(*at) {
+                    Some(b',') => *at += 1,
+                    Some(_) => {
+                        *at += 1;
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            return paths;
+        }
+        let start = *at;
+        while text
+            .get(*at)
+            .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        {
+            *at += 1;
+        }
+        if *at == start {
+            break;
+        }
+        prefix.push(String::from_utf8_lossy(&text[start..*at]).into_owned());
+        skip_space(at);
+        if !text[*at..].starts_with(b"::") {
+            break;
+        }
+        *at += 2;
+    }
+    vec![prefix]
+}
+
+/// The groups of nodes that reach one another along `edges` (Tarjan's strongly connected
+/// components), each of two nodes or more.
+fn loops<'a>(edges: &BTreeMap<&'a PathBuf, BTreeSet<&'a PathBuf>>) -> Vec<Vec<&'a PathBuf>> {
+    struct Walk<'a, 'e> {
+        edges: &'e BTreeMap<&'a PathBuf, BTreeSet<&'a PathBuf>>,
+        index: BTreeMap<&'a PathBuf, (usize, usize)>,
+        stack: Vec<&'a PathBuf>,
+        groups: Vec<Vec<&'a PathBuf>>,
+    }
+    impl<'a> Walk<'a, '_> {
+        fn visit(&mut self, node: &'a PathBuf) -> usize {
+            let order = self.index.len();
+            self.index.insert(node, (order, order));
+            self.stack.push(node);
+            let mut low = order;
+            for next in self.edges.get(node).into_iter().flatten() {
+                match self.index.get(next) {
+                    None => low = low.min(self.visit(next)),
+                    Some(&(seen, _)) if self.stack.contains(next) => low = low.min(seen),
+                    Some(_) => {}
+                }
+            }
+            self.index.insert(node, (order, low));
+            if low == order {
+                let at = self.stack.iter().rposition(|n| *n == node).unwrap_or(0);
+                let mut group = self.stack.split_off(at);
+                if group.len() > 1 {
+                    group.sort();
+                    self.groups.push(group);
+                }
+            }
+            low
+        }
+    }
+    let mut walk = Walk {
+        edges,
+        index: BTreeMap::new(),
+        stack: Vec::new(),
+        groups: Vec::new(),
+    };
+    for node in edges.keys() {
+        if !walk.index.contains_key(node) {
+            walk.visit(node);
+        }
+    }
+    walk.groups
 }
 
 /// The module path of a file under `src/` (`src/engine/compact.rs` → `engine::compact`;
@@ -461,6 +651,17 @@ fn planted_violations_are_each_reported() {
         "rpc/peer.rs",
         "\nfn domain(_: &super::super::session::Entry) {}\n",
     );
+    // Two files of one layer import each other, by a plain path and inside a group.
+    plant(
+        &mut files,
+        "summarize/fit.rs",
+        "\nuse super::ladder::write_summary;\n",
+    );
+    plant(
+        &mut files,
+        "engine/background/run.rs",
+        "\nuse crate::engine::{events::Phase, state::SessionState as S};\n",
+    );
     // Test code and comments may say anything.
     plant(
         &mut files,
@@ -472,6 +673,8 @@ fn planted_violations_are_each_reported() {
         "engine/compact.rs: engine imports protocol",
         "compaction/prune.rs: compaction does no I/O, but uses std::fs",
         "rpc/peer.rs: rpc imports session",
+        "import circle: summarize/fit.rs, summarize/ladder.rs",
+        "import circle: engine/background/run.rs, engine/state.rs",
     ];
     for expected in expect {
         assert!(

@@ -7,14 +7,14 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::cursor::{DiskState, FileId, Loaded, TailMode, TailRepair, file_id};
+use super::cursor::{DiskState, FileId, TailMode, TailRepair, file_id};
 use super::store::{Build, Edit, Store};
 use super::{
     CreateOptions, LoadReport, LoadStep, Result, Session, SessionError, SyncPolicy, file_leaf_of,
     next_revision, stream,
 };
 use crate::files;
-use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
+use crate::session::entry::{CURRENT_SESSION_VERSION, LineSource, SessionHeader};
 use crate::session::ids;
 
 /// Holds the writers' locks: the sidecar named after the path, and the session file itself
@@ -172,19 +172,6 @@ impl Session {
         )))
     }
 
-    /// Adds written entries to memory; the leaf becomes what the file now implies.
-    pub(super) fn commit(&mut self, new: Vec<Entry>) {
-        if new.is_empty() {
-            return;
-        }
-        let mut ignored = LoadReport::default();
-        for e in new {
-            self.push_entry(e, 0, &mut ignored);
-        }
-        self.file_leaf = file_leaf_of(&self.entries);
-        self.leaf = self.file_leaf.clone();
-    }
-
     /// Brings memory up to date with the file. Returns the tail repair a write must do, and
     /// whether the file was reloaded whole.
     pub(super) fn sync_from_disk(&mut self, mode: TailMode) -> Result<(TailRepair, bool)> {
@@ -220,40 +207,13 @@ impl Session {
                 .map_err(io_err(&self.path))?;
             file.read_to_end(&mut data).map_err(io_err(&self.path))?;
         }
-        let mut report = LoadReport::default();
-        let mut parsed = Loaded::default();
-        let data = LineSource::memory(data);
-        let repair = self.read_lines(&data, 0, mode, &mut report, &mut parsed);
-        if !parsed.is_empty() {
-            for (e, line) in parsed {
-                self.push_entry(e, line, &mut report);
-            }
-            self.follow_file();
-        }
-        Ok((repair, false))
-    }
-
-    /// After ingesting: the leaf follows the file unless it was moved here since the last sync.
-    pub(super) fn follow_file(&mut self) {
-        let new_file_leaf = file_leaf_of(&self.entries);
-        if self.leaf == self.file_leaf {
-            self.leaf = new_file_leaf.clone();
-        }
-        self.file_leaf = new_file_leaf;
+        Ok((self.ingest_lines(data, mode), false))
     }
 
     /// Re-reads the whole file after another process replaced it.
     pub(super) fn reload(&mut self) -> Result<()> {
         let (fresh, _) = load(self.path.clone(), self.file.clone(), &|_| {})?;
-        let moved_here = self.leaf != self.file_leaf;
-        let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
-        let sync = self.sync;
-        *self = fresh;
-        self.sync = sync;
-        if moved_here && keep_leaf.is_some() {
-            self.leaf = keep_leaf;
-        }
-        self.revision = next_revision();
+        self.adopt_reloaded(fresh);
         Ok(())
     }
 
@@ -411,24 +371,7 @@ impl Store for FileStore {
     fn replace(&mut self, session: &mut Session, edit: Edit<'_>) -> Result<()> {
         let _lock = session.lock()?;
         session.sync_from_disk(TailMode::Locked)?;
-        let before = (session.entries.clone(), session.leaf.clone());
-        edit(&mut session.entries);
-        session.revision = next_revision();
-        session.rebuild_index();
-        if session
-            .leaf
-            .as_ref()
-            .is_some_and(|l| !session.index.contains_key(l))
-        {
-            session.leaf = file_leaf_of(&session.entries);
-        }
-        if let Err(e) = session.write_all_atomically() {
-            (session.entries, session.leaf) = before;
-            session.revision = next_revision();
-            session.rebuild_index();
-            return Err(e);
-        }
-        Ok(())
+        session.rewrite_with(edit, Session::write_all_atomically)
     }
 }
 

@@ -8,16 +8,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::cursor::{Loaded as ReadLines, TailMode};
+use super::cursor::TailMode;
 use super::store::{Build, Edit, Store};
-use super::{
-    CreateOptions, LoadReport, Result, Session, SessionError, file_leaf_of, next_revision,
-};
+use super::{CreateOptions, LoadReport, Result, Session, SessionError, file_leaf_of};
+use crate::session::changes::ChangeSignal;
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
 use crate::session::ids;
 use crate::session::postgres::{
-    ChangeSignal, Changes, Finish, Head, Interest, Loaded, PgStore, StoreError, StoredLine,
-    WriteMeta,
+    Changes, Finish, Head, Interest, Loaded, PgStore, StoreError, StoredLine, WriteMeta,
 };
 
 /// A session stored in PostgreSQL: the store, the head of the rows this process has read,
@@ -75,21 +73,7 @@ impl Remote {
             Changes::Nothing => Ok(0),
             Changes::Appended { lines, head } => {
                 let before = session.entries.len();
-                let mut report = LoadReport::default();
-                let mut parsed = ReadLines::default();
-                session.read_lines(
-                    &LineSource::memory(lines),
-                    0,
-                    TailMode::Locked,
-                    &mut report,
-                    &mut parsed,
-                );
-                if !parsed.is_empty() {
-                    for (e, line) in parsed {
-                        session.push_entry(e, line, &mut report);
-                    }
-                    session.follow_file();
-                }
+                session.ingest_lines(lines, TailMode::Locked);
                 self.head = head;
                 let arrived = session.entries[before..]
                     .iter()
@@ -108,22 +92,13 @@ impl Remote {
                     None,
                     &mut report,
                 )?;
-                let moved_here = session.leaf != session.file_leaf;
-                let keep_leaf = session.leaf.clone().filter(|l| fresh.index.contains_key(l));
                 let arrived: Vec<Entry> = fresh
                     .entries
                     .iter()
                     .filter(|e| !e.is_leaf_move() && !session.index.contains_key(&e.id))
                     .cloned()
                     .collect();
-                let sync = session.sync;
-                // The session's store (this one) is put back by `Session::with_store`.
-                *session = fresh;
-                session.sync = sync;
-                if moved_here && keep_leaf.is_some() {
-                    session.leaf = keep_leaf;
-                }
-                session.revision = next_revision();
+                session.adopt_reloaded(fresh);
                 self.head = head;
                 self.record_arrivals(arrived);
                 Ok(session.entries.len())
@@ -229,38 +204,22 @@ impl Store for Remote {
         self.ingest(session, changes)?;
         // A rewrite stores every line.
         session.load_whole_locked(&locked)?;
-        let before = (session.entries.clone(), session.leaf.clone());
-        edit(&mut session.entries);
-        session.revision = next_revision();
-        session.rebuild_index();
-        if session
-            .leaf
-            .as_ref()
-            .is_some_and(|l| !session.index.contains_key(l))
-        {
-            session.leaf = file_leaf_of(&session.entries);
-        }
-        let (header, lines) = session.all_lines(&[]);
-        let meta = session.meta_after(&[]);
-        match locked.finish(Finish::Rewrite {
-            header,
-            lines,
-            meta,
-        }) {
-            Ok(head) => {
-                session.needs_rewrite = false;
-                session.file_leaf = file_leaf_of(&session.entries);
-                self.head = head;
-                self.interest.mark_seen(head.version as u64, epoch);
-                Ok(())
-            }
-            Err(e) => {
-                (session.entries, session.leaf) = before;
-                session.revision = next_revision();
-                session.rebuild_index();
-                Err(store_error(&id)(e))
-            }
-        }
+        session.rewrite_with(edit, |session| {
+            let (header, lines) = session.all_lines(&[]);
+            let meta = session.meta_after(&[]);
+            let head = locked
+                .finish(Finish::Rewrite {
+                    header,
+                    lines,
+                    meta,
+                })
+                .map_err(store_error(&id))?;
+            session.needs_rewrite = false;
+            session.file_leaf = file_leaf_of(&session.entries);
+            self.head = head;
+            self.interest.mark_seen(head.version as u64, epoch);
+            Ok(())
+        })
     }
 
     /// The stored lines before the loaded part, or all of them again when the session was
@@ -291,10 +250,6 @@ impl Store for Remote {
             .as_mut()
             .map(std::mem::take)
             .unwrap_or_default()
-    }
-
-    fn database(&self) -> Option<&Arc<PgStore>> {
-        Some(&self.store)
     }
 }
 

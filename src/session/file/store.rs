@@ -9,17 +9,19 @@
 //! | [`Store::write`] (lock, append) | one `write` under the sidecar `flock` | rows in one transaction holding the session row `FOR UPDATE` |
 //! | [`Store::replace`] (lock, rewrite) | temp file, fsync, rename | replace the rows in one transaction |
 //! | [`Store::load_rest`] | (always whole) | the rows before the loaded part |
+//! | [`Store::follow`] | no signal: other writers are seen at the next refresh | a [`ChangeSignal`] rung by the database's notifications |
 //!
 //! Every backend holds the same lines, so the loader in `load.rs` turns either into entries.
+//! The trait names no backend's types: what is PostgreSQL's stays in `remote.rs` and `postgres/`.
 //! The engine sees no backend: it calls [`Session`]'s methods, which call the session's store
 //! through [`Session::with_store`].
 
 use std::fmt;
-use std::sync::Arc;
 
-use super::{Result, Session, SessionError};
-use crate::session::entry::Entry;
-use crate::session::postgres::{ChangeSignal, PgStore};
+use super::cursor::{Loaded, TailMode, TailRepair};
+use super::{LoadReport, Result, Session, SessionError, file_leaf_of, next_revision};
+use crate::session::changes::ChangeSignal;
+use crate::session::entry::{Entry, LineSource};
 
 /// Builds the entries a write appends, under the writers' lock, from the session as it is
 /// once every other writer's lines are read; an error writes nothing.
@@ -63,11 +65,6 @@ pub(crate) trait Store: fmt::Debug + Send + Sync {
     /// The entries other writers added since the last call, when followed.
     fn take_arrivals(&mut self) -> Vec<Entry> {
         Vec::new()
-    }
-
-    /// The database the session is stored in, if it is.
-    fn database(&self) -> Option<&Arc<PgStore>> {
-        None
     }
 }
 
@@ -133,11 +130,6 @@ impl Session {
         self.store.take_arrivals()
     }
 
-    /// The database this session is stored in, if it is.
-    pub fn store(&self) -> Option<&Arc<PgStore>> {
-        self.store.database()
-    }
-
     /// Reads what other writers appended (or reloads after their rewrite) without writing.
     /// Returns how many entries arrived.
     pub fn refresh(&mut self) -> Result<usize> {
@@ -159,5 +151,94 @@ impl Session {
     /// store implies.
     pub fn replace_entries(&mut self, f: impl FnOnce(&mut Vec<Entry>)) -> Result<()> {
         self.with_store(|store, s| store.replace(s, Box::new(f)))
+    }
+}
+
+/// What every store does around its I/O, written once: taking in other writers' lines,
+/// adopting a session read again whole, adding written entries, and a rewrite's edit and
+/// rollback. A store calls these and keeps only how it reads and writes.
+impl Session {
+    /// Takes in `lines`, the stored bytes after what this session has read: parses them,
+    /// adds their entries, and lets the leaf follow the store's (see
+    /// [`Session::follow_file`]). Returns what the next write must do about an unterminated
+    /// tail (only a file has one to repair).
+    pub(super) fn ingest_lines(&mut self, lines: Vec<u8>, mode: TailMode) -> TailRepair {
+        let mut report = LoadReport::default();
+        let mut parsed = Loaded::default();
+        let source = LineSource::memory(lines);
+        let repair = self.read_lines(&source, 0, mode, &mut report, &mut parsed);
+        if !parsed.is_empty() {
+            for (e, line) in parsed {
+                self.push_entry(e, line, &mut report);
+            }
+            self.follow_file();
+        }
+        repair
+    }
+
+    /// After ingesting: the leaf follows the store's unless it was moved here since the last
+    /// sync.
+    pub(super) fn follow_file(&mut self) {
+        let new_file_leaf = file_leaf_of(&self.entries);
+        if self.leaf == self.file_leaf {
+            self.leaf = new_file_leaf.clone();
+        }
+        self.file_leaf = new_file_leaf;
+    }
+
+    /// Becomes `fresh`, the session read again whole after another writer's rewrite: the
+    /// sync policy stays, and so does a leaf moved here if its entry survived.
+    pub(super) fn adopt_reloaded(&mut self, fresh: Session) {
+        let moved_here = self.leaf != self.file_leaf;
+        let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
+        let sync = self.sync;
+        // A store reloading inside `with_store` gets its place back from `with_store`.
+        *self = fresh;
+        self.sync = sync;
+        if moved_here && keep_leaf.is_some() {
+            self.leaf = keep_leaf;
+        }
+        self.revision = next_revision();
+    }
+
+    /// Adds written entries to memory; the leaf becomes what the store now implies.
+    pub(super) fn commit(&mut self, new: Vec<Entry>) {
+        if new.is_empty() {
+            return;
+        }
+        let mut ignored = LoadReport::default();
+        for e in new {
+            self.push_entry(e, 0, &mut ignored);
+        }
+        self.file_leaf = file_leaf_of(&self.entries);
+        self.leaf = self.file_leaf.clone();
+    }
+
+    /// A rewrite ([`Store::replace`]): lets `edit` change the entries (the leaf stays if its
+    /// entry survives, otherwise it falls back to what the store implies), then has `store`
+    /// write the session whole. If that fails, the entries and the leaf are as they were.
+    pub(super) fn rewrite_with(
+        &mut self,
+        edit: Edit<'_>,
+        store: impl FnOnce(&mut Session) -> Result<()>,
+    ) -> Result<()> {
+        let before = (self.entries.clone(), self.leaf.clone());
+        edit(&mut self.entries);
+        self.revision = next_revision();
+        self.rebuild_index();
+        if self
+            .leaf
+            .as_ref()
+            .is_some_and(|l| !self.index.contains_key(l))
+        {
+            self.leaf = file_leaf_of(&self.entries);
+        }
+        if let Err(e) = store(self) {
+            (self.entries, self.leaf) = before;
+            self.revision = next_revision();
+            self.rebuild_index();
+            return Err(e);
+        }
+        Ok(())
     }
 }

@@ -48,7 +48,6 @@ pub use crate::settings::redact_url;
 pub(crate) use ops::Finish;
 pub(crate) use ops::Locked;
 pub use ops::{Changes, ContextDigest, Head, ImportReport, Loaded, SeqLine, StoredLine, WriteMeta};
-pub use watch::ChangeSignal;
 pub(crate) use watch::Interest;
 
 use watch::Watch;

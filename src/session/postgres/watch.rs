@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
+use crate::session::changes::ChangeSignal;
+
 /// The notification channel.
 pub(crate) const CHANNEL: &str = "compactd_sessions";
 
@@ -33,30 +35,8 @@ pub(crate) struct Watch {
 #[derive(Default)]
 struct Notified {
     version: AtomicU64,
-    wake: tokio::sync::Notify,
-}
-
-/// Wakes when the session may have changed in the database (see [`Interest::signal`]).
-#[derive(Clone)]
-pub struct ChangeSignal(Arc<Notified>);
-
-impl std::fmt::Debug for ChangeSignal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ChangeSignal")
-    }
-}
-
-impl ChangeSignal {
-    /// Waits for the next notification of the session (or a reconnect) since the last wait
-    /// returned; several of them while nobody waits wake once.
-    pub async fn changed(&self) {
-        self.0.wake.notified().await;
-    }
-
-    /// Wakes the waiter as a notification would.
-    pub(crate) fn poke(&self) {
-        self.0.wake.notify_one();
-    }
+    /// Shared with the session's [`ChangeSignal`].
+    wake: Arc<tokio::sync::Notify>,
 }
 
 /// One open session's view of the notifications; dropping it stops recording them.
@@ -137,7 +117,7 @@ impl Interest {
 
     /// The signal that wakes at this session's notifications and at reconnects.
     pub(crate) fn signal(&self) -> ChangeSignal {
-        ChangeSignal(Arc::clone(&self.notified))
+        ChangeSignal::new(Arc::clone(&self.notified.wake))
     }
 
     /// The current epoch, read before a query so a reconnect during it is not hidden.

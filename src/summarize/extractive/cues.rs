@@ -7,11 +7,10 @@
 use crate::compaction::facts::{is_search_command, starts_with_words, strip_fillers};
 
 use super::MAX_ITEM_CHARS;
-use super::facts::shown_command;
 use super::sections::Items;
 use super::text::{
     clip_line, code, contains_word, lower, one_line, plain_sentence, prose_lines, sentences,
-    short_command,
+    short_command, shown_command,
 };
 
 /// A message that only answers: a few words ("ok", "yes, do it", "sounds good") and no

@@ -22,7 +22,9 @@ use super::cues::{
     Statement, changes_direction, is_short_reply, is_task, repository_change, statement_kind,
     verification,
 };
-use super::text::{clip, clip_line, code, one_line, plain_sentence, sentences, short_command};
+use super::text::{
+    clip, clip_line, code, one_line, plain_sentence, sentences, short_command, shown_command,
+};
 use super::{MAX_ACTION_TARGETS, MAX_ITEM_CHARS, MAX_VERBATIM_CHARS, MODEL_KEY, NEW_FILE};
 
 /// How a tool touched a file.
@@ -126,11 +128,6 @@ impl CallInfo {
             _ => format!("`{}`", self.name),
         }
     }
-}
-
-/// A command as inline code, shortened for reading (see [`short_command`]).
-pub(super) fn shown_command(command: &str) -> String {
-    code(&one_line(&short_command(command), MAX_ITEM_CHARS / 2))
 }
 
 /// The program and subcommand of a command's last step (`npm test`, `git commit`): two runs

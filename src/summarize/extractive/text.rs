@@ -252,6 +252,11 @@ pub(super) fn short_command(command: &str) -> String {
     }
 }
 
+/// A command as inline code, shortened for reading (see [`short_command`]).
+pub(super) fn shown_command(command: &str) -> String {
+    code(&one_line(&short_command(command), MAX_ITEM_CHARS / 2))
+}
+
 pub(super) fn list_paths(paths: &[String]) -> String {
     let mut out: Vec<String> = paths
         .iter()

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use serde_json::json;
 
 use super::*;
-use crate::summarize::{DeltaSink, ExtractiveSummarizer};
+use crate::summarize::{DeltaSink, ExtractiveSummarizer, PromptBuilder};
 use crate::tokens::Chars4;
 
 /// A summarizer with a tiny window that records the prompts it gets, refuses (as an

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use pretty_assertions::assert_eq;
 
-use super::super::cursor::{Loaded, TailMode};
+use super::super::cursor::TailMode;
 use super::super::store::{Build, Edit, Store};
 use super::*;
 use crate::session::entry::{LineSource, SessionHeader};
@@ -63,21 +63,7 @@ impl MemoryStore {
     fn ingest(session: &mut Session, bytes: &[u8]) -> usize {
         let before = session.entries.len();
         let new = bytes[session.disk.consumed as usize..].to_vec();
-        let mut report = LoadReport::default();
-        let mut parsed = Loaded::default();
-        session.read_lines(
-            &LineSource::memory(new),
-            0,
-            TailMode::Locked,
-            &mut report,
-            &mut parsed,
-        );
-        if !parsed.is_empty() {
-            for (e, line) in parsed {
-                session.push_entry(e, line, &mut report);
-            }
-            session.follow_file();
-        }
+        session.ingest_lines(new, TailMode::Locked);
         session.entries.len() - before
     }
 
@@ -115,20 +101,12 @@ impl Store for MemoryStore {
     fn replace(&mut self, session: &mut Session, edit: Edit<'_>) -> Result<()> {
         let mut bytes = self.bytes.lock().unwrap();
         MemoryStore::ingest(session, &bytes);
-        edit(&mut session.entries);
-        session.revision = next_revision();
-        session.rebuild_index();
-        if session
-            .leaf
-            .as_ref()
-            .is_some_and(|l| !session.index.contains_key(l))
-        {
-            session.leaf = file_leaf_of(&session.entries);
-        }
-        *bytes = MemoryStore::all_bytes(session);
-        session.disk.consumed = bytes.len() as u64;
-        session.file_leaf = file_leaf_of(&session.entries);
-        Ok(())
+        session.rewrite_with(edit, |session| {
+            *bytes = MemoryStore::all_bytes(session);
+            session.disk.consumed = bytes.len() as u64;
+            session.file_leaf = file_leaf_of(&session.entries);
+            Ok(())
+        })
     }
 }
 
@@ -177,5 +155,26 @@ fn a_session_in_a_memory_store_appends_shares_and_rewrites_through_the_seam() {
     assert_eq!(reopened.entries().len(), a.entries().len());
     assert_eq!(reopened.leaf_id(), a.leaf_id());
     assert_eq!(texts(&reopened), ["one", "two", "four"]);
-    assert!(a.store().is_none(), "no database behind a memory store");
+}
+
+/// The rewrite every store shares ([`Session::rewrite_with`]): when the store's write fails,
+/// the entries and the leaf are as they were, and the index finds them again.
+#[test]
+fn a_failed_rewrite_leaves_the_session_as_it_was() {
+    let (_store, mut a) = MemoryStore::create("mem");
+    a.append(user("one")).unwrap();
+    let leaf = a.append(user("two")).unwrap().id.clone();
+    let failed = a.with_store(|_, s| {
+        s.rewrite_with(Box::new(|entries| entries.clear()), |s| {
+            assert!(
+                s.entries().is_empty(),
+                "the store writes the edited entries"
+            );
+            Err(SessionError::Storage("the store is away".to_owned()))
+        })
+    });
+    assert!(matches!(failed, Err(SessionError::Storage(_))));
+    assert_eq!(texts(&a), ["one", "two"]);
+    assert_eq!(a.leaf_id(), Some(leaf.as_str()));
+    assert!(a.get(&leaf).is_some(), "the index was rebuilt");
 }
