@@ -6,7 +6,7 @@
 //! ```text
 //! cargo build --release --bin compactd
 //! cargo bench --bench memory                                   # 100k and 300k entries
-//! cargo bench --bench memory -- --entries 100000,300000,1000000
+//! cargo bench --bench memory -- --entries 1000000 --no-compact  # compactions still ~25x
 //! cargo bench --bench memory -- --bin /path/to/other/compactd  # e.g. an older build
 //! ```
 //!
@@ -38,9 +38,13 @@ struct Args {
     /// The compactd binary to measure (default: `$CARGO_TARGET_DIR/release/compactd`).
     #[arg(long)]
     bin: Option<PathBuf>,
-    /// Skip the daemon's rows.
+    /// Skip the daemon's columns.
     #[arg(long)]
     no_daemon: bool,
+    /// Skip the compactions (the CLI's and the daemon's): at 1M entries they still take
+    /// ~25x the file.
+    #[arg(long)]
+    no_compact: bool,
     /// Ignored (cargo bench passes it).
     #[arg(long, hide = true)]
     bench: bool,
@@ -84,24 +88,32 @@ fn main() -> Result<()> {
         let work = tempdir(&dir, n)?;
         let context = run_cli(&bin, &work, &["context", "--json"], &file, false)?;
         let plan = run_cli(&bin, &work, &["plan", "--json"], &file, false)?;
-        let compact = run_cli(
-            &bin,
-            &work,
-            &["compact", "--json", "--summarizer", "extractive"],
-            &file,
-            true,
-        )?;
+        let compact = if args.no_compact {
+            "-".to_owned()
+        } else {
+            cell(run_cli(
+                &bin,
+                &work,
+                &["compact", "--json", "--summarizer", "extractive"],
+                &file,
+                true,
+            )?)
+        };
         let daemon = if args.no_daemon {
             ["-".to_owned(), "-".to_owned(), "-".to_owned()]
         } else {
-            daemon_peaks(&bin, &work, &file)?.map(cell)
+            let mut peaks = daemon_peaks(&bin, &work, &file, !args.no_compact)?.map(cell);
+            if args.no_compact {
+                peaks[2] = "-".to_owned();
+            }
+            peaks
         };
         println!(
             "| {n} | {:.0} | {} | {} | {} | {} | {} | {} |",
             bytes as f64 / 1e6,
             cell(context),
             cell(plan),
-            cell(compact),
+            compact,
             daemon[0],
             daemon[1],
             daemon[2]
@@ -163,9 +175,9 @@ fn run_cli(bin: &Path, work: &Path, args: &[&str], file: &Path, copy: bool) -> R
     Ok(usage.ru_maxrss as u64)
 }
 
-/// One daemon: `session/open`, `session/usage`, `session/compact` of `file` (a copy), and its
-/// peak RSS (KiB) after each.
-fn daemon_peaks(bin: &Path, work: &Path, file: &Path) -> Result<[u64; 3]> {
+/// One daemon: `session/open`, `session/usage`, `session/compact` (when `compact`) of `file`
+/// (a copy), and its peak RSS (KiB) after each.
+fn daemon_peaks(bin: &Path, work: &Path, file: &Path, compact: bool) -> Result<[u64; 3]> {
     let copy = work.join("daemon.jsonl");
     std::fs::copy(file, &copy)?;
     std::fs::write(
@@ -216,7 +228,9 @@ fn daemon_peaks(bin: &Path, work: &Path, file: &Path) -> Result<[u64; 3]> {
     let open = vm_hwm(pid)?;
     call("session/usage", json!({"sessionId": id}))?;
     let usage = vm_hwm(pid)?;
-    call("session/compact", json!({"sessionId": id}))?;
+    if compact {
+        call("session/compact", json!({"sessionId": id}))?;
+    }
     let compact = vm_hwm(pid)?;
     drop(input);
     child.wait()?;
