@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use crate::compaction::{CompactionParams, CutMode, summarize_compaction};
 use crate::engine::SummaryEdit;
 use crate::engine::compact::{commit_preview, compact_keeping};
-use crate::engine::usage::context_view;
+use crate::engine::usage::estimate_context;
 use crate::engine::{
     CompactEnv, CompactOptions, CompactOutcome, EngineError, EnvSource, OperationObserver, Phase,
     Purpose, SharedSession, SummarizerChoice, SummaryObserver, SummaryStatus, compact,
@@ -189,7 +189,8 @@ fn compact_and_print(
     // What a person compares: the context's size before and after, by the same counter (what
     // `compactd context` reports), and what the cut summarises and keeps (what `plan` reports).
     let cache = TokenCache::new(env.counter.clone());
-    let context_before = context_view(&session, &env.settings, &cache).total_tokens;
+    // The sum of the context's counts (`context_view`'s total), without holding the context.
+    let context_before = estimate_context(&session, &cache);
     let cut = summarize_compaction(
         &session.path_to_leaf(),
         &CompactionParams {
@@ -258,7 +259,7 @@ fn compact_and_print(
         return common::print(&codex_pretty(&outcome, &args.session, args.preview));
     }
     let context_after = match outcome.entry_id {
-        Some(_) => context_view(&shared.blocking_read(), &env.settings, &cache).total_tokens,
+        Some(_) => estimate_context(&shared.blocking_read(), &cache),
         None => outcome.tokens_after,
     };
     let sizes = Sizes {

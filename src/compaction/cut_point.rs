@@ -45,13 +45,16 @@ pub struct CutPoint {
     pub is_split_turn: bool,
 }
 
-fn role(entry: &Entry) -> Option<&str> {
-    entry.message().map(AgentMessage::role)
+// The walks below look at every entry of a window that may hold a million: each is parsed
+// for the look unless it already is (`Entry::peek`), so none stays parsed (issue 35 item 7).
+
+fn is_user(entry: &Entry) -> bool {
+    entry.peek().message().map(AgentMessage::role) == Some("user")
 }
 
 /// Whether the entry may be the first kept entry, ignoring tool-call pairing.
 fn is_cut_kind(entry: &Entry, mode: CutMode) -> bool {
-    match entry.kind() {
+    match entry.peek().kind() {
         EntryKind::CustomMessage(_) | EntryKind::BranchSummary(_) => true,
         EntryKind::Message(m) => match mode {
             CutMode::Parity => matches!(
@@ -76,7 +79,7 @@ fn is_cut_kind(entry: &Entry, mode: CutMode) -> bool {
 
 /// Whether the entry begins a turn (a user prompt or something standing in for one).
 fn is_turn_start(entry: &Entry, mode: CutMode) -> bool {
-    match entry.kind() {
+    match entry.peek().kind() {
         EntryKind::CustomMessage(_) | EntryKind::BranchSummary(_) => true,
         EntryKind::Message(m) => match mode {
             CutMode::Parity => matches!(m.role(), "user" | "bashExecution"),
@@ -95,6 +98,7 @@ fn is_turn_start(entry: &Entry, mode: CutMode) -> bool {
 
 /// Whether the entry carries no conversation content (model changes, labels, ...).
 fn is_metadata(entry: &Entry, mode: CutMode) -> bool {
+    let entry = &*entry.peek();
     match mode {
         CutMode::Parity => !matches!(
             entry.kind(),
@@ -109,6 +113,7 @@ fn is_metadata(entry: &Entry, mode: CutMode) -> bool {
 
 /// The tokens the cut-point walk charges for an entry; `None` for entries it skips.
 fn walk_tokens(entry: &Entry, counter: &dyn TokenCounter, mode: CutMode) -> Option<u64> {
+    let entry = &*entry.peek();
     match mode {
         // The reference only counts `message` entries.
         CutMode::Parity => entry.message().map(|m| counter.count_message(m)),
@@ -121,14 +126,14 @@ fn walk_tokens(entry: &Entry, counter: &dyn TokenCounter, mode: CutMode) -> Opti
 /// For each index in `[start, end)`, whether a tool call before it has its result at or
 /// after it, i.e. whether cutting there would separate a call from its result.
 pub(crate) fn splits_tool_pair(entries: &[&Entry], start: usize, end: usize) -> Vec<bool> {
-    let mut call_at: HashMap<&str, usize> = HashMap::new();
+    let mut call_at: HashMap<String, usize> = HashMap::new();
     // depth[i - start] > 0 means some call/result interval (call, result] covers i.
     let mut delta = vec![0i64; end.saturating_sub(start) + 1];
     for (i, entry) in entries.iter().enumerate().take(end).skip(start) {
-        match entry.message() {
+        match entry.peek().message() {
             Some(AgentMessage::Assistant(a)) => {
                 for call in a.tool_calls() {
-                    call_at.insert(call.id.as_str(), i);
+                    call_at.insert(call.id.clone(), i);
                 }
             }
             Some(AgentMessage::ToolResult(r)) => {
@@ -225,7 +230,7 @@ fn cut_at(entries: &[&Entry], start: usize, cut: usize, mode: CutMode) -> CutPoi
         CutMode::Fixed => content,
     };
     let starts_turn = match mode {
-        CutMode::Parity => role(entries[judged]) == Some("user"),
+        CutMode::Parity => is_user(entries[judged]),
         CutMode::Fixed => is_turn_start(entries[judged], mode),
     };
     let turn_start_index = find_turn_start_index(entries, judged, start, mode);

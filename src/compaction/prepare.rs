@@ -182,7 +182,7 @@ fn adjusted_keep(
     };
     let estimated: u64 = window
         .iter()
-        .filter_map(|e| e.agent_message(false))
+        .filter_map(|e| e.peek_message(false))
         .map(|m| counter.count_message(&m))
         .sum();
     if estimated == 0 {
@@ -250,8 +250,11 @@ fn plan<'a>(
     if entries.is_empty() {
         return None;
     }
-    // Everything below reads every entry of the window.
-    Entry::parse_all(&entries);
+    // Everything below reads every entry of the window: parsed at once when that stays a few
+    // MB, else each parsed for each look and dropped (issue 35 item 7).
+    if Entry::worth_keeping_parsed(&entries) {
+        Entry::parse_all(&entries);
+    }
     let usage = last_usage(path);
     let keep = adjusted_keep(params.keep_recent_tokens, usage, &entries, counter);
     let cut = find_cut_point(&entries, 0, entries.len(), keep, counter, params.mode);
@@ -313,7 +316,9 @@ pub fn prepare_compaction_at(
     counter: &dyn TokenCounter,
 ) -> Result<CompactionPreparation, BoundaryError> {
     let (window, entries, cut) = boundary_cut(path, first_kept_entry_id)?;
-    Entry::parse_all(&entries);
+    if Entry::worth_keeping_parsed(&entries) {
+        Entry::parse_all(&entries);
+    }
     let usage = last_usage(path);
     // Not used for the cut, which the caller chose; reported for comparison.
     let keep = adjusted_keep(params.keep_recent_tokens, usage, &entries, counter);
@@ -375,7 +380,7 @@ impl<'a> Plan<'a> {
     ) -> impl Iterator<Item = (Cow<'a, AgentMessage>, &'a Entry)> {
         self.entries[range]
             .iter()
-            .filter_map(|&e| e.agent_message(false).map(|m| (m, e)))
+            .filter_map(|&e| e.peek_message(false).map(|m| (m, e)))
     }
 
     /// What `summarized` (the history and the turn prefix) read and modified, carried on

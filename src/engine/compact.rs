@@ -9,6 +9,7 @@
 
 mod edit;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -670,13 +671,24 @@ async fn draft(
     observer: &dyn OperationObserver,
 ) -> Result<Drafted, EngineError> {
     let prep = &prepared.prep;
-    let span: Vec<AgentMessage> = prep
-        .messages_to_summarize
-        .iter()
-        .chain(&prep.turn_prefix_messages)
-        .cloned()
-        .collect();
+    // What is summarised, for the hook and the retention guard: borrowed unless a split turn
+    // adds its prefix, and dropped before the summarizers run, which copy it again: a copy of
+    // a million messages is about ten times their file (issue 35 item 7).
+    let span: Cow<'_, [AgentMessage]> = if prep.turn_prefix_messages.is_empty() {
+        Cow::Borrowed(&prep.messages_to_summarize)
+    } else {
+        prep.messages_to_summarize
+            .iter()
+            .chain(&prep.turn_prefix_messages)
+            .cloned()
+            .collect()
+    };
     let hook = run_compacting(env, &span, cancel).await?;
+    let mut span_ops = FileOps::default();
+    span.iter().for_each(|m| span_ops.add_message(m));
+    let (_, span_modified) = compute_file_lists(&span_ops);
+    let facts = retention::extract_facts(&span, &span_modified);
+    drop(span);
 
     observer.phase(Phase::Summarizing, "Summarizing the conversation", None);
     let scale = detail_scale(&env.settings.compaction, opts.target_tokens);
@@ -703,10 +715,6 @@ async fn draft(
     // Retention guard, then the file tags (deviation 6: a blank line before them).
     let (read_files, modified_files) = compute_file_lists(&prep.file_ops);
     let file_block = format_file_operations(&read_files, &modified_files);
-    let mut span_ops = FileOps::default();
-    span.iter().for_each(|m| span_ops.add_message(m));
-    let (_, span_modified) = compute_file_lists(&span_ops);
-    let facts = retention::extract_facts(&span, &span_modified);
     let (guarded, added) = retention::apply_guard(&summary, &file_block, &facts);
     let mut details = file_lists_details(&read_files, &modified_files);
     retention::record_in_details(&mut details, &added);

@@ -82,7 +82,7 @@ pub struct TreeView {
 /// The context window for the session's model: the last assistant's `provider/model` on the
 /// path, else the path's default model change, else the `default` model role, else 128000.
 pub fn session_window(session: &Session, settings: &Settings) -> u64 {
-    let ctx = session.context();
+    let ctx = session.context_state();
     window_for(model_of(&ctx, settings).as_deref(), settings)
 }
 
@@ -100,21 +100,23 @@ fn model_of(ctx: &SessionContext, settings: &Settings) -> Option<String> {
 
 /// The context view of `session` at its leaf, counted with `cache`'s counter.
 pub fn context_view(session: &Session, settings: &Settings, cache: &TokenCache) -> ContextView {
-    let ctx = session.context();
-    let model = model_of(&ctx, settings);
-    let window = window_for(model.as_deref(), settings);
-    let mut messages = Vec::with_capacity(ctx.messages.len());
-    for (msg, id) in ctx.messages.iter().zip(&ctx.entry_ids) {
-        let tokens = count_id(session, cache, id, msg);
-        for llm in convert_to_llm(std::slice::from_ref(msg)) {
+    // Each message is converted as it is read: the session's own form is never all held.
+    let (mut messages, mut counts, mut ids) = (Vec::new(), Vec::new(), Vec::new());
+    let ctx = session.visit_context(|id, msg| {
+        let tokens = count_id(session, cache, id, &msg);
+        for llm in convert_to_llm(std::slice::from_ref(&msg)) {
             messages.push(ContextMessage {
-                entry_id: id.clone(),
+                entry_id: id.to_owned(),
                 message: llm,
                 tokens,
             });
         }
-    }
-    let usage = usage_of(session, &ctx, settings, window, cache);
+        counts.push(tokens);
+        ids.push(id.to_owned());
+    });
+    let model = model_of(&ctx, settings);
+    let window = window_for(model.as_deref(), settings);
+    let usage = usage_of(session, &counts, &ids, settings, window, cache);
     ContextView {
         leaf_id: session.leaf_id().map(str::to_owned),
         total_tokens: usage.estimated_tokens,
@@ -131,42 +133,47 @@ pub fn context_view(session: &Session, settings: &Settings, cache: &TokenCache) 
 
 /// The usage view of `session` at its leaf.
 pub fn usage_view(session: &Session, settings: &Settings, cache: &TokenCache) -> UsageView {
-    let ctx = session.context();
+    // Counted message by message: the context itself is never held (issue 35 item 7).
+    let mut counts = Vec::new();
+    let mut ids = Vec::new();
+    let ctx = session.visit_context(|id, m| {
+        counts.push(count_id(session, cache, id, &m));
+        ids.push(id.to_owned());
+    });
     let window = window_for(model_of(&ctx, settings).as_deref(), settings);
-    usage_of(session, &ctx, settings, window, cache)
+    usage_of(session, &counts, &ids, settings, window, cache)
 }
 
 /// Our estimate of the context at the leaf.
 pub fn estimate_context(session: &Session, cache: &TokenCache) -> u64 {
-    let ctx = session.context();
-    ctx.messages
-        .iter()
-        .zip(&ctx.entry_ids)
-        .map(|(m, id)| count_id(session, cache, id, m))
-        .sum()
+    let mut total = 0;
+    session.visit_context(|id, m| total += count_id(session, cache, id, &m));
+    total
 }
 
 /// Our estimate of the context messages up to and including the one from entry `through`
 /// (all of them when it is not in the context).
 pub fn estimate_context_through(session: &Session, cache: &TokenCache, through: &str) -> u64 {
-    let ctx = session.context();
-    let end = ctx
-        .entry_ids
-        .iter()
-        .position(|id| id == through)
-        .map_or(ctx.messages.len(), |at| at + 1);
-    ctx.messages[..end]
-        .iter()
-        .zip(&ctx.entry_ids)
-        .map(|(m, id)| count_id(session, cache, id, m))
-        .sum()
+    let (mut total, mut at_through, mut reached) = (0, None, false);
+    session.visit_context(|id, m| {
+        if reached {
+            return;
+        }
+        total += count_id(session, cache, id, &m);
+        if id == through {
+            at_through = Some(total);
+            reached = true;
+        }
+    });
+    at_through.unwrap_or(total)
 }
 
 /// The cached count of the entry `id` (the message itself when the id is not unique or
 /// unknown, which the cache cannot key).
 fn count_id(session: &Session, cache: &TokenCache, id: &str, msg: &AgentMessage) -> u64 {
-    match session.get(id) {
-        Some(entry) if entry_yields(entry) => cache.count_entry(entry),
+    // Parsed for the moment unless it already is (see `Entry::peek`).
+    match session.get(id).map(Entry::peek) {
+        Some(entry) if entry_yields(&entry) => cache.count_entry(&entry),
         _ => cache.counter().count_message(msg),
     }
 }
@@ -182,24 +189,22 @@ fn entry_yields(entry: &Entry) -> bool {
     )
 }
 
+/// The usage at the leaf from the token counts of the context's messages (`counts[i]` of the
+/// message from entry `entry_ids[i]`).
 fn usage_of(
     session: &Session,
-    ctx: &SessionContext,
+    counts: &[u64],
+    entry_ids: &[String],
     settings: &Settings,
     window: u64,
     cache: &TokenCache,
 ) -> UsageView {
-    let counts: Vec<u64> = ctx
-        .messages
-        .iter()
-        .zip(&ctx.entry_ids)
-        .map(|(m, id)| count_id(session, cache, id, m))
-        .collect();
     let estimated: u64 = counts.iter().sum();
     let path = session.path_to_leaf();
-    let latest_compaction = path
-        .iter()
-        .rposition(|e| matches!(e.kind(), EntryKind::Compaction(_)));
+    // By the wire type first: no body is parsed on the way back to the compaction.
+    let latest_compaction = path.iter().rposition(|e| {
+        e.type_name() == "compaction" && matches!(e.kind(), EntryKind::Compaction(_))
+    });
     let last_usage = path.iter().enumerate().rev().find_map(|(i, e)| {
         let a = e.message()?.as_assistant()?;
         let usage = a.usage.as_ref()?;
@@ -210,7 +215,7 @@ fn usage_of(
         (Some((at, _, _)), Some(c)) if at < c => None,
         (Some((_, id, tokens)), _) => {
             // The usage covers the context up to its message; add what came after it.
-            let after = ctx.entry_ids.iter().rposition(|e| e == id);
+            let after = entry_ids.iter().rposition(|e| e == id);
             let trailing: u64 = after.map_or(0, |i| counts[i + 1..].iter().sum());
             Some((id.to_owned(), tokens + trailing))
         }

@@ -2,6 +2,7 @@
 //! ([`build_session_context`]) and how the coding agent's roles become LLM messages
 //! ([`convert_to_llm`], spec §2.3), including the summary context templates.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -150,6 +151,15 @@ pub struct BranchState {
 }
 
 impl BranchState {
+    /// The same state with no compaction: what [`visit_context`] needs to give the state of
+    /// a path without reading its messages (an empty path).
+    pub(crate) fn without_messages(&self) -> BranchState {
+        BranchState {
+            compaction: None,
+            ..self.clone()
+        }
+    }
+
     /// The state of a whole path, read newest first (see [`context_of_path`]).
     pub fn of_path(path: &[&Entry]) -> BranchState {
         let mut state = BranchState::default();
@@ -345,6 +355,29 @@ pub fn context_with_state(
     state: &BranchState,
     options: &ContextOptions,
 ) -> SessionContext {
+    let (mut messages, mut entry_ids) = (Vec::new(), Vec::new());
+    let mut ctx = visit_context(path, state, options, |id, m| {
+        messages.push(m);
+        entry_ids.push(id.to_owned());
+    });
+    ctx.messages = messages;
+    ctx.entry_ids = entry_ids;
+    ctx
+}
+
+/// [`context_with_state`] one message at a time: `visit` gets each message of the context in
+/// order with the id of its entry, and the returned context has everything but the messages
+/// and their ids. A pass that only counts them never holds the whole context: on a path of a
+/// million messages it would cost many times the file (issue 35 item 7). The entries are
+/// kept parsed, as reading them one by one would, while that is at most a few MB of lines
+/// ([`Entry::worth_keeping_parsed`]); beyond, each is parsed for its message and the parse
+/// dropped.
+pub fn visit_context(
+    path: &[&Entry],
+    state: &BranchState,
+    options: &ContextOptions,
+    mut visit: impl FnMut(&str, AgentMessage),
+) -> SessionContext {
     let mut ctx = SessionContext {
         models: state.models.clone(),
         injected_ttsr_rules: state.rules.clone(),
@@ -359,32 +392,37 @@ pub fn context_with_state(
     }
 
     let mut blobs = BlobResolver::new(options.blob_dir.clone().or_else(default_blob_dir));
-    let mut emit = |ctx: &mut SessionContext, e: &Entry| {
-        if let Some(m) = emittable(e, &mut blobs) {
-            ctx.messages.push(m);
-            ctx.entry_ids.push(e.id.clone());
+    let mut emit_all = |entries: &[&Entry], visit: &mut dyn FnMut(&str, AgentMessage)| {
+        if Entry::worth_keeping_parsed(entries) {
+            Entry::parse_all(entries);
+        }
+        for e in entries {
+            if let Some(m) = emittable(e.peek(), &mut blobs) {
+                visit(&e.id, m);
+            }
         }
     };
     match state.compaction {
-        None => path.iter().for_each(|e| emit(&mut ctx, e)),
+        None => emit_all(path, &mut visit),
         Some((k, kept_from)) => {
             let c_entry = path[k];
             let EntryKind::Compaction(c) = c_entry.kind() else {
                 unreachable!("compaction index points at a compaction entry")
             };
-            ctx.messages
-                .push(AgentMessage::CompactionSummary(CompactionSummaryMessage {
+            visit(
+                &c_entry.id,
+                AgentMessage::CompactionSummary(CompactionSummaryMessage {
                     summary: c.summary.clone(),
                     short_summary: c.short_summary.clone(),
                     tokens_before: c.tokens_before,
                     timestamp: iso_ms(&c_entry.timestamp),
                     extra: Extra::new(),
-                }));
-            ctx.entry_ids.push(c_entry.id.clone());
+                }),
+            );
             if let Some(from) = kept_from {
-                path[from..k].iter().for_each(|e| emit(&mut ctx, e));
+                emit_all(&path[from..k], &mut visit);
             }
-            path[k + 1..].iter().for_each(|e| emit(&mut ctx, e));
+            emit_all(&path[k + 1..], &mut visit);
         }
     }
     ctx.missing_blobs = blobs.missing;
@@ -397,7 +435,7 @@ fn iso_ms(timestamp: &str) -> Option<Value> {
 
 /// The message an entry contributes to the context, if any, with its blob references resolved
 /// (images, and the full text of strings the size controls truncated on disk).
-fn emittable(e: &Entry, blobs: &mut BlobResolver) -> Option<AgentMessage> {
+fn emittable(e: Cow<'_, Entry>, blobs: &mut BlobResolver) -> Option<AgentMessage> {
     use crate::session::size_controls::{BlobStore, FULL_TEXT_FIELD, restore_full_text};
     if e.extra().contains_key(FULL_TEXT_FIELD) {
         let mut value = e.to_value();
@@ -426,17 +464,18 @@ fn emittable(e: &Entry, blobs: &mut BlobResolver) -> Option<AgentMessage> {
         if let Ok(full) = Entry::from_value(value)
             && !full.extra().contains_key(FULL_TEXT_FIELD)
         {
-            return emittable(&full, blobs);
+            return emittable(Cow::Owned(full), blobs);
         }
     }
     let before = blobs.missing.len();
+    let id = e.id.clone();
     let out = emittable_resolved(e, blobs);
     if blobs.missing.len() > before {
         for m in &mut blobs.missing[before..] {
-            m.entry_id = e.id.clone();
+            m.entry_id = id.clone();
         }
         tracing::warn!(
-            entry_id = %e.id,
+            entry_id = %id,
             missing = ?&blobs.missing[before..],
             "blob store: an image blob is missing; the reference is left in the message"
         );
@@ -463,10 +502,14 @@ fn drop_original_content(value: &mut Value) {
     }
 }
 
-fn emittable_resolved(e: &Entry, blobs: &mut BlobResolver) -> Option<AgentMessage> {
+fn emittable_resolved(e: Cow<'_, Entry>, blobs: &mut BlobResolver) -> Option<AgentMessage> {
     match e.kind() {
         EntryKind::Message(m) => {
-            let mut m = m.clone();
+            // A parse of the moment is moved out, not copied.
+            let mut m = match e {
+                Cow::Borrowed(_) => m.clone(),
+                Cow::Owned(e) => e.into_agent_message(false)?,
+            };
             // The model sees the prune notice; the original stays recoverable in the file,
             // not in every context sent to the client.
             if let AgentMessage::ToolResult(r) = &mut m {

@@ -275,6 +275,11 @@ pub(crate) const KNOWN_TYPE_NAMES: [&str; 12] = [
 /// Wire name of [`EntryKind::LeafMove`].
 pub const LEAF_MOVE_TYPE: &str = "compactd_leaf";
 
+/// Most bytes of raw lines a pass over many entries parses and keeps parsed
+/// ([`Entry::worth_keeping_parsed`]). A parsed body costs about ten times its line, so above
+/// this a pass parses each entry for the moment it looks at it and drops the parse.
+const KEEP_PARSED_MAX_BYTES: usize = 16 << 20;
+
 /// One line of a session file after the header.
 ///
 /// An entry loaded from a version 3 file starts as its raw line (a span of the file buffer,
@@ -434,6 +439,32 @@ impl Entry {
         }
     }
 
+    /// The entry with its body parsed, without keeping the parse: borrowed when the body is
+    /// already parsed, else a parsed copy that is dropped with the `Cow`. For passes over a
+    /// whole long path (usage, a compaction plan of a million entries), where keeping every
+    /// parsed body would cost many times the file (issue 35 item 7).
+    pub fn peek(&self) -> Cow<'_, Entry> {
+        match &self.body {
+            Body::Raw { line, parsed } if parsed.get().is_none() => Cow::Owned(Entry {
+                id: self.id.clone(),
+                parent_id: self.parent_id.clone(),
+                timestamp: self.timestamp.clone(),
+                body: Body::Parsed(Box::new(line.parse())),
+            }),
+            _ => Cow::Borrowed(self),
+        }
+    }
+
+    /// Whether the bodies of `entries` still to be parsed are few enough bytes to keep parsed
+    /// (see [`Entry::parse_all`]); above, passes over them [`Entry::peek`] instead.
+    pub fn worth_keeping_parsed(entries: &[&Entry]) -> bool {
+        let mut total = 0usize;
+        entries.iter().all(|e| {
+            total += e.unparsed_len();
+            total <= KEEP_PARSED_MAX_BYTES
+        })
+    }
+
     /// Whether the typed body has been parsed (always for entries built in memory).
     pub fn is_parsed(&self) -> bool {
         match &self.body {
@@ -526,6 +557,27 @@ impl Entry {
     /// compaction windows do not). Metadata yields nothing.
     pub fn to_agent_message(&self, include_compaction: bool) -> Option<AgentMessage> {
         self.agent_message(include_compaction).map(Cow::into_owned)
+    }
+
+    /// [`Entry::to_agent_message`], moving a `message` entry's message out instead of copying
+    /// it (for a [`Entry::peek`] copy).
+    pub fn into_agent_message(self, include_compaction: bool) -> Option<AgentMessage> {
+        if !matches!(self.kind(), EntryKind::Message(_)) {
+            return self.to_agent_message(include_compaction);
+        }
+        match self.into_kind() {
+            EntryKind::Message(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// [`Entry::agent_message`] of [`Entry::peek`]: the message, without keeping the body
+    /// parsed when it was not.
+    pub fn peek_message(&self, include_compaction: bool) -> Option<Cow<'_, AgentMessage>> {
+        match self.peek() {
+            Cow::Borrowed(e) => e.agent_message(include_compaction),
+            Cow::Owned(e) => e.into_agent_message(include_compaction).map(Cow::Owned),
+        }
     }
 
     /// [`Entry::to_agent_message`], borrowing a `message` entry's message instead of copying

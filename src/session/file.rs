@@ -70,10 +70,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::context::{BranchState, ContextOptions, SessionContext, context_with_state};
+use super::context::{BranchState, ContextOptions, SessionContext, visit_context};
 use super::entry::{BranchSummaryEntry, Entry, EntryKind, SessionHeader};
 use super::ids;
-use super::message::Extra;
+use super::message::{AgentMessage, Extra};
 use super::tree::{self, Tree};
 
 use cursor::DiskState;
@@ -439,6 +439,20 @@ impl Session {
 
     /// The LLM context at the current leaf (spec §3.1).
     pub fn context(&self) -> SessionContext {
+        let (mut messages, mut entry_ids) = (Vec::new(), Vec::new());
+        let mut ctx = self.visit_context(|id, m| {
+            messages.push(m);
+            entry_ids.push(id.to_owned());
+        });
+        ctx.messages = messages;
+        ctx.entry_ids = entry_ids;
+        ctx
+    }
+
+    /// [`Session::context`] one message at a time (see [`visit_context`]): `visit` gets each
+    /// message with its entry's id, and the context returned has no messages. What counts a
+    /// context of a million messages without holding it.
+    pub fn visit_context(&self, visit: impl FnMut(&str, AgentMessage)) -> SessionContext {
         if self.leaf.is_none() {
             return SessionContext::default();
         }
@@ -457,7 +471,27 @@ impl Session {
         let options = ContextOptions {
             blob_dir: self.blobs.as_ref().map(|b| b.dir().to_path_buf()),
         };
-        context_with_state(&path, &state, &options)
+        visit_context(&path, &state, &options, visit)
+    }
+
+    /// The context's state at the leaf (thinking level, models, mode, rules), without its
+    /// messages (nor `missing_blobs`, which only reading the messages finds).
+    pub fn context_state(&self) -> SessionContext {
+        let Some(start) = self
+            .leaf
+            .as_deref()
+            .and_then(|l| self.index.get(l).copied())
+            .or(self.entries.len().checked_sub(1))
+            .filter(|_| self.leaf.is_some())
+        else {
+            return SessionContext::default();
+        };
+        let indices = self.path_indices(start);
+        let path: Vec<&Entry> = indices.iter().map(|&i| &self.entries[i]).collect();
+        let state = self.branch_state(start, &path);
+        // No messages: an empty path with the state found on the real one.
+        let state = state.without_messages();
+        visit_context(&[], &state, &ContextOptions::default(), |_, _| {})
     }
 
     /// The branch state of `path`, the root→`entries[end]` path: the cached state of the path

@@ -32,6 +32,9 @@ impl TokenCache {
     /// Tokens the entry's message costs in a context (0 for metadata entries). A cached count
     /// is returned without converting or cloning the message.
     pub fn count_entry(&self, entry: &Entry) -> u64 {
+        // Parsed for the count only, unless it already is: counting a long path must not
+        // keep every body parsed (issue 35 item 7).
+        let entry = &*entry.peek();
         let pruned = matches!(
             entry.message(),
             Some(AgentMessage::ToolResult(r)) if r.pruned_at.is_some()

@@ -13,6 +13,7 @@ mod cli_edit;
 mod compact;
 mod extractive;
 mod install;
+mod memory;
 mod navigate;
 mod summaries;
 mod summarizers;
