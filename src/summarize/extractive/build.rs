@@ -11,7 +11,7 @@ use super::sections::{Items, Keep, Sections, first_code_span, scaled};
 use super::text::{clip, clip_line, condense, few_paths, first_line};
 use super::{
     ANSWER_QUESTION, CHANGED_DIRECTION, CURRENT_REQUEST, EARLIER_WORK, ERROR_FROM, FINDING,
-    MAX_NEXT_STEPS, MAX_VERBATIM_CHARS, MODEL_KEY, THEN,
+    MAX_NEXT_STEPS, MAX_VERBATIM_CHARS, MODEL_KEY, NO_TASK_RECOGNISED, THEN,
 };
 
 /// The sections drawn from the messages of this request alone.
@@ -34,6 +34,14 @@ pub(super) fn current_sections(req: &SummaryRequest, facts: &Facts) -> Sections 
             s.goal
                 .push(format!("{CURRENT_REQUEST} {}", condense(&latest.text)));
         }
+    }
+    // User messages none of which reads as a request for work ("step 1", "next one") still
+    // say what the user was after: their first words, marked as such.
+    if facts.tasks.is_empty()
+        && let Some(first) = facts.messages_from_user.first()
+    {
+        s.goal
+            .push(format!("{NO_TASK_RECOGNISED} {}", condense(first)));
     }
     for constraint in &facts.constraints {
         s.constraints.push(constraint.clone());

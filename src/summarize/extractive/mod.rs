@@ -93,6 +93,8 @@ const REPLY_TO: &str = "It replies to the assistant's message, which ended:";
 const LATEST_REQUEST_V1: &str = "Latest user request, verbatim:";
 const CURRENT_REQUEST: &str = "Current request:";
 const CHANGED_DIRECTION: &str = "Changed direction:";
+/// The goal when no user message reads as a request for work: the first one, marked.
+const NO_TASK_RECOGNISED: &str = "No request for work was recognised; the user's first message:";
 /// Marks the first task of a later span, after the goals of the summary so far.
 const THEN: &str = "Then:";
 /// Marks work an older summary had in progress whose outcome later messages do not tell.

@@ -504,3 +504,29 @@ fn a_short_reply_is_shown_with_what_it_answers_and_only_while_it_is_the_latest()
     assert!(!updated.contains(REPLY_TO), "{updated}");
     assert!(!updated.contains("prepared statements?"), "{updated}");
 }
+
+/// Issue 35 (minor): a session whose user messages are all too short to read as requests for
+/// work ("step 1", "next one") had a Goal saying there was no user request at all. The goal
+/// then quotes the user's first message and says no request for work was recognised.
+#[test]
+fn user_messages_that_are_no_task_still_give_the_goal_their_words() {
+    let messages = vec![
+        user("step 1"),
+        assistant("Done with step 1.", json!([])),
+        user("next one"),
+        assistant("Done with the next one.", json!([])),
+    ];
+    let text = ExtractiveSummarizer.summarize_text(&request(Purpose::History, messages));
+    let goal = section(&text, "## Goal");
+    assert!(!goal.contains("no user request"), "{text}");
+    assert!(goal.contains("step 1"), "{text}");
+    // With no user message at all, the goal still says so.
+    let none = ExtractiveSummarizer.summarize_text(&request(
+        Purpose::History,
+        vec![assistant("Resuming.", json!([]))],
+    ));
+    assert!(
+        section(&none, "## Goal").contains("no user request"),
+        "{none}"
+    );
+}
