@@ -19,7 +19,7 @@ check_tmp() {
   new=$(comm -13 <(printf '%s\n' "$tmp_before") <(ls -A /tmp | sort) | sed '/^$/d')
   [ -n "$new" ] || { echo "nothing new in /tmp" >&2; return 0; }
   printf 'new in /tmp since the run started:\n%s\n' "$new" >&2
-  ours=$(grep -E '^(\.tmp|tmp|compactd|nvim\.|node-compile-cache|v8-compile-cache|pytest-of-|npm-|vscode|code-server|\.org\.chromium|playwright|bun-|omp-)' <<<"$new" || true)
+  ours=$(grep -E '^(\.tmp|tmp|compactd|nvim\.|node-compile-cache|v8-compile-cache|jiti$|pytest-of-|npm-|vscode|code-server|\.org\.chromium|playwright|bun-|omp-)' <<<"$new" || true)
   if [ -n "$ours" ]; then
     printf 'scripts/test.sh: the run left these in /tmp:\n%s\n' "$ours" >&2
     exit 1
@@ -27,6 +27,9 @@ check_tmp() {
 }
 # Node 22+ writes a compile cache to $TMPDIR/node-compile-cache when a tool enables it.
 export NODE_DISABLE_COMPILE_CACHE=1
+# pi loads its extensions (ours among them) through jiti 2, which caches the compiled files in
+# /tmp/jiti unless told not to.
+export JITI_FS_CACHE=false
 
 step "Rust toolchain components"
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
