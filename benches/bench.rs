@@ -960,7 +960,7 @@ fn extractive(path: &Path) -> Result<Timed> {
         return Ok("nothing to compact".to_owned().into());
     };
     let mut req = SummaryRequest::new(Purpose::History, "", "", 16_384);
-    req.messages = convert_to_llm(&prep.messages_to_summarize);
+    req.messages = convert_to_llm(&prep.messages_to_summarize).into();
     req.previous_summary = prep.previous_summary.clone();
     let (summary, t) = timed(|| ExtractiveSummarizer::new().summarize_text(&req));
     Ok(Timed {

@@ -9,6 +9,8 @@
 //! one after the other, each with the previous chunk's summary as `<previous-summary>` (an
 //! iterative fold). A request bound to overflow is refused before it is sent.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::compaction::serialize_conversation;
@@ -48,9 +50,9 @@ pub fn plan_chunks(
     budget: u64,
     max_output: u32,
     counter: &dyn TokenCounter,
-) -> Result<Vec<Vec<AgentMessage>>, SummarizeError> {
+) -> Result<Vec<Arc<[AgentMessage]>>, SummarizeError> {
     if budget == u64::MAX {
-        return Ok(vec![job.messages.clone()]);
+        return Ok(vec![Arc::clone(&job.messages)]);
     }
     let system = counter.count_text(job.system_prompt)
         + counter.count_text(&length_instruction(job.purpose, max_output));
@@ -64,11 +66,11 @@ pub fn plan_chunks(
     let measure = |msgs: &[AgentMessage]| counter.count_text(&serialize_conversation(msgs));
 
     if measure(&job.messages) <= room_first {
-        return Ok(vec![job.messages.clone()]);
+        return Ok(vec![Arc::clone(&job.messages)]);
     }
     let reduced: Vec<AgentMessage> = job.messages.iter().map(reduce_message).collect();
     if measure(&reduced) <= room_first {
-        return Ok(vec![reduced]);
+        return Ok(vec![reduced.into()]);
     }
     if room_first == 0 || room_rest == 0 {
         return Err(SummarizeError::Overflow(format!(
@@ -77,9 +79,12 @@ pub fn plan_chunks(
         )));
     }
     if job.tail_only {
-        return Ok(vec![tail_that_fits(&reduced, room_first, &measure)]);
+        return Ok(vec![tail_that_fits(&reduced, room_first, &measure).into()]);
     }
-    Ok(split_into_chunks(reduced, room_first, room_rest, &measure))
+    Ok(split_into_chunks(reduced, room_first, room_rest, &measure)
+        .into_iter()
+        .map(Arc::from)
+        .collect())
 }
 
 /// The most recent messages that fit `room` (at least one, shrunk to fit).

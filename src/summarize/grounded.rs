@@ -220,7 +220,8 @@ mod tests {
         req.messages = vec![
             AgentMessage::user_text("hi", 0),
             AgentMessage::user_text("Rename the helper load_config to read_settings", 0),
-        ];
+        ]
+        .into();
         assert_eq!(ungrounded(&req, "## Goal\n- rename load_config"), None);
         assert!(ungrounded(&req, "## Goal\n- the user said hi").is_some());
     }
@@ -228,7 +229,7 @@ mod tests {
     #[test]
     fn with_no_goal_a_file_of_the_session_will_do_and_with_none_anything_goes() {
         let mut req = SummaryRequest::new(Purpose::TurnPrefix, "", "", 48);
-        req.messages = vec![AgentMessage::user_text("ok", 0)];
+        req.messages = vec![AgentMessage::user_text("ok", 0)].into();
         assert_eq!(ungrounded(&req, "Went on."), None);
         req.modified_files = vec!["src/lib.rs".to_owned()];
         assert!(ungrounded(&req, "Went on.").is_some());

@@ -2,6 +2,8 @@
 //! prompts that frame them and the output budget. Both the ladder ([`super::ladder`]) and the
 //! planning that fits it to a summarizer ([`super::fit`]) read it, so it stands below both.
 
+use std::sync::Arc;
+
 use crate::session::AgentMessage;
 
 use super::Purpose;
@@ -15,8 +17,9 @@ pub type PromptBuilder<'a> = dyn Fn(&str, Option<&str>) -> String + Send + Sync 
 /// One summary to write.
 pub struct SummaryJob<'a> {
     pub purpose: Purpose,
-    /// The messages to summarise, as `convert_to_llm` returns them.
-    pub messages: Vec<AgentMessage>,
+    /// The messages to summarise, as `convert_to_llm` returns them; shared with the chunks
+    /// and requests made of them.
+    pub messages: Arc<[AgentMessage]>,
     pub previous_summary: Option<String>,
     pub system_prompt: &'a str,
     pub build_prompt: &'a PromptBuilder<'a>,
@@ -37,14 +40,14 @@ impl<'a> SummaryJob<'a> {
     /// A job with no previous summary, no reasoning, no custom instructions and no file lists.
     pub fn new(
         purpose: Purpose,
-        messages: Vec<AgentMessage>,
+        messages: impl Into<Arc<[AgentMessage]>>,
         system_prompt: &'a str,
         build_prompt: &'a PromptBuilder<'a>,
         max_tokens: u32,
     ) -> Self {
         SummaryJob {
             purpose,
-            messages,
+            messages: messages.into(),
             previous_summary: None,
             system_prompt,
             build_prompt,

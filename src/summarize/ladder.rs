@@ -355,7 +355,7 @@ impl RungRun<'_, '_> {
         error: &SummarizeError,
         budget: u64,
         max_output: u32,
-        chunks: &[Vec<AgentMessage>],
+        chunks: &[Arc<[AgentMessage]>],
     ) -> u64 {
         // Our count of the largest request sent, as it was sent (the length line included),
         // to compare with the server's.
@@ -395,7 +395,7 @@ impl RungRun<'_, '_> {
     async fn run_chunks(
         &self,
         rung: Rung<'_>,
-        chunks: &[Vec<AgentMessage>],
+        chunks: &[Arc<[AgentMessage]>],
     ) -> Result<(SummaryOutput, Option<String>), SummarizeError> {
         let part = self.job.purpose;
         let id = rung.summarizer.id();
@@ -453,7 +453,7 @@ impl RungRun<'_, '_> {
         Ok((kept.output, checks))
     }
 
-    fn request(&self, chunk: &[AgentMessage], previous: Option<String>) -> SummaryRequest {
+    fn request(&self, chunk: &Arc<[AgentMessage]>, previous: Option<String>) -> SummaryRequest {
         let job = self.job;
         let conversation = serialize_conversation(chunk);
         let mut req = SummaryRequest::new(
@@ -463,7 +463,7 @@ impl RungRun<'_, '_> {
             job.max_tokens,
         );
         req.reasoning = job.reasoning;
-        req.messages = chunk.to_vec();
+        req.messages = Arc::clone(chunk);
         req.previous_summary = previous;
         req.custom_instructions = job.custom_instructions.clone();
         req.read_files = job.read_files.clone();

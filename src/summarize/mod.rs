@@ -111,8 +111,10 @@ pub struct SummaryRequest {
     /// Whether the call may use extended reasoning if the model supports it and the budget
     /// leaves room; never forced.
     pub reasoning: bool,
-    /// The LLM-ready messages being summarised.
-    pub messages: Vec<AgentMessage>,
+    /// The LLM-ready messages being summarised, shared (a request is cloned per rung and per
+    /// output limit, and a single chunk is the job's whole span: a copy of a million messages
+    /// is about ten times their file).
+    pub messages: Arc<[AgentMessage]>,
     /// The previous summary (history update) or, for [`Purpose::Short`], the new summary.
     pub previous_summary: Option<String>,
     pub custom_instructions: Option<String>,
@@ -139,7 +141,7 @@ impl SummaryRequest {
             prompt: prompt.into(),
             max_tokens,
             reasoning: false,
-            messages: Vec::new(),
+            messages: Arc::from(Vec::new()),
             previous_summary: None,
             custom_instructions: None,
             read_files: Vec::new(),

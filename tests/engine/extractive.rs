@@ -39,7 +39,7 @@ fn conversation() -> Vec<AgentMessage> {
 
 fn extractive_request(purpose: Purpose, messages: Vec<AgentMessage>) -> SummaryRequest {
     let mut req = SummaryRequest::new(purpose, "", "", 1_000);
-    req.messages = messages;
+    req.messages = messages.into();
     req
 }
 

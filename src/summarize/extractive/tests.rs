@@ -39,7 +39,7 @@ fn result(id: &str, name: &str, text: &str, is_error: bool) -> AgentMessage {
 
 fn request(purpose: Purpose, messages: Vec<AgentMessage>) -> SummaryRequest {
     let mut req = SummaryRequest::new(purpose, "", "", 1_000);
-    req.messages = messages;
+    req.messages = messages.into();
     req
 }
 
