@@ -167,8 +167,14 @@ impl Ledger {
                     .unwrap_or(i),
             },
         };
-        for entry in &path[from..] {
-            walk.entry(entry);
+        // Entries parsed for the walk stay parsed only while that is a few MB of lines; on a
+        // longer path each is parsed for its look and dropped (issue 35 item 7: keeping a
+        // million parsed bodies costs about ten times the file).
+        let rest = &path[from..];
+        if Entry::worth_keeping_parsed(rest) {
+            rest.iter().for_each(|e| walk.entry(e));
+        } else {
+            rest.iter().for_each(|e| walk.entry(&e.peek()));
         }
         walk.finish()
     }

@@ -21,6 +21,7 @@ use crate::compaction::{
     record_ledger_in_details, render_ledger_block, validate_boundary,
 };
 use crate::session::context::compaction_summary_text;
+use crate::session::context::convert_to_llm_owned;
 use crate::session::entry::CompactionEntry;
 use crate::session::{AgentMessage, Entry, EntryKind, Session, convert_to_llm};
 use crate::summarize::prompts::{
@@ -212,10 +213,10 @@ pub async fn compact_keeping(
     observer: &dyn OperationObserver,
 ) -> Result<(CompactOutcome, Option<PreviewedCompaction>), EngineError> {
     observer.phase(Phase::Preparing, "Preparing compaction", None);
-    let prepared = prepare(session, env, &opts).await?;
+    let mut prepared = prepare(session, env, &opts).await?;
     let mut drafted = match run_before_compact(env, &opts, &prepared, &cancel).await? {
         Some(drafted) => drafted,
-        None => draft(env, &opts, &prepared, &cancel, observer).await?,
+        None => draft(env, &opts, &mut prepared, &cancel, observer).await?,
     };
     record_reason(&mut drafted.details, opts.reason);
     if cancel.is_cancelled() {
@@ -420,10 +421,10 @@ pub async fn draft_armed(
         ..CompactOptions::manual()
     };
     observer.phase(Phase::Preparing, "Preparing compaction", None);
-    let prepared = prepare(session, env, &opts).await?;
+    let mut prepared = prepare(session, env, &opts).await?;
     let mut drafted = match run_before_compact(env, &opts, &prepared, &cancel).await? {
         Some(drafted) => drafted,
-        None => draft(env, &opts, &prepared, &cancel, observer).await?,
+        None => draft(env, &opts, &mut prepared, &cancel, observer).await?,
     };
     record_reason(&mut drafted.details, reason);
     if cancel.is_cancelled() {
@@ -666,14 +667,14 @@ fn kept_messages(path: &[Entry], first_kept: &str) -> Vec<AgentMessage> {
 async fn draft(
     env: &CompactEnv,
     opts: &CompactOptions,
-    prepared: &Prepared,
+    prepared: &mut Prepared,
     cancel: &CancellationToken,
     observer: &dyn OperationObserver,
 ) -> Result<Drafted, EngineError> {
     let prep = &prepared.prep;
     // What is summarised, for the hook and the retention guard: borrowed unless a split turn
-    // adds its prefix, and dropped before the summarizers run, which copy it again: a copy of
-    // a million messages is about ten times their file (issue 35 item 7).
+    // adds its prefix, and dropped before the summarizers run: a copy of a million messages
+    // is about ten times their file (issue 35 item 7).
     let span: Cow<'_, [AgentMessage]> = if prep.turn_prefix_messages.is_empty() {
         Cow::Borrowed(&prep.messages_to_summarize)
     } else {
@@ -689,6 +690,12 @@ async fn draft(
     let (_, span_modified) = compute_file_lists(&span_ops);
     let facts = retention::extract_facts(&span, &span_modified);
     drop(span);
+    // The history's messages move into the summarizers' form (shared by every chunk and
+    // request); the preparation keeps none of them, nothing after the summary reads them.
+    let has_history = !prepared.prep.messages_to_summarize.is_empty();
+    let history: Arc<[AgentMessage]> =
+        convert_to_llm_owned(std::mem::take(&mut prepared.prep.messages_to_summarize)).into();
+    let prep = &prepared.prep;
 
     observer.phase(Phase::Summarizing, "Summarizing the conversation", None);
     let scale = detail_scale(&env.settings.compaction, opts.target_tokens);
@@ -697,6 +704,8 @@ async fn draft(
         env,
         set: env.summarizers.for_operation(),
         prep,
+        history,
+        has_history,
         custom: opts.custom_instructions.as_deref(),
         hook: &hook,
         cancel,
@@ -839,6 +848,11 @@ struct Summaries<'a> {
     /// The summarizers with this compaction's breaker and retry budget.
     set: SummarizerSet,
     prep: &'a CompactionPreparation,
+    /// The history's messages, converted for the summarizers (the preparation's
+    /// `messages_to_summarize`, moved here).
+    history: Arc<[AgentMessage]>,
+    /// Whether there was any history to summarise before the conversion.
+    has_history: bool,
     custom: Option<&'a str>,
     hook: &'a CompactingReply,
     cancel: &'a CancellationToken,
@@ -880,11 +894,13 @@ impl Summaries<'_> {
         let prep = self.prep;
         let previous = prep.previous_summary.clone();
         if prep.is_split_turn && !prep.turn_prefix_messages.is_empty() {
-            if prep.messages_to_summarize.is_empty() && previous.is_none() {
+            if !self.has_history && previous.is_none() {
                 // Everything summarised is the start of the current turn and nothing came
                 // before it: summarised as the history (one request, the usual headings), the
                 // summary opens with the goal and the progress, not "No prior history.".
-                let output = self.history_of(&prep.turn_prefix_messages).await?;
+                let output = self
+                    .history_of(convert_to_llm(&prep.turn_prefix_messages).into())
+                    .await?;
                 return Ok((output.text.clone(), Some(output)));
             }
             let (history, prefix) = futures::join!(self.history_or_previous(), self.turn_prefix());
@@ -900,7 +916,7 @@ impl Summaries<'_> {
                 }),
             ));
         }
-        if !prep.messages_to_summarize.is_empty() {
+        if self.has_history {
             let output = self.history().await?;
             return Ok((output.text.clone(), Some(output)));
         }
@@ -913,7 +929,7 @@ impl Summaries<'_> {
     /// History of a split turn: summarised when there is any; otherwise the previous summary
     /// (deviation 2), or "No prior history.".
     async fn history_or_previous(&self) -> Result<(String, Option<SummaryOutput>), EngineError> {
-        if self.prep.messages_to_summarize.is_empty() {
+        if !self.has_history {
             let text = self
                 .prep
                 .previous_summary
@@ -926,10 +942,13 @@ impl Summaries<'_> {
     }
 
     async fn history(&self) -> Result<SummaryOutput, EngineError> {
-        self.history_of(&self.prep.messages_to_summarize).await
+        self.history_of(Arc::clone(&self.history)).await
     }
 
-    async fn history_of(&self, messages: &[AgentMessage]) -> Result<SummaryOutput, EngineError> {
+    async fn history_of(
+        &self,
+        messages: Arc<[AgentMessage]>,
+    ) -> Result<SummaryOutput, EngineError> {
         let prompts = &self.env.prompts;
         let build = |conversation: &str, previous: Option<&str>| {
             prompts.history_prompt(&HistoryPrompt {
@@ -967,7 +986,7 @@ impl Summaries<'_> {
         };
         let job = self.job(
             Purpose::TurnPrefix,
-            &self.prep.turn_prefix_messages,
+            convert_to_llm(&self.prep.turn_prefix_messages).into(),
             None,
             &build,
             self.budget(turn_prefix_max_tokens(self.reserve())),
@@ -986,7 +1005,7 @@ impl Summaries<'_> {
         };
         let mut job = self.job(
             Purpose::Short,
-            &self.prep.recent_messages,
+            convert_to_llm(&self.prep.recent_messages).into(),
             Some(summary.to_owned()),
             &build,
             short_summary_max_tokens(self.reserve()),
@@ -1006,7 +1025,7 @@ impl Summaries<'_> {
     fn job<'b>(
         &self,
         purpose: Purpose,
-        messages: &[AgentMessage],
+        messages: Arc<[AgentMessage]>,
         previous_summary: Option<String>,
         build: &'b PromptBuilder<'b>,
         max_tokens: u32,
@@ -1017,7 +1036,7 @@ impl Summaries<'_> {
         let (read_files, modified_files) = compute_file_lists(&self.prep.file_ops);
         let mut job = SummaryJob::new(
             purpose,
-            convert_to_llm(messages),
+            messages,
             &self.env.prompts.system,
             build,
             max_tokens,

@@ -657,6 +657,19 @@ pub fn convert_to_llm(messages: &[AgentMessage]) -> Vec<AgentMessage> {
     messages.iter().filter_map(convert_one).collect()
 }
 
+/// [`convert_to_llm`] of messages that are no longer needed as they were: the user and
+/// assistant messages (most of a conversation) are moved, not copied, so converting a
+/// compaction's span of a million messages does not hold it twice (issue 35 item 7).
+pub fn convert_to_llm_owned(messages: Vec<AgentMessage>) -> Vec<AgentMessage> {
+    messages
+        .into_iter()
+        .filter_map(|m| match m {
+            AgentMessage::User(_) | AgentMessage::Assistant(_) => Some(m),
+            other => convert_one(&other),
+        })
+        .collect()
+}
+
 fn convert_one(m: &AgentMessage) -> Option<AgentMessage> {
     Some(match m {
         AgentMessage::User(_) | AgentMessage::Assistant(_) => m.clone(),

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use compactd::compaction::{CompactionParams, summarize_compaction};
+use compactd::compaction::{CompactionParams, Ledger, summarize_compaction};
 use compactd::engine::usage_view;
 use compactd::session::{Entry, Session};
 use compactd::settings::Settings;
@@ -61,7 +61,7 @@ fn parsed(s: &Session) -> usize {
 }
 
 #[test]
-fn usage_and_plan_of_a_huge_path_keep_no_body_parsed() {
+fn usage_plan_and_ledger_of_a_huge_path_keep_no_body_parsed() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("huge.jsonl");
     // About 20 MB of lines: above the 16 MB kept parsed.
@@ -74,6 +74,8 @@ fn usage_and_plan_of_a_huge_path_keep_no_body_parsed() {
     let usage = usage_view(&s, &settings, &cache);
     let plan = summarize_compaction(&s.path_to_leaf(), &CompactionParams::default(), &Chars4)
         .expect("a plan");
+    // The ledger every compaction derives walks the whole path too.
+    let ledger = Ledger::derive(&s.path_to_leaf());
     let kept_parsed = parsed(&s);
 
     // The same on entries all parsed beforehand, as every pass left them before.
@@ -85,6 +87,11 @@ fn usage_and_plan_of_a_huge_path_keep_no_body_parsed() {
     assert_eq!(
         Some(plan.clone()),
         summarize_compaction(&all.path_to_leaf(), &CompactionParams::default(), &Chars4)
+    );
+    assert_eq!(ledger, Ledger::derive(&all.path_to_leaf()));
+    assert!(
+        !ledger.files.read.is_empty() || !ledger.requests.is_empty(),
+        "{ledger:?}"
     );
     assert!(usage.estimated_tokens > 500_000, "{usage:?}");
     assert!(plan.messages_to_summarize > n - 2000, "{plan:?}");
