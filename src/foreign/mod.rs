@@ -3,3 +3,4 @@
 
 pub mod claude;
 pub mod codex;
+mod in_use;

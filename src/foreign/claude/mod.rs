@@ -11,7 +11,7 @@ mod read;
 mod write;
 
 pub use read::{Transcript, is_transcript, read};
-pub use write::{QUIET_SECONDS, append, compaction_lines, ensure_quiet};
+pub use write::{append, compaction_lines, ensure_quiet};
 
 /// How Claude Code opens its summary message: written before compactd's summary, so the model
 /// reads it as it reads Claude Code's own, and taken off a summary read back.

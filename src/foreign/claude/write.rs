@@ -10,19 +10,17 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
 use super::read::KEPT_FROM;
 use super::{ClaudeError, SUMMARY_PREAMBLE, Transcript};
+use crate::foreign::in_use::{QUIET_FOR, holder, written_lately};
 use crate::session::ids::{now_iso, random_u64};
 
-/// A transcript written to less than this many seconds ago is taken to be in use.
-pub const QUIET_SECONDS: u64 = 5;
-
 /// Refuses a transcript that Claude Code may be writing now: one that another process has
-/// open (Linux: `/proc/*/fd`), or that was modified less than [`QUIET_SECONDS`] ago.
+/// open (Linux: `/proc/*/fd`), or that was modified less than five seconds ago
+/// (`foreign::in_use`).
 pub fn ensure_quiet(path: &Path) -> Result<(), ClaudeError> {
     let busy = |why: String| ClaudeError::Busy {
         path: path.display().to_string(),
@@ -32,49 +30,17 @@ pub fn ensure_quiet(path: &Path) -> Result<(), ClaudeError> {
         path: path.display().to_string(),
         source,
     })?;
-    if let Ok(modified) = meta.modified() {
-        let age = SystemTime::now()
-            .duration_since(modified)
-            .unwrap_or(Duration::ZERO);
-        if age < Duration::from_secs(QUIET_SECONDS) {
-            return Err(busy(format!(
-                "it was written {:.1} s ago, less than {QUIET_SECONDS} s",
-                age.as_secs_f64()
-            )));
-        }
+    if let Some(age) = meta.modified().ok().and_then(written_lately) {
+        return Err(busy(format!(
+            "it was written {:.1} s ago, less than {} s",
+            age.as_secs_f64(),
+            QUIET_FOR.as_secs()
+        )));
     }
-    if let Some(pid) = open_elsewhere(path) {
+    if let Some(pid) = holder(path) {
         return Err(busy(format!("process {pid} has it open")));
     }
     Ok(())
-}
-
-/// The id of another process that has `path` open, where `/proc` tells.
-fn open_elsewhere(path: &Path) -> Option<u32> {
-    let target = std::fs::canonicalize(path).ok()?;
-    let me = std::process::id();
-    for process in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = process
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(fds) = std::fs::read_dir(process.path().join("fd")) else {
-            continue;
-        };
-        if fds
-            .flatten()
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == target))
-        {
-            return Some(pid);
-        }
-    }
-    None
 }
 
 /// A new line uuid (version 4 form).
