@@ -9,12 +9,11 @@ use serde_json::{Value, json};
 pub const WINDOW: u64 = 100_000;
 
 /// A daemon summarising with `llm` (keepRecentTokens 300, a lead of 1000 tokens, no automatic
-/// continuation; the fixtures' model and the fake one have a window of [`WINDOW`]), with
-/// `compaction` merged into those compaction settings.
-pub async fn daemon(llm: &FakeLlm, compaction: Value) -> DaemonProcess {
+/// continuation; the fixtures' model and the fake one have a window of [`WINDOW`]).
+pub async fn daemon(llm: &FakeLlm) -> DaemonProcess {
     let mut d = DaemonProcess::spawn_with(Framing::Ndjson, None).await;
     d.initialize(json!({}), json!({"settings": {}})).await;
-    let mut settings = json!({
+    let settings = json!({
         "compaction": {"keepRecentTokens": 300, "autoContinue": false,
                        "background": {"leadTokens": 1000}},
         "providers": {
@@ -24,12 +23,6 @@ pub async fn daemon(llm: &FakeLlm, compaction: Value) -> DaemonProcess {
         },
         "summarizer": {"kind": "openai", "model": "fake/fake-model"}
     });
-    if let (Some(into), Some(extra)) = (
-        settings["compaction"].as_object_mut(),
-        compaction.as_object(),
-    ) {
-        into.extend(extra.clone());
-    }
     d.ok(
         "settings/update",
         json!({"patch": settings, "target": "user"}),

@@ -17,7 +17,7 @@ const WAIT: Duration = Duration::from_secs(30);
 /// A daemon summarising with `llm`, a session with some history, and the context's token
 /// estimate `tokens`; the threshold is `tokens + 1500`, the lead 1000 tokens.
 async fn setup(llm: &FakeLlm) -> (DaemonProcess, String, u64) {
-    let mut d = armed::daemon(llm, json!({})).await;
+    let mut d = armed::daemon(llm).await;
     let session = d.create_session().await;
     d.append(&session, conversation(10, 40)).await;
     let tokens = d.ok("session/context", json!({"sessionId": session})).await["tokens"]

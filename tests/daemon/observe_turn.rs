@@ -81,7 +81,7 @@ async fn a_turn_in_the_band_arms_a_draft_that_the_agents_compaction_gets_at_once
     let llm = FakeLlm::start().await;
     let gate = Gate::new();
     llm.set_default(openai_sse(&["## Goal\n", "- the armed draft"], "stop").held_by(&gate));
-    let mut d = armed::daemon(&llm, json!({})).await;
+    let mut d = armed::daemon(&llm).await;
     let (session, mut agent, tokens) = agent_session(&mut d).await;
     let threshold = tokens + 1500;
 
@@ -159,7 +159,7 @@ async fn a_turn_in_the_band_arms_a_draft_that_the_agents_compaction_gets_at_once
 async fn use_armed_compacts_the_usual_way_when_the_draft_does_not_fit_the_leaf() {
     let llm = FakeLlm::start().await;
     llm.set_default(openai_sse(&["## Goal\n", "- a summary"], "stop"));
-    let mut d = armed::daemon(&llm, json!({})).await;
+    let mut d = armed::daemon(&llm).await;
     let (session, mut agent, tokens) = agent_session(&mut d).await;
     let threshold = tokens + 1500;
     let earlier = agent.write(assistant("before the band", tokens + 100));
@@ -196,7 +196,7 @@ async fn use_armed_compacts_the_usual_way_when_the_draft_does_not_fit_the_leaf()
 async fn on_a_session_compactd_writes_use_armed_appends_the_armed_result() {
     let llm = FakeLlm::start().await;
     llm.set_default(openai_sse(&["## Goal\n", "- the armed draft"], "stop"));
-    let mut d = armed::daemon(&llm, json!({})).await;
+    let mut d = armed::daemon(&llm).await;
     d.ok(
         "settings/update",
         json!({"patch": {"compaction": {"background": {"enabled": true}}}, "target": "session"}),
