@@ -154,18 +154,14 @@ pub fn estimate_context(session: &Session, cache: &TokenCache) -> u64 {
 /// Our estimate of the context messages up to and including the one from entry `through`
 /// (all of them when it is not in the context).
 pub fn estimate_context_through(session: &Session, cache: &TokenCache, through: &str) -> u64 {
-    let (mut total, mut at_through, mut reached) = (0, None, false);
+    let (mut total, mut reached) = (0, false);
     session.visit_context(|id, m| {
-        if reached {
-            return;
-        }
-        total += count_id(session, cache, id, &m);
-        if id == through {
-            at_through = Some(total);
-            reached = true;
+        if !reached {
+            total += count_id(session, cache, id, &m);
+            reached = id == through;
         }
     });
-    at_through.unwrap_or(total)
+    total
 }
 
 /// The cached count of the entry `id` (the message itself when the id is not unique or
