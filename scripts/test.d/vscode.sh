@@ -87,9 +87,11 @@ npx tsc -p .
 node scripts/bundle.js
 step "vsce package --target linux-x64 (the daemon bundled)"
 node scripts/bundle-binary.js "$COMPACTD_BIN" --target linux-x64
-npx vsce package --target linux-x64 --no-dependencies --allow-missing-repository -o "$root/target/compactd-linux-x64.vsix"
-python3 -m zipfile -l "$root/target/compactd-linux-x64.vsix" | grep -qE '^extension/bin/linux-x64/compactd +' || { echo "the .vsix lacks the binary" >&2; exit 1; }
-if python3 -m zipfile -l "$root/target/compactd-linux-x64.vsix" | grep -qE '^extension/(node_modules|src|test)/'; then echo "the .vsix ships sources or node_modules" >&2; exit 1; fi
+vsix="${CARGO_TARGET_DIR:-$root/target}/compactd-linux-x64.vsix"
+mkdir -p "$(dirname "$vsix")"
+npx vsce package --target linux-x64 --no-dependencies --allow-missing-repository -o "$vsix"
+python3 -m zipfile -l "$vsix" | grep -qE '^extension/bin/linux-x64/compactd +' || { echo "the .vsix lacks the binary" >&2; exit 1; }
+if python3 -m zipfile -l "$vsix" | grep -qE '^extension/(node_modules|src|test)/'; then echo "the .vsix ships sources or node_modules" >&2; exit 1; fi
 
 # --- tests -------------------------------------------------------------------------------
 step "protocol tests (vscode-jsonrpc against compactd serve)"
@@ -99,6 +101,6 @@ step "which binary the extension runs (setting, bundled, PATH, none)"
 node --test test/server-path.test.js
 
 step "extension suite inside VS Code (code-server + headless Chromium)"
-node test/run-in-vscode.js --code-server "$code_server" --vsix "$root/target/compactd-linux-x64.vsix" "${screenshot[@]}"
+node test/run-in-vscode.js --code-server "$code_server" --vsix "$vsix" "${screenshot[@]}"
 
 step "done in $(($(date +%s) - t0)) s"

@@ -61,13 +61,13 @@ function makeSession(name = 'session.jsonl') {
   return { dir, file, sessionId: header.id, entries: [...entries, branchUser], branchUserId: branchUser.id, firstUserId: firstUser.id };
 }
 
-/** Polls `check` until it returns a truthy value or `ms` pass. */
+/** Polls `check` until it returns a truthy value or `ms` pass; `what` (or what it returns) names it in the error. */
 async function waitFor(check, ms, what) {
   const end = Date.now() + ms;
   for (;;) {
     const v = await check();
     if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'function' ? what() : what}`);
     await new Promise((r) => setTimeout(r, 25));
   }
 }

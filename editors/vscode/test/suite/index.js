@@ -363,9 +363,15 @@ test('Undo Last Compaction restores the compacted messages', async () => {
   assert.ok(again.entryId, JSON.stringify(again));
   await vscode.commands.executeCommand('workbench.view.extension.compactd');
   await waitFor(() => leafItem()?.id === again.entryId, 5000, 'the compaction as the leaf');
-  await click('right', '.pane-body .monaco-list-row.selected:has-text("Compaction")', 'the compaction item');
+  // The view's data changes before its rows do: wait for the row that is the selected leaf
+  // compaction, not an earlier (already undone) compaction the list still shows selected.
+  await click('right', '.pane-body .monaco-list-row.selected:has-text("Compaction"):has-text("◀ leaf")', 'the compaction item');
   await click('left', '.monaco-menu .action-item:has-text("Undo This Compaction")', 'Undo This Compaction in its context menu');
-  await waitFor(() => lines(session.file).some((e) => e.type === 'custom' && e.customType === 'compactd.undo' && e.data?.undid === again.entryId), 10_000, 'the undo entry');
+  await waitFor(
+    () => lines(session.file).some((e) => e.type === 'custom' && e.customType === 'compactd.undo' && e.data?.undid === again.entryId),
+    10_000,
+    () => `the undo entry (messages: ${JSON.stringify(api.messages().slice(-3))})`,
+  );
   assert.deepEqual(await contextTexts(session.sessionId), original, 'the context is as before the compaction, again');
 
   // From the Session view's title menu: ... > Undo Last Compaction.
