@@ -78,7 +78,9 @@ use super::tree::{self, Tree};
 
 use cursor::DiskState;
 
-pub use remote::{Destination, import_file, postgres_path};
+pub use fork::{Destination, SessionMaker};
+pub(crate) use partial::{ContextDigest, SeqLine};
+pub(in crate::session) use store::{Build, Edit, Line, Store};
 
 /// Whether appends are fsynced. Rewrites are always fsynced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -722,7 +724,6 @@ mod index;
 mod load;
 mod migrate;
 mod partial;
-mod remote;
 mod store;
 mod stream;
 

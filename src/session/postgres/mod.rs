@@ -38,6 +38,7 @@
 
 mod ops;
 mod schema;
+mod store;
 mod watch;
 
 use std::future::Future;
@@ -47,7 +48,8 @@ use std::time::Duration;
 pub use crate::settings::redact_url;
 pub(crate) use ops::Finish;
 pub(crate) use ops::Locked;
-pub use ops::{Changes, ContextDigest, Head, ImportReport, Loaded, SeqLine, StoredLine, WriteMeta};
+pub use ops::{Changes, Head, ImportReport, Loaded, StoredLine, WriteMeta};
+pub use store::{import_file, postgres_path};
 pub(crate) use watch::Interest;
 
 use watch::Watch;
