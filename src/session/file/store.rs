@@ -2,7 +2,7 @@
 //! (entries, index, leaf, paths, context, appends and navigation) is written once, in this
 //! folder; a backend implements [`Store`]:
 //!
-//! | operation | file ([`FileStore`], `disk.rs`) | PostgreSQL (`Remote`, `remote.rs`) |
+//! | operation | file ([`FileStore`], `disk.rs`) | PostgreSQL (`Remote`, `session/postgres/store.rs`) |
 //! |---|---|---|
 //! | create, open (load) | a new file with its header; read the file | a session row; the rows the context at the leaf needs (`partial.rs`), or all |
 //! | [`Store::refresh`] (watch) | new bytes, or the whole file after a rename | new rows, or all after a rewrite; skipped when the listener saw nothing |
@@ -12,7 +12,12 @@
 //! | [`Store::follow`] | no signal: other writers are seen at the next refresh | a [`ChangeSignal`] rung by the database's notifications |
 //!
 //! Every backend holds the same lines, so the loader in `load.rs` turns either into entries.
-//! The trait names no backend's types: what is PostgreSQL's stays in `remote.rs` and `postgres/`.
+//! The trait names no backend's types, and nothing in this folder imports one: PostgreSQL is
+//! all in `session/postgres/`, which calls the steps below (and those of `partial.rs`) and is
+//! never called back by name. A new session made elsewhere (a fork's) goes to a
+//! [`super::SessionMaker`]. So a third backend is one folder: a [`Store`], its constructors
+//! (built with [`Session::from_stored`] and [`Session::set_store`]) and, if it keeps sessions
+//! by id, a `SessionMaker`.
 //! The engine sees no backend: it calls [`Session`]'s methods, which call the session's store
 //! through [`Session::with_store`].
 
