@@ -58,10 +58,11 @@
 //! navigation), written once for every backend; `store` is the storage seam (the `Store` trait:
 //! refresh, write, replace, load the rest), `load` turns bytes into entries, `cursor` is how far
 //! they have been read, `migrate` lifts versions 1 and 2 to 3, `disk` is the file backend
-//! (every file-system call: create, open, the lock, appends, rewrites), `remote` the
-//! PostgreSQL one (on `session::postgres`), `fork` makes new sessions from a session, `stream`
-//! reads large files without copying them and `partial` lets a stored session be opened with
-//! only what the context at its leaf needs.
+//! (every file-system call: create, open, the lock, appends, rewrites), `fork` makes new
+//! sessions from a session (in a file, or through a [`SessionMaker`]), `stream` reads large
+//! files without copying them and `partial` lets a stored session be opened with only what the
+//! context at its leaf needs. The PostgreSQL backend is `session::postgres`, all of it: this
+//! folder imports nothing of it.
 
 use std::collections::HashSet;
 use std::io;
@@ -78,7 +79,9 @@ use super::tree::{self, Tree};
 
 use cursor::DiskState;
 
-pub use remote::{Destination, import_file, postgres_path};
+pub use fork::{Destination, SessionMaker};
+pub(crate) use partial::{ContextDigest, SeqLine};
+pub(in crate::session) use store::{Build, Edit, Line, Store};
 
 /// Whether appends are fsynced. Rewrites are always fsynced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -722,7 +725,6 @@ mod index;
 mod load;
 mod migrate;
 mod partial;
-mod remote;
 mod store;
 mod stream;
 

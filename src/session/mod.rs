@@ -21,8 +21,8 @@ pub use entry::{
     EntryError, EntryKind, SessionHeader,
 };
 pub use file::{
-    CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SyncPolicy,
-    import_file, postgres_path,
+    CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SessionMaker,
+    SyncPolicy,
 };
 pub use ids::{iso_from_ms, now_ms};
 pub use message::{
@@ -30,7 +30,7 @@ pub use message::{
     ORIGINAL_CONTENT_FIELD, TextBlock, ThinkingBlock, ToolCall, ToolResultMessage, Usage,
     UserMessage,
 };
-pub use postgres::{PgOptions, PgStore};
+pub use postgres::{PgOptions, PgStore, import_file, postgres_path};
 pub use recall::{
     DEFAULT_LIMIT as DEFAULT_SEARCH_LIMIT, RecallError, RecalledEntry, SearchHit, SearchPage,
     SearchQuery, SearchScope, entry_texts, read_entry, search,

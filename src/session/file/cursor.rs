@@ -1,5 +1,5 @@
 //! Where reading a session's lines stands, shared by the loader (`load.rs`), the large-file
-//! scanner (`stream.rs`) and the writers (`disk.rs`, `remote.rs`): the entries read
+//! scanner (`stream.rs`) and the writers (`disk.rs`, `store.rs`): the entries read
 //! ([`Loaded`]), how far the file has been read ([`DiskState`], [`FileId`]), and what to do
 //! about an unterminated last line ([`TailMode`], [`TailRepair`]).
 

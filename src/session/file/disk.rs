@@ -219,7 +219,7 @@ impl Session {
 
     /// Size controls for the entries a rewrite changes (a pruned entry, a migrated one), as
     /// every write applies them; a line nothing changed is kept as it was, byte for byte.
-    pub(super) fn control_changed_entries(&mut self) -> Result<()> {
+    pub(in crate::session) fn control_changed_entries(&mut self) -> Result<()> {
         if let Some(store) = self.blobs.clone() {
             for i in 0..self.entries.len() {
                 if self.entries[i].is_unmodified_line() {

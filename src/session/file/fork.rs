@@ -2,11 +2,30 @@
 //! (`createBranchedSession`) or a whole copy (`fork`). The source is only read; the new file is
 //! written whole, through the same atomic rewrite as every other full write.
 
+use std::fmt;
 use std::path::Path;
 
-use super::remote::Destination;
 use super::{CreateOptions, Entry, Result, Session};
 use crate::session::tree;
+
+/// Where a new session is made.
+#[derive(Clone, Copy, Debug)]
+pub enum Destination<'a> {
+    /// A new `.jsonl` file.
+    File(&'a Path),
+    /// A new session in a backend that keeps sessions by id (a database).
+    Store(&'a dyn SessionMaker),
+}
+
+/// A backend that keeps sessions by id, as a place to make new ones in (PostgreSQL's
+/// `PgStore`); a file is made at its path instead.
+pub trait SessionMaker: fmt::Debug + Send + Sync {
+    /// Creates a session with its header and no entries (see [`Session::create`]).
+    fn create_session(&self, cwd: &str, options: CreateOptions) -> Result<Session>;
+
+    /// Opens the session `id` (see [`Session::open`]).
+    fn open_session(&self, id: &str) -> Result<Session>;
+}
 
 impl Session {
     /// A new session at `path` holding the root→`leaf` path of this one, as the reference's
@@ -92,10 +111,10 @@ impl Session {
         let path = match path {
             Destination::File(path) => path,
             Destination::Store(store) => {
-                let mut session = Session::create_in(store, &self.header.cwd, options)?;
+                let mut session = store.create_session(&self.header.cwd, options)?;
                 session.replace_entries(|all| *all = entries)?;
                 let id = session.header.id.clone();
-                return Session::open_in(store, &id).map(|(s, _)| s);
+                return store.open_session(&id);
             }
         };
         let sync = options.sync;

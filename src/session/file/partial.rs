@@ -21,12 +21,28 @@
 
 use std::collections::HashSet;
 
-use super::{LoadReport, Result, Session, SessionError, next_revision};
+use super::{LoadReport, Result, Session, next_revision};
 use crate::session::context::state_entries;
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, EntryKind, LineSource};
 use crate::session::ids;
-use crate::session::postgres::{ContextDigest, Locked, SeqLine};
 use crate::session::tree;
+
+/// What the context at one leaf needs from a stored session, so that opening it reads only
+/// that: the lines from `from` on, and the entries `prefix` before it. Valid for `leaf` only,
+/// and for good (an entry's path never changes). A backend that loads sessions in part stores
+/// it with the session (PostgreSQL: the `context_*` columns of the session row).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextDigest {
+    pub leaf: String,
+    /// The first kept entry of the newest compaction on the leaf's path.
+    pub from: String,
+    /// The path's entries before `from` that the context still reads (see
+    /// `session::context::state_entries`), in path order.
+    pub prefix: Vec<String>,
+}
+
+/// A stored line with its position (`seq`) in the session.
+pub type SeqLine = (i64, Vec<u8>);
 
 /// A digest's `(from, prefix)` (see [`ContextDigest`]).
 pub(super) type DigestPart = (String, Vec<String>);
@@ -59,7 +75,7 @@ impl Session {
     /// A session from a partial read: `header` and the prefix lines (path order) and tail
     /// lines (from `from_seq` on). `None` when they do not make a covered session after all
     /// (the caller then reads everything).
-    pub(super) fn parse_partial(
+    pub(in crate::session) fn parse_partial(
         path: std::path::PathBuf,
         header: &[u8],
         prefix: &[SeqLine],
@@ -198,7 +214,7 @@ impl Session {
     }
 
     /// Whether the current leaf's path is covered.
-    pub(super) fn leaf_covered(&self) -> bool {
+    pub(in crate::session) fn leaf_covered(&self) -> bool {
         match self.leaf.as_deref() {
             None => true,
             Some(leaf) => self.index.get(leaf).is_some_and(|&i| self.covers(i)),
@@ -207,7 +223,7 @@ impl Session {
 
     /// Whether the rest of a partly loaded session must be loaded for the leaf's path to be
     /// covered (checked again only after the entries or the leaf changed).
-    pub(super) fn leaf_needs_rest(&mut self) -> bool {
+    pub(in crate::session) fn leaf_needs_rest(&mut self) -> bool {
         let revision = self.revision;
         let Some(p) = &self.partial else {
             return false;
@@ -226,7 +242,7 @@ impl Session {
     }
 
     /// Where the loaded part of a partly loaded session starts (`None`: loaded whole).
-    pub(super) fn partial_from(&self) -> Option<i64> {
+    pub(in crate::session) fn partial_from(&self) -> Option<i64> {
         self.partial.as_ref().map(|p| p.from_seq)
     }
 
@@ -259,19 +275,8 @@ impl Session {
         self.with_store(|store, s| store.load_rest(s))
     }
 
-    /// [`Session::load_whole`] under the writers' lock, in its transaction.
-    pub(super) fn load_whole_locked(&mut self, locked: &Locked<'_>) -> Result<()> {
-        let Some(p) = &self.partial else {
-            return Ok(());
-        };
-        let lines = locked
-            .lines_before(p.from_seq)
-            .map_err(|e| SessionError::Storage(e.to_string()))?;
-        self.absorb_prefix(lines)
-    }
-
     /// Puts the lines before `B` in front of the tail: the session is whole.
-    pub(super) fn absorb_prefix(&mut self, lines: Vec<SeqLine>) -> Result<()> {
+    pub(in crate::session) fn absorb_prefix(&mut self, lines: Vec<SeqLine>) -> Result<()> {
         let Some(p) = self.partial.take() else {
             return Ok(());
         };
@@ -313,7 +318,7 @@ impl Session {
 
     /// The digest of the leaf the session has once `new` is written (see the module docs);
     /// `None` when opening must read everything.
-    pub(super) fn digest_after(&self, new: &[Entry]) -> Option<ContextDigest> {
+    pub(in crate::session) fn digest_after(&self, new: &[Entry]) -> Option<ContextDigest> {
         if self.duplicate_ids || !self.raw_lines.is_empty() {
             return None;
         }
@@ -402,18 +407,21 @@ impl Session {
     }
 
     /// Gives the new entries of a write on a partly loaded session ids no stored line has
-    /// (the loaded ones were avoided when they were made; the others are asked, under the
-    /// writers' lock). A renamed entry's children in `new` follow it.
-    pub(super) fn avoid_unloaded_ids(&self, locked: &Locked<'_>, new: &mut [Entry]) -> Result<()> {
+    /// (the loaded ones were avoided when they were made; the others are asked of the store
+    /// with `taken`, which returns those of the ids it holds, under the writers' lock). A
+    /// renamed entry's children in `new` follow it.
+    pub(in crate::session) fn avoid_unloaded_ids(
+        &self,
+        mut taken: impl FnMut(Vec<String>) -> Result<Vec<String>>,
+        new: &mut [Entry],
+    ) -> Result<()> {
         if self.partial.is_none() || new.is_empty() {
             return Ok(());
         }
         let mut refused: HashSet<String> = HashSet::new();
         loop {
             let ids: Vec<String> = new.iter().map(|e| e.id.clone()).collect();
-            let taken = locked
-                .existing(ids)
-                .map_err(|e| SessionError::Storage(e.to_string()))?;
+            let taken = taken(ids)?;
             if taken.is_empty() {
                 return Ok(());
             }

@@ -2,7 +2,7 @@
 //! (entries, index, leaf, paths, context, appends and navigation) is written once, in this
 //! folder; a backend implements [`Store`]:
 //!
-//! | operation | file ([`FileStore`], `disk.rs`) | PostgreSQL (`Remote`, `remote.rs`) |
+//! | operation | file ([`FileStore`], `disk.rs`) | PostgreSQL (`Remote`, `session/postgres/store.rs`) |
 //! |---|---|---|
 //! | create, open (load) | a new file with its header; read the file | a session row; the rows the context at the leaf needs (`partial.rs`), or all |
 //! | [`Store::refresh`] (watch) | new bytes, or the whole file after a rename | new rows, or all after a rewrite; skipped when the listener saw nothing |
@@ -12,16 +12,22 @@
 //! | [`Store::follow`] | no signal: other writers are seen at the next refresh | a [`ChangeSignal`] rung by the database's notifications |
 //!
 //! Every backend holds the same lines, so the loader in `load.rs` turns either into entries.
-//! The trait names no backend's types: what is PostgreSQL's stays in `remote.rs` and `postgres/`.
+//! The trait names no backend's types, and nothing in this folder imports one: PostgreSQL is
+//! all in `session/postgres/`, which calls the steps below (and those of `partial.rs`) and is
+//! never called back by name. A new session made elsewhere (a fork's) goes to a
+//! [`super::SessionMaker`]. So a third backend is one folder: a [`Store`], its constructors
+//! (built with [`Session::from_stored`] and [`Session::set_store`]) and, if it keeps sessions
+//! by id, a `SessionMaker`.
 //! The engine sees no backend: it calls [`Session`]'s methods, which call the session's store
 //! through [`Session::with_store`].
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use super::cursor::{Loaded, TailMode, TailRepair};
 use super::{LoadReport, Result, Session, SessionError, file_leaf_of, next_revision};
 use crate::session::changes::ChangeSignal;
-use crate::session::entry::{Entry, LineSource};
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource};
 
 /// Builds the entries a write appends, under the writers' lock, from the session as it is
 /// once every other writer's lines are read; an error writes nothing.
@@ -29,6 +35,15 @@ pub(crate) type Build<'a> = Box<dyn FnOnce(&Session) -> Result<Vec<Entry>> + 'a>
 
 /// Changes the entries before a rewrite (a prune).
 pub(crate) type Edit<'a> = Box<dyn FnOnce(&mut Vec<Entry>) + 'a>;
+
+/// A line of a session after its header, as a rewrite stores it.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::session) enum Line<'a> {
+    /// An entry's line.
+    Entry(&'a Entry),
+    /// A malformed line, kept verbatim.
+    Kept(&'a [u8]),
+}
 
 /// Where a session's lines live, and how writers share them.
 pub(crate) trait Store: fmt::Debug + Send + Sync {
@@ -188,7 +203,7 @@ impl Session {
 
     /// Becomes `fresh`, the session read again whole after another writer's rewrite: the
     /// sync policy stays, and so does a leaf moved here if its entry survived.
-    pub(super) fn adopt_reloaded(&mut self, fresh: Session) {
+    pub(in crate::session) fn adopt_reloaded(&mut self, fresh: Session) {
         let moved_here = self.leaf != self.file_leaf;
         let keep_leaf = self.leaf.clone().filter(|l| fresh.index.contains_key(l));
         let sync = self.sync;
@@ -202,7 +217,7 @@ impl Session {
     }
 
     /// Adds written entries to memory; the leaf becomes what the store now implies.
-    pub(super) fn commit(&mut self, new: Vec<Entry>) {
+    pub(in crate::session) fn commit(&mut self, new: Vec<Entry>) {
         if new.is_empty() {
             return;
         }
@@ -217,7 +232,7 @@ impl Session {
     /// A rewrite ([`Store::replace`]): lets `edit` change the entries (the leaf stays if its
     /// entry survives, otherwise it falls back to what the store implies), then has `store`
     /// write the session whole. If that fails, the entries and the leaf are as they were.
-    pub(super) fn rewrite_with(
+    pub(in crate::session) fn rewrite_with(
         &mut self,
         edit: Edit<'_>,
         store: impl FnOnce(&mut Session) -> Result<()>,
@@ -240,5 +255,110 @@ impl Session {
             return Err(e);
         }
         Ok(())
+    }
+}
+
+/// What a backend outside this folder (one that keeps whole lines by id, as a database does)
+/// needs of the session besides the steps above: reading its bytes, the lines a rewrite
+/// stores, and marking the session stored whole.
+impl Session {
+    /// A session read from a store's bytes (a header line, then every line), named `name`: a
+    /// stored session has no file, so `name` is also what stands for one.
+    pub(in crate::session) fn from_stored(
+        name: PathBuf,
+        whole: Vec<u8>,
+        report: &mut LoadReport,
+    ) -> Result<Session> {
+        Session::parse(name.clone(), name, LineSource::memory(whole), None, report)
+    }
+
+    /// Takes in `lines`, whole stored lines after what this session has read (a store that
+    /// keeps whole lines has no torn tail to repair). Returns how many entries they added,
+    /// and those entries (markers left out), for [`Store::take_arrivals`].
+    pub(in crate::session) fn ingest_stored(&mut self, lines: Vec<u8>) -> (usize, Vec<Entry>) {
+        let before = self.entries.len();
+        self.ingest_lines(lines, TailMode::Locked);
+        let arrived = self.entries[before..]
+            .iter()
+            .filter(|e| !e.is_leaf_move())
+            .cloned()
+            .collect();
+        (self.entries.len() - before, arrived)
+    }
+
+    /// Becomes the session stored as `whole` (a header line, then every line), read again
+    /// after another writer's rewrite (see [`Session::adopt_reloaded`]). Returns how many
+    /// entries it holds, and those this session did not have (markers left out).
+    pub(in crate::session) fn reload_stored(
+        &mut self,
+        whole: Vec<u8>,
+    ) -> Result<(usize, Vec<Entry>)> {
+        let mut report = LoadReport::default();
+        let fresh = Session::parse(
+            self.path.clone(),
+            self.file.clone(),
+            LineSource::memory(whole),
+            None,
+            &mut report,
+        )?;
+        let arrived = fresh
+            .entries
+            .iter()
+            .filter(|e| !e.is_leaf_move() && !self.index.contains_key(&e.id))
+            .cloned()
+            .collect();
+        self.adopt_reloaded(fresh);
+        Ok((self.entries.len(), arrived))
+    }
+
+    /// The header line (as version 3) and every line after it, as a rewrite stores them:
+    /// the entries, then `extra`, with the kept malformed lines in place.
+    pub(in crate::session) fn whole_lines<'a>(
+        &'a self,
+        extra: &'a [Entry],
+    ) -> (Vec<u8>, Vec<Line<'a>>) {
+        let mut header = self.header.clone();
+        if header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
+            header.version = Some(CURRENT_SESSION_VERSION);
+        }
+        let mut out = Vec::with_capacity(self.entries.len() + extra.len() + self.raw_lines.len());
+        let mut raw = self.raw_lines.iter().peekable();
+        for (i, e) in self.entries.iter().chain(extra).enumerate() {
+            while let Some(r) = raw.next_if(|r| r.before_entry <= i) {
+                out.push(Line::Kept(&r.bytes));
+            }
+            out.push(Line::Entry(e));
+        }
+        out.extend(raw.map(|r| Line::Kept(&r.bytes)));
+        (header.head_bytes(), out)
+    }
+
+    /// The leaf the store implies once `new` is written after the entries.
+    pub(in crate::session) fn leaf_after(&self, new: &[Entry]) -> Option<String> {
+        let last = self.entries.last().into_iter().chain(new).last()?;
+        if last.is_leaf_move() {
+            last.parent_id.clone()
+        } else {
+            Some(last.id.clone())
+        }
+    }
+
+    /// After the store took the whole session (a rewrite): no rewrite is due, the header is
+    /// version 3, and the leaf the store implies is what its last line says.
+    pub(in crate::session) fn stored_whole(&mut self) {
+        self.needs_rewrite = false;
+        if self
+            .header
+            .version
+            .is_none_or(|v| v < CURRENT_SESSION_VERSION)
+        {
+            self.header.version = Some(CURRENT_SESSION_VERSION);
+        }
+        self.file_leaf = file_leaf_of(&self.entries);
+    }
+
+    /// The file itself (the path with every symlink resolved); a stored session's name.
+    pub(in crate::session) fn resolved_path(&self) -> &Path {
+        &self.file
     }
 }

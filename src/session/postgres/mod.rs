@@ -4,7 +4,10 @@
 //! lines in order, each stored as the exact bytes a session file would hold, so every reader
 //! of the file format (the loader, export) works on them unchanged and an imported file
 //! exports to the same bytes. The in-memory session (entries, tree, leaf, context) is the same
-//! one the file backend builds; this module only moves lines.
+//! one the file backend builds; this module only moves lines. `store.rs` is its side of the
+//! storage seam (`session/file/store.rs`): the session's `Store`, creating, opening and
+//! importing stored sessions; `ops.rs` the queries, `schema.rs` the tables, `watch.rs` the
+//! listener.
 //!
 //! # Tables (see `schema.rs`)
 //! * `compactd_sessions`: one row a session: the header line and its fields for listing,
@@ -38,6 +41,7 @@
 
 mod ops;
 mod schema;
+mod store;
 mod watch;
 
 use std::future::Future;
@@ -47,7 +51,8 @@ use std::time::Duration;
 pub use crate::settings::redact_url;
 pub(crate) use ops::Finish;
 pub(crate) use ops::Locked;
-pub use ops::{Changes, ContextDigest, Head, ImportReport, Loaded, SeqLine, StoredLine, WriteMeta};
+pub use ops::{Changes, Head, ImportReport, Loaded, StoredLine, WriteMeta};
+pub use store::{import_file, postgres_path};
 pub(crate) use watch::Interest;
 
 use watch::Watch;

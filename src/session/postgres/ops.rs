@@ -10,6 +10,7 @@ use tokio_postgres::types::ToSql;
 
 use super::watch::CHANNEL;
 use super::{PgStore, StoreError};
+use crate::session::file::{ContextDigest, SeqLine};
 
 /// A database failure, before it is given the store's target.
 #[derive(Debug)]
@@ -135,22 +136,6 @@ pub struct WriteMeta {
     /// What opening the session at `leaf_id` must read; `None`: the whole session.
     pub digest: Option<ContextDigest>,
 }
-
-/// What the context at one leaf needs from a stored session, so that opening it reads only
-/// that: the lines from `from` on, and the entries `prefix` before it. Valid for `leaf` only,
-/// and for good (an entry's path never changes).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ContextDigest {
-    pub leaf: String,
-    /// The first kept entry of the newest compaction on the leaf's path.
-    pub from: String,
-    /// The path's entries before `from` that the context still reads (see
-    /// `session::context::state_entries`), in path order.
-    pub prefix: Vec<String>,
-}
-
-/// A stored line with its position (`seq`) in the session.
-pub type SeqLine = (i64, Vec<u8>);
 
 /// A session as opened: whole, or only what the context at its leaf needs.
 #[derive(Debug)]

@@ -1,42 +1,35 @@
-//! The PostgreSQL backend of the storage seam (`store.rs`): a session's lines as rows of a
-//! database shared by a fleet of daemons (`session::postgres`). Creating and opening a stored
-//! session, reading what other daemons wrote (when the listener says something changed), and
-//! writes and rewrites in one transaction holding the session row `FOR UPDATE`. The rows hold
-//! the lines a file would, so the loader in `load.rs` turns them into entries, and
-//! `compactd export` of an imported file gives back its bytes.
+//! The PostgreSQL backend of the storage seam (`session/file/store.rs`): a session's lines as
+//! rows of a database shared by a fleet of daemons. Creating and opening a stored session,
+//! reading what other daemons wrote (when the listener says something changed), and writes
+//! and rewrites in one transaction holding the session row `FOR UPDATE`. The rows hold the
+//! lines a file would, so the session's loader turns them into entries, and `compactd export`
+//! of an imported file gives back its bytes. The session logic it calls is the one the file
+//! backend calls; what is PostgreSQL's is here and in the rest of this folder.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::cursor::TailMode;
-use super::store::{Build, Edit, Store};
-use super::{CreateOptions, LoadReport, Result, Session, SessionError, file_leaf_of};
-use crate::session::changes::ChangeSignal;
-use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
-use crate::session::ids;
-use crate::session::postgres::{
-    Changes, Finish, Head, Interest, Loaded, PgStore, StoreError, StoredLine, WriteMeta,
+use super::{
+    Changes, Finish, Head, Interest, Loaded, Locked, PgStore, StoreError, StoredLine, WriteMeta,
 };
+use crate::session::changes::ChangeSignal;
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
+use crate::session::file::{
+    Build, CreateOptions, Edit, Line, LoadReport, Result, Session, SessionError, SessionMaker,
+    Store,
+};
+use crate::session::ids;
 
 /// A session stored in PostgreSQL: the store, the head of the rows this process has read,
 /// and its interest in other daemons' notifications.
 #[derive(Debug)]
-pub(crate) struct Remote {
+struct Remote {
     store: Arc<PgStore>,
     head: Head,
     interest: Interest,
     /// Entries other writers added, not yet taken by [`Session::take_arrivals`]; `None`
     /// until [`Session::follow_changes`] (nobody would take them).
     arrivals: Option<Vec<Entry>>,
-}
-
-/// Where a new session is made.
-#[derive(Clone, Copy, Debug)]
-pub enum Destination<'a> {
-    /// A new `.jsonl` file.
-    File(&'a std::path::Path),
-    /// A new session in the database.
-    Store(&'a Arc<PgStore>),
 }
 
 /// The name a stored session goes by where a file has its path.
@@ -69,46 +62,26 @@ impl Remote {
 
     /// Takes in what other writers did; returns how many entries that made arrive.
     fn ingest(&mut self, session: &mut Session, changes: Changes) -> Result<usize> {
-        match changes {
-            Changes::Nothing => Ok(0),
+        let (count, arrived) = match changes {
+            Changes::Nothing => return Ok(0),
             Changes::Appended { lines, head } => {
-                let before = session.entries.len();
-                session.ingest_lines(lines, TailMode::Locked);
+                let taken = session.ingest_stored(lines);
                 self.head = head;
-                let arrived = session.entries[before..]
-                    .iter()
-                    .filter(|e| !e.is_leaf_move())
-                    .cloned()
-                    .collect();
-                self.record_arrivals(arrived);
-                Ok(session.entries.len() - before)
+                taken
             }
             Changes::Rewritten { file, head } => {
-                let mut report = LoadReport::default();
-                let fresh = Session::parse(
-                    session.path.clone(),
-                    session.file.clone(),
-                    LineSource::memory(file),
-                    None,
-                    &mut report,
-                )?;
-                let arrived: Vec<Entry> = fresh
-                    .entries
-                    .iter()
-                    .filter(|e| !e.is_leaf_move() && !session.index.contains_key(&e.id))
-                    .cloned()
-                    .collect();
-                session.adopt_reloaded(fresh);
+                let taken = session.reload_stored(file)?;
                 self.head = head;
-                self.record_arrivals(arrived);
-                Ok(session.entries.len())
+                taken
             }
-        }
+        };
+        self.record_arrivals(arrived);
+        Ok(count)
     }
 
     /// Reads the whole stored session again, as after another daemon's rewrite.
     fn reload(&mut self, session: &mut Session) -> Result<()> {
-        let id = session.header.id.clone();
+        let id = session.header().id.clone();
         let (file, head) = self.store.load(&id).map_err(store_error(&id))?;
         self.ingest(session, Changes::Rewritten { file, head })?;
         Ok(())
@@ -122,7 +95,7 @@ impl Store for Remote {
     fn refresh(&mut self, session: &mut Session) -> Result<usize> {
         let arrived = if self.store.fresh_reads() || self.interest.may_have_changed() {
             let epoch = self.interest.epoch_now();
-            let id = session.header.id.clone();
+            let id = session.header().id.clone();
             let changes = self
                 .store
                 .changes(&id, self.head)
@@ -145,24 +118,32 @@ impl Store for Remote {
     /// Locks the row, takes in others' lines, builds, then appends (or rewrites, when one is
     /// due) and commits in one transaction.
     fn write(&mut self, session: &mut Session, build: Build<'_>) -> Result<()> {
-        let id = session.header.id.clone();
+        let id = session.header().id.clone();
         let store = Arc::clone(&self.store);
         let epoch = self.interest.epoch_now();
         let mut locked = store.lock(&id, self.head).map_err(store_error(&id))?;
         let changes = std::mem::replace(&mut locked.changes, Changes::Nothing);
         self.ingest(session, changes)?;
-        if session.is_partial() && (session.needs_rewrite || !session.leaf_covered()) {
-            session.load_whole_locked(&locked)?;
+        let rewrite = session.rewrites_on_next_write();
+        if session.is_partial() && (rewrite || !session.leaf_covered()) {
+            load_whole_locked(session, &locked)?;
         }
         let mut new = build(&*session)?;
-        session.avoid_unloaded_ids(&locked, &mut new)?;
+        session.avoid_unloaded_ids(
+            |ids| {
+                locked
+                    .existing(ids)
+                    .map_err(|e| SessionError::Storage(e.to_string()))
+            },
+            &mut new,
+        )?;
         let new = session.controlled(new)?;
-        if !session.needs_rewrite && new.is_empty() {
+        if !rewrite && new.is_empty() {
             return Ok(());
         }
-        let head = if session.needs_rewrite {
-            let (header, lines) = session.all_lines(&new);
-            let meta = session.meta_after(&new);
+        let head = if rewrite {
+            let (header, lines) = all_lines(session, &new);
+            let meta = meta_after(session, &new);
             locked
                 .finish(Finish::Rewrite {
                     header,
@@ -172,23 +153,15 @@ impl Store for Remote {
                 .map_err(store_error(&id))?
         } else {
             let lines = new.iter().map(stored_line).collect();
-            let meta = session.meta_after(&new);
+            let meta = meta_after(session, &new);
             locked
                 .finish(Finish::Append { lines, meta })
                 .map_err(store_error(&id))?
         };
-        if session.needs_rewrite {
-            session.needs_rewrite = false;
-            if session
-                .header
-                .version
-                .is_none_or(|v| v < CURRENT_SESSION_VERSION)
-            {
-                session.header.version = Some(CURRENT_SESSION_VERSION);
-            }
-        }
         session.commit(new);
-        session.file_leaf = file_leaf_of(&session.entries);
+        if rewrite {
+            session.stored_whole();
+        }
         self.head = head;
         self.interest.mark_seen(head.version as u64, epoch);
         Ok(())
@@ -196,17 +169,17 @@ impl Store for Remote {
 
     /// One transaction replaces the rows.
     fn replace(&mut self, session: &mut Session, edit: Edit<'_>) -> Result<()> {
-        let id = session.header.id.clone();
+        let id = session.header().id.clone();
         let store = Arc::clone(&self.store);
         let epoch = self.interest.epoch_now();
         let mut locked = store.lock(&id, self.head).map_err(store_error(&id))?;
         let changes = std::mem::replace(&mut locked.changes, Changes::Nothing);
         self.ingest(session, changes)?;
         // A rewrite stores every line.
-        session.load_whole_locked(&locked)?;
+        load_whole_locked(session, &locked)?;
         session.rewrite_with(edit, |session| {
-            let (header, lines) = session.all_lines(&[]);
-            let meta = session.meta_after(&[]);
+            let (header, lines) = all_lines(session, &[]);
+            let meta = meta_after(session, &[]);
             let head = locked
                 .finish(Finish::Rewrite {
                     header,
@@ -214,8 +187,7 @@ impl Store for Remote {
                     meta,
                 })
                 .map_err(store_error(&id))?;
-            session.needs_rewrite = false;
-            session.file_leaf = file_leaf_of(&session.entries);
+            session.stored_whole();
             self.head = head;
             self.interest.mark_seen(head.version as u64, epoch);
             Ok(())
@@ -228,7 +200,7 @@ impl Store for Remote {
         let Some(from_seq) = session.partial_from() else {
             return Ok(());
         };
-        let id = session.header.id.clone();
+        let id = session.header().id.clone();
         let lines = self
             .store
             .lines_before(&id, from_seq, self.head.generation)
@@ -282,13 +254,8 @@ impl Session {
         interest.mark_seen(head.version as u64, epoch);
         let mut file = line;
         file.push(b'\n');
-        let mut session = Session::parse(
-            postgres_path(&id),
-            postgres_path(&id),
-            LineSource::memory(file),
-            None,
-            &mut LoadReport::default(),
-        )?;
+        let mut session =
+            Session::from_stored(postgres_path(&id), file, &mut LoadReport::default())?;
         session.set_store(Box::new(Remote {
             store: Arc::clone(store),
             head,
@@ -300,7 +267,7 @@ impl Session {
 
     /// Opens session `id` from `store` (one snapshot of its rows), without writing: only what
     /// the context at its leaf needs when the session row says what that is (see
-    /// `partial.rs`), otherwise every line.
+    /// `session/file/partial.rs`), otherwise every line.
     pub fn open_in(store: &Arc<PgStore>, id: &str) -> Result<(Session, LoadReport)> {
         let mut interest = store.interest(id);
         let epoch = interest.epoch_now();
@@ -325,24 +292,14 @@ impl Session {
         };
         let mut session = match (partly, loaded) {
             (Some(session), _) => session,
-            (None, Loaded::Whole(file)) => Session::parse(
-                postgres_path(id),
-                postgres_path(id),
-                LineSource::memory(file),
-                None,
-                &mut report,
-            )?,
+            (None, Loaded::Whole(file)) => {
+                Session::from_stored(postgres_path(id), file, &mut report)?
+            }
             (None, Loaded::Partial { .. }) => {
                 // Not covered after all (a session this build did not write): all of it.
                 let (file, whole_head) = store.load(id).map_err(store_error(id))?;
                 head = whole_head;
-                Session::parse(
-                    postgres_path(id),
-                    postgres_path(id),
-                    LineSource::memory(file),
-                    None,
-                    &mut report,
-                )?
+                Session::from_stored(postgres_path(id), file, &mut report)?
             }
         };
         interest.mark_seen(head.version as u64, epoch);
@@ -354,48 +311,56 @@ impl Session {
         }));
         Ok((session, report))
     }
+}
 
-    /// The header line and every line (entries, then `extra`, with the kept malformed lines
-    /// in place), as a rewrite stores them.
-    fn all_lines(&self, extra: &[Entry]) -> (Vec<u8>, Vec<StoredLine>) {
-        let mut header = self.header.clone();
-        if header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
-            header.version = Some(CURRENT_SESSION_VERSION);
-        }
-        let mut out = Vec::with_capacity(self.entries.len() + extra.len() + self.raw_lines.len());
-        let mut raw = self.raw_lines.iter().peekable();
-        let raw_line = |bytes: &[u8]| StoredLine {
-            entry_id: None,
-            parent_id: None,
-            type_name: None,
-            bytes: bytes.to_vec(),
-        };
-        for (i, e) in self.entries.iter().chain(extra).enumerate() {
-            while let Some(r) = raw.next_if(|r| r.before_entry <= i) {
-                out.push(raw_line(&r.bytes));
-            }
-            out.push(stored_line(e));
-        }
-        out.extend(raw.map(|r| raw_line(&r.bytes)));
-        (header.head_bytes(), out)
+/// The database as a place to make new sessions in (a fork's or a branch's).
+impl SessionMaker for Arc<PgStore> {
+    fn create_session(&self, cwd: &str, options: CreateOptions) -> Result<Session> {
+        Session::create_in(self, cwd, options)
     }
 
-    /// The session-level fields once `new` is appended.
-    fn meta_after(&self, new: &[Entry]) -> WriteMeta {
-        let last = self.entries.last().into_iter().chain(new).last();
-        let leaf_id = last.and_then(|e| {
-            if e.is_leaf_move() {
-                e.parent_id.clone()
-            } else {
-                Some(e.id.clone())
-            }
-        });
-        WriteMeta {
-            leaf_id,
-            entry_count: (self.visible_entry_count()
-                + new.iter().filter(|e| !e.is_leaf_move()).count()) as i64,
-            digest: self.digest_after(new),
-        }
+    fn open_session(&self, id: &str) -> Result<Session> {
+        Session::open_in(self, id).map(|(session, _)| session)
+    }
+}
+
+/// [`Session::load_whole`] under the writers' lock, in its transaction.
+fn load_whole_locked(session: &mut Session, locked: &Locked<'_>) -> Result<()> {
+    let Some(from_seq) = session.partial_from() else {
+        return Ok(());
+    };
+    let lines = locked
+        .lines_before(from_seq)
+        .map_err(|e| SessionError::Storage(e.to_string()))?;
+    session.absorb_prefix(lines)
+}
+
+/// The header line and every line (entries, then `extra`, with the kept malformed lines in
+/// place), as a rewrite stores them.
+fn all_lines(session: &Session, extra: &[Entry]) -> (Vec<u8>, Vec<StoredLine>) {
+    let (header, lines) = session.whole_lines(extra);
+    let lines = lines
+        .into_iter()
+        .map(|line| match line {
+            Line::Entry(e) => stored_line(e),
+            Line::Kept(bytes) => StoredLine {
+                entry_id: None,
+                parent_id: None,
+                type_name: None,
+                bytes: bytes.to_vec(),
+            },
+        })
+        .collect();
+    (header, lines)
+}
+
+/// The session-level fields once `new` is appended.
+fn meta_after(session: &Session, new: &[Entry]) -> WriteMeta {
+    WriteMeta {
+        leaf_id: session.leaf_after(new),
+        entry_count: (session.visible_entry_count()
+            + new.iter().filter(|e| !e.is_leaf_move()).count()) as i64,
+        digest: session.digest_after(new),
     }
 }
 
@@ -425,27 +390,27 @@ pub fn import_file(
     path: &std::path::Path,
     replace: bool,
     progress: impl Fn(usize, u64) + Send + Sync + 'static,
-) -> Result<(crate::session::postgres::ImportReport, LoadReport)> {
+) -> Result<(super::ImportReport, LoadReport)> {
     let (mut session, report) = Session::open(path)?;
     let (header, lines) = if report.migrated_from.is_some() {
         // As the file backend's migration writes it: with the size controls of a rewrite.
         session.control_changed_entries()?;
-        session.all_lines(&[])
+        all_lines(&session, &[])
     } else {
-        let bytes = std::fs::read(&session.file).map_err(|source| SessionError::Io {
+        let bytes = std::fs::read(session.resolved_path()).map_err(|source| SessionError::Io {
             path: path.to_path_buf(),
             source,
         })?;
         exact_lines(
             &bytes,
-            session.header.head_lines(),
+            session.header().head_lines(),
             report.torn_tail.is_some(),
         )
     };
-    let meta = session.meta_after(&[]);
-    let id = session.header.id.clone();
+    let meta = meta_after(&session, &[]);
+    let id = session.header().id.clone();
     let stored = store
-        .import(header, &session.header, lines, meta, replace, progress)
+        .import(header, session.header(), lines, meta, replace, progress)
         .map_err(|e| {
             if e.message.contains("already stored") {
                 SessionError::AlreadyExists {
