@@ -163,7 +163,7 @@ async function main() {
           console.log(`screenshot: ${screenshot}`);
         }
       } finally {
-        fs.writeFileSync(doneFile, 'done');
+        report(doneFile, 'done');
       }
     };
     /** @type {Promise<void>[]} */
@@ -259,7 +259,13 @@ async function expectVisible(page, doneFile, selector) {
     await page.screenshot({ path: shot }).catch(() => undefined);
     console.log(`${selector} not visible; screenshot: ${shot}`);
   }
-  fs.writeFileSync(doneFile, outcome);
+  report(doneFile, outcome);
+}
+
+/** Writes an action's outcome whole (the suite polls for the file, and must not read it half written). */
+function report(doneFile, text) {
+  fs.writeFileSync(`${doneFile}.part`, text);
+  fs.renameSync(`${doneFile}.part`, doneFile);
 }
 
 /** Clicks `selector` (Playwright) with `button`; writes `clicked` to `doneFile`, else why not. */
@@ -273,7 +279,7 @@ async function click(page, doneFile, button, selector) {
     await page.screenshot({ path: shot }).catch(() => undefined);
     console.log(`${selector} not clicked; screenshot: ${shot}`);
   }
-  fs.writeFileSync(doneFile, outcome);
+  report(doneFile, outcome);
 }
 
 /** Clicks Cancel on the progress notification whose text contains `text`. */

@@ -247,6 +247,30 @@ async function click(button, selector, what) {
   assert.equal(fs.readFileSync(done, 'utf8'), 'clicked', `${what} (${selector})`);
 }
 
+/** Whether `file` records an undo of the compaction `compactionId`. */
+const undid = (file, compactionId) => lines(file).some((e) => e.type === 'custom' && e.customType === 'compactd.undo' && e.data?.undid === compactionId);
+
+/**
+ * Opens a menu (`open`: button, selector, what), clicks one of its items (`item`, likewise) and
+ * waits for `done`. A menu can close between Playwright finding its item and clicking it (the
+ * workbench re-renders the view under it and the menu loses focus): the click then lands on
+ * what was beneath and runs nothing. That is retried, twice at most, and only while the
+ * extension showed no message (so a command that ran is never run again).
+ */
+async function fromMenu(open, item, done, what) {
+  for (let attempt = 1; ; attempt++) {
+    const seen = api.messages().length;
+    await click(...open);
+    await click(...item);
+    try {
+      return await waitFor(done, 10_000, () => `${what} (messages: ${JSON.stringify(api.messages().slice(-3))})`);
+    } catch (err) {
+      if (attempt === 3 || api.messages().length > seen) throw err;
+      console.log(`${item[2]}: the click ran nothing (attempt ${attempt}); the menu again`);
+    }
+  }
+}
+
 /** Replaces the whole text of `editor`'s document. */
 async function replaceText(editor, text) {
   const doc = editor.document;
@@ -365,21 +389,23 @@ test('Undo Last Compaction restores the compacted messages', async () => {
   await waitFor(() => leafItem()?.id === again.entryId, 5000, 'the compaction as the leaf');
   // The view's data changes before its rows do: wait for the row that is the selected leaf
   // compaction, not an earlier (already undone) compaction the list still shows selected.
-  await click('right', '.pane-body .monaco-list-row.selected:has-text("Compaction"):has-text("◀ leaf")', 'the compaction item');
-  await click('left', '.monaco-menu .action-item:has-text("Undo This Compaction")', 'Undo This Compaction in its context menu');
-  await waitFor(
-    () => lines(session.file).some((e) => e.type === 'custom' && e.customType === 'compactd.undo' && e.data?.undid === again.entryId),
-    10_000,
-    () => `the undo entry (messages: ${JSON.stringify(api.messages().slice(-3))})`,
+  await fromMenu(
+    ['right', '.pane-body .monaco-list-row.selected:has-text("Compaction"):has-text("◀ leaf")', 'the compaction item'],
+    ['left', '.monaco-menu .action-item:has-text("Undo This Compaction")', 'Undo This Compaction in its context menu'],
+    () => undid(session.file, again.entryId),
+    'the undo entry',
   );
   assert.deepEqual(await contextTexts(session.sessionId), original, 'the context is as before the compaction, again');
 
   // From the Session view's title menu: ... > Undo Last Compaction.
   const third = await cmd('compactd.compact', { preview: false });
   assert.ok(third.entryId, JSON.stringify(third));
-  await click('left', '.part.sidebar .title-actions .action-label.codicon-toolbar-more', 'the view title menu');
-  await click('left', '.monaco-menu .action-item:has-text("Undo Last Compaction")', 'Undo Last Compaction in the view title menu');
-  await waitFor(() => lines(session.file).some((e) => e.type === 'custom' && e.customType === 'compactd.undo' && e.data?.undid === third.entryId), 10_000, 'the undo entry');
+  await fromMenu(
+    ['left', '.part.sidebar .title-actions .action-label.codicon-toolbar-more', 'the view title menu'],
+    ['left', '.monaco-menu .action-item:has-text("Undo Last Compaction")', 'Undo Last Compaction in the view title menu'],
+    () => undid(session.file, third.entryId),
+    'the undo entry',
+  );
   assert.deepEqual(await contextTexts(session.sessionId), original, 'the context is as before the compaction, a third time');
 });
 
