@@ -36,6 +36,6 @@ pub use prepare::{
     prepare_compaction_at, summarize_compaction, validate_boundary,
 };
 pub use prune::{
-    PruneConfig, PrunePlan, PrunedOutput, apply_prune, prune_notice, prune_tool_outputs, unprune,
+    PruneConfig, PrunePlan, PrunedOutput, apply_prune, prune_notice, prune_tool_outputs,
 };
 pub use serialize::serialize_conversation;

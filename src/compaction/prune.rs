@@ -173,29 +173,6 @@ fn move_full_text_pointers(entry: &mut Entry, from: &str, to: &str) {
     *refs = moved;
 }
 
-/// Restores a tool result pruned by [`apply_prune`]. Returns false if there is nothing to
-/// restore (not a tool result, or pruned by the reference, which kept no original).
-///
-/// Nothing in the daemon calls it yet: reading history back (search and read of compacted
-/// and pruned entries, DESIGN §8 "Nothing is gone") will restore pruned outputs with it.
-/// Until then the engine tests use it to show that a prune keeps every original.
-pub fn unprune(entry: &mut Entry) -> bool {
-    let Some(result) = tool_result_mut(entry) else {
-        return false;
-    };
-    let Some(original) = result.extra.get(ORIGINAL_CONTENT_FIELD) else {
-        return false;
-    };
-    let Ok(content) = serde_json::from_value::<Vec<ContentBlock>>(original.clone()) else {
-        return false;
-    };
-    result.content = content;
-    result.pruned_at = None;
-    result.extra.remove(ORIGINAL_CONTENT_FIELD);
-    move_full_text_pointers(entry, ORIGINAL_POINTER, CONTENT_POINTER);
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +181,27 @@ mod tests {
     use crate::compaction::test_support::{PathBuilder, text};
     use crate::tokens::Chars4;
     use serde_json::json;
+
+    /// Restores a tool result pruned by [`apply_prune`]. Returns false if there is nothing to
+    /// restore (not a tool result, or pruned by the reference, which kept no original).
+    /// (Reading history back, `session::recall::read_entry`, restores the original in the
+    /// entry's JSON; this shows on the typed entry that a prune keeps all of it.)
+    fn unprune(entry: &mut Entry) -> bool {
+        let Some(result) = tool_result_mut(entry) else {
+            return false;
+        };
+        let Some(original) = result.extra.get(ORIGINAL_CONTENT_FIELD) else {
+            return false;
+        };
+        let Ok(content) = serde_json::from_value::<Vec<ContentBlock>>(original.clone()) else {
+            return false;
+        };
+        result.content = content;
+        result.pruned_at = None;
+        result.extra.remove(ORIGINAL_CONTENT_FIELD);
+        move_full_text_pointers(entry, ORIGINAL_POINTER, CONTENT_POINTER);
+        true
+    }
 
     /// The plan with every entry counted by chars4, as the engine counts without a cache.
     fn plan_with_chars4(entries: &[&Entry], config: &PruneConfig) -> PrunePlan {
