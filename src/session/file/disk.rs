@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::cursor::{DiskState, FileId, TailMode, TailRepair, file_id};
-use super::store::{Build, Edit, Store};
+use super::store::{Build, Edit, Line, Store};
 use super::{
     CreateOptions, LoadReport, LoadStep, Result, Session, SessionError, SyncPolicy, file_leaf_of,
     next_revision, stream,
@@ -217,62 +217,30 @@ impl Session {
         Ok(())
     }
 
-    /// Size controls for the entries a rewrite changes (a pruned entry, a migrated one), as
-    /// every write applies them; a line nothing changed is kept as it was, byte for byte.
-    pub(in crate::session) fn control_changed_entries(&mut self) -> Result<()> {
-        if let Some(store) = self.blobs.clone() {
-            for i in 0..self.entries.len() {
-                if self.entries[i].is_unmodified_line() {
-                    continue;
-                }
-                let controlled =
-                    super::super::size_controls::control_entry(&self.entries[i], &store).map_err(
-                        |source| SessionError::Io {
-                            path: store.dir().to_path_buf(),
-                            source,
-                        },
-                    )?;
-                if let Some(c) = controlled {
-                    self.entries[i] = c;
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Writes header, entries and kept malformed lines to a temp file and renames it over the
     /// session file. Caller holds the lock.
     pub(super) fn write_all_atomically(&mut self) -> Result<()> {
         self.control_changed_entries()?;
-        let mut header = self.header.clone();
-        if header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
-            header.version = Some(CURRENT_SESSION_VERSION);
-        }
+        let mut header = self.rewrite_header();
         if header.title_line.is_some() {
             // The agent rewrites its title slot in place, without our lock: keep what it
             // holds now, not what it held when this session was read.
             header.title_line = current_title_line(&self.file).or(header.title_line);
         }
         let mut out = header.head_bytes();
-        let mut lines = header.head_lines();
         out.push(b'\n');
-        let mut raw = self.raw_lines.iter().peekable();
-        for (i, e) in self.entries.iter().enumerate() {
-            while let Some(r) = raw.next_if(|r| r.before_entry <= i) {
-                out.extend_from_slice(&r.bytes);
-                out.push(b'\n');
-                lines += 1;
+        let body = self.body_lines(&[]);
+        let lines = header.head_lines() + body.len();
+        for line in body {
+            match line {
+                // A line that cannot be read back as it was (the file was cut or changed in
+                // place by another program) stops the rewrite: the file is left as it is.
+                Line::Entry(e) => {
+                    out.extend_from_slice(&e.line_bytes().map_err(io_err(&self.path))?)
+                }
+                Line::Kept(bytes) => out.extend_from_slice(bytes),
             }
-            // A line that cannot be read back as it was (the file was cut or changed in place
-            // by another program) stops the rewrite: the file is left as it is.
-            out.extend_from_slice(&e.line_bytes().map_err(io_err(&self.path))?);
             out.push(b'\n');
-            lines += 1;
-        }
-        for r in raw {
-            out.extend_from_slice(&r.bytes);
-            out.push(b'\n');
-            lines += 1;
         }
         refuse_hard_linked(&self.file).map_err(io_err(&self.path))?;
         remove_stale_temp_files(&self.file);

@@ -14,12 +14,12 @@
 //! Every backend holds the same lines, so the loader in `load.rs` turns either into entries.
 //! The trait names no backend's types, and nothing in this folder imports one: PostgreSQL is
 //! all in `session/postgres/`, which calls the steps below (and those of `partial.rs`) and is
-//! never called back by name. A new session made elsewhere (a fork's) goes to a
-//! [`super::SessionMaker`]. So a third backend is one folder: a [`Store`], its constructors
-//! (built with [`Session::from_stored`] and [`Session::set_store`]) and, if it keeps sessions
-//! by id, a `SessionMaker`.
+//! never called back by name. So a third backend is one folder: a [`Store`], its
+//! constructors (built with [`Session::from_stored`] and [`Session::set_store`]) and, if it
+//! keeps sessions by id, a [`crate::session::catalog::Catalog`] (where new sessions, a fork's
+//! among them, are made, opened and listed), which `backend::connect` returns.
 //! The engine sees no backend: it calls [`Session`]'s methods, which call the session's store
-//! through [`Session::with_store`].
+//! through [`Session::with_store`], and a catalog's.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use super::cursor::{Loaded, TailMode, TailRepair};
 use super::{LoadReport, Result, Session, SessionError, file_leaf_of, next_revision};
 use crate::session::changes::ChangeSignal;
-use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource};
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
 
 /// Builds the entries a write appends, under the writers' lock, from the session as it is
 /// once every other writer's lines are read; an error writes nothing.
@@ -317,10 +317,21 @@ impl Session {
         &'a self,
         extra: &'a [Entry],
     ) -> (Vec<u8>, Vec<Line<'a>>) {
+        (self.rewrite_header().head_bytes(), self.body_lines(extra))
+    }
+
+    /// The header as a rewrite stores it: version 3.
+    pub(in crate::session) fn rewrite_header(&self) -> SessionHeader {
         let mut header = self.header.clone();
         if header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
             header.version = Some(CURRENT_SESSION_VERSION);
         }
+        header
+    }
+
+    /// Every line after the header, as a rewrite stores them: the entries, then `extra`, with
+    /// the kept malformed lines in place.
+    pub(in crate::session) fn body_lines<'a>(&'a self, extra: &'a [Entry]) -> Vec<Line<'a>> {
         let mut out = Vec::with_capacity(self.entries.len() + extra.len() + self.raw_lines.len());
         let mut raw = self.raw_lines.iter().peekable();
         for (i, e) in self.entries.iter().chain(extra).enumerate() {
@@ -330,7 +341,29 @@ impl Session {
             out.push(Line::Entry(e));
         }
         out.extend(raw.map(|r| Line::Kept(&r.bytes)));
-        (header.head_bytes(), out)
+        out
+    }
+
+    /// Size controls for the entries a rewrite changes (a pruned entry, a migrated one), as
+    /// every write applies them; a line nothing changed is kept as it was, byte for byte.
+    pub(in crate::session) fn control_changed_entries(&mut self) -> Result<()> {
+        if let Some(store) = self.blobs.clone() {
+            for i in 0..self.entries.len() {
+                if self.entries[i].is_unmodified_line() {
+                    continue;
+                }
+                let controlled =
+                    crate::session::size_controls::control_entry(&self.entries[i], &store)
+                        .map_err(|source| SessionError::Io {
+                            path: store.dir().to_path_buf(),
+                            source,
+                        })?;
+                if let Some(c) = controlled {
+                    self.entries[i] = c;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The leaf the store implies once `new` is written after the entries.
