@@ -10,7 +10,7 @@
 //! cargo bench --bench storage -- --writers 4 --sessions 50 --rounds 10
 //! ```
 //!
-//! * `open`: `Session::open` of the file / `Session::open_in` of the stored session (which
+//! * `open`: `Session::open` of the file / `Catalog::open_session` of the stored session (which
 //!   reads only what the context at the leaf needs); the next row is how many lines each read.
 //! * `context`: the first `context()` after opening (open not timed).
 //! * `tree`: the first `tree()` after opening: the stored session reads the rest first.
@@ -45,8 +45,8 @@ mod support;
 use anyhow::{Result, anyhow, bail};
 use clap::Parser;
 use compactd::compaction::{CompactionParams, prepare_compaction};
-use compactd::session::CompactionEntry;
 use compactd::session::{AgentMessage, EntryKind};
+use compactd::session::{Catalog, CompactionEntry};
 use compactd::session::{CreateOptions, Session, import_file};
 use compactd::session::{PgOptions, PgStore};
 use compactd::tokens::Chars4;
@@ -126,7 +126,7 @@ fn main() -> Result<()> {
     })?;
     let pg_open = median(args.reps, || {
         let start = Instant::now();
-        Session::open_in(&store, &id)?;
+        store.open_session(&id)?;
         Ok(start.elapsed())
     })?;
     row("open", file_open, pg_open);
@@ -141,7 +141,7 @@ fn main() -> Result<()> {
         Ok(start.elapsed())
     })?;
     let pg_context = median(args.reps, || {
-        let (session, _) = Session::open_in(&store, &id)?;
+        let (session, _) = store.open_session(&id)?;
         let start = Instant::now();
         session.context();
         Ok(start.elapsed())
@@ -156,7 +156,7 @@ fn main() -> Result<()> {
         Ok(start.elapsed())
     })?;
     let pg_tree = median(args.reps, || {
-        let (mut session, _) = Session::open_in(&store, &id)?;
+        let (mut session, _) = store.open_session(&id)?;
         let start = Instant::now();
         session.load_whole()?;
         session.tree().flat_nodes();
@@ -171,7 +171,7 @@ fn main() -> Result<()> {
     // append+context
     let (mut on_file, _) = Session::open(file_copy(1)?)?;
     let file_append = append_context(&mut on_file)?;
-    let (mut on_pg, _) = Session::open_in(&store, &id)?;
+    let (mut on_pg, _) = store.open_session(&id)?;
     let pg_append = append_context(&mut on_pg)?;
     row("append+context (median of 20)", file_append, pg_append);
 
@@ -184,7 +184,7 @@ fn main() -> Result<()> {
         pg_read,
     );
     let notified = connect_with(&url, false)?;
-    let (mut on_notified, _) = Session::open_in(&notified, &id)?;
+    let (mut on_notified, _) = notified.open_session(&id)?;
     let pg_notified = refresh_context(&mut on_notified)?;
     println!(
         "| read with `freshReads: false` (no query while no notification came) | | {} |",
@@ -200,7 +200,7 @@ fn main() -> Result<()> {
     })?;
     let pg_compaction = median(args.reps, || {
         reimport()?;
-        let (mut session, _) = Session::open_in(&store, &id)?;
+        let (mut session, _) = store.open_session(&id)?;
         compact(&mut session)
     })?;
     row(
@@ -232,7 +232,7 @@ fn main() -> Result<()> {
 /// Lines stored for `id`, and lines a fresh open of it reads.
 fn lines_read_by_open(store: &Arc<PgStore>, id: &str) -> Result<(u64, u64)> {
     let before = store.lines_read();
-    let (mut session, _) = Session::open_in(store, id)?;
+    let (mut session, _) = store.open_session(id)?;
     let read = store.lines_read() - before;
     session.load_whole()?;
     Ok((store.lines_read() - before, read))
@@ -271,7 +271,7 @@ fn open_versus_history(args: &Args, store: &Arc<PgStore>, scratch: &Path) -> Res
         })?;
         let pg_open = median(args.reps, || {
             let start = Instant::now();
-            Session::open_in(store, &report.id)?;
+            store.open_session(&report.id)?;
             Ok(start.elapsed())
         })?;
         let (lines, read) = lines_read_by_open(store, &report.id)?;
@@ -378,7 +378,7 @@ fn fleet_postgres(url: &str, args: &Args) -> Result<f64> {
     let setup = connect(url)?;
     let ids: Vec<String> = (0..args.sessions)
         .map(|_| {
-            let mut s = Session::create_in(&setup, "/bench", CreateOptions::default())?;
+            let mut s = setup.create_session("/bench", CreateOptions::default())?;
             s.append(user("first".into()))?;
             Ok(s.header().id.clone())
         })
@@ -388,7 +388,7 @@ fn fleet_postgres(url: &str, args: &Args) -> Result<f64> {
     run_fleet(args, move |_| {
         let store = connect(&url)?;
         ids.iter()
-            .map(|id| Ok(Session::open_in(&store, id)?.0))
+            .map(|id| Ok(store.open_session(id)?.0))
             .collect::<Result<Vec<_>>>()
     })
 }
@@ -416,7 +416,7 @@ async fn fleet_daemons(url: Option<&str>, dir: &Path, scratch: &Path, args: &Arg
                 let setup = connect(url)?;
                 let ids = (0..args.sessions)
                     .map(|_| {
-                        let mut s = Session::create_in(&setup, "/bench", CreateOptions::default())?;
+                        let mut s = setup.create_session("/bench", CreateOptions::default())?;
                         s.append(user("first".into()))?;
                         Ok(s.header().id.clone())
                     })

@@ -242,9 +242,9 @@ impl DaemonProcess {
         &self,
         path: &str,
     ) -> (compactd::session::Session, compactd::session::LoadReport) {
-        use compactd::session::Session;
+        use compactd::session::{Catalog, Session};
         let (mut session, report) = match path.strip_prefix("postgres:") {
-            Some(id) => Session::open_in(&self.database(path), id),
+            Some(id) => self.database(path).open_session(id),
             None => Session::open(path),
         }
         .unwrap_or_else(|e| panic!("{path}: {e}"));

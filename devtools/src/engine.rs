@@ -11,8 +11,8 @@ use compactd::engine::{
     SharedSession, SummarizerSet, SummaryObserver,
 };
 use compactd::session::{
-    AgentMessage, CreateOptions, EntryKind, LoadReport, PgOptions, PgStore, Session, import_file,
-    now_ms, postgres_path,
+    AgentMessage, Catalog, CreateOptions, EntryKind, LoadReport, PgOptions, PgStore, Session,
+    import_file, now_ms, postgres_path,
 };
 use compactd::settings::Settings;
 use compactd::summarize::ExtractiveSummarizer;
@@ -114,7 +114,7 @@ pub fn load(path: &Path) -> (Session, LoadReport) {
 /// The session named by `path` opened as the engine opens it (a stored one partly).
 fn open_where_it_lives(path: &Path) -> (Session, LoadReport) {
     match stored_id(path) {
-        Some(id) => Session::open_in(test_store(), id),
+        Some(id) => test_store().open_session(id),
         None => Session::open(path),
     }
     .expect("session opens")
@@ -152,9 +152,7 @@ pub fn build_session(dir: &Path, messages: &[Value]) -> PathBuf {
     let path = dir.join("built.jsonl");
     let mut session = match backend() {
         Backend::File => Session::create(&path, "/tmp/project", CreateOptions::default()),
-        Backend::Postgres => {
-            Session::create_in(test_store(), "/tmp/project", CreateOptions::default())
-        }
+        Backend::Postgres => test_store().create_session("/tmp/project", CreateOptions::default()),
     }
     .expect("create");
     for m in messages {

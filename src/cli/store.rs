@@ -10,9 +10,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::session::SessionError;
-use crate::session::postgres::PgStore;
-use crate::settings::SettingsStack;
+use crate::session::{Catalog, SessionError};
+use crate::settings::{SettingsStack, StorageBackend};
 
 use super::common::CliError;
 
@@ -47,14 +46,19 @@ pub struct ExportArgs {
     pub database_url: Option<String>,
 }
 
-fn connect(url: Option<&str>) -> Result<Arc<PgStore>, CliError> {
+/// The catalog of the settings' `storage.backend`, or the database of `storage.postgres`
+/// (or `url`) when the sessions are files: these commands move sessions between the two.
+fn connect(url: Option<&str>) -> Result<Arc<dyn Catalog>, CliError> {
     let mut settings = SettingsStack::discover(None)
         .effective()
         .map_err(|e| CliError::new(e.to_string()))?;
     if let Some(url) = url {
         settings.storage.postgres.url = Some(crate::settings::DatabaseUrl::new(url));
     }
-    crate::engine::registry::connect_store(&settings).map_err(|e| CliError::new(e.to_string()))
+    if settings.storage.backend == StorageBackend::File {
+        settings.storage.backend = StorageBackend::Postgres;
+    }
+    crate::engine::registry::connect_catalog(&settings).map_err(|e| CliError::new(e.to_string()))
 }
 
 /// Prints a progress line at most every half second.
@@ -143,9 +147,11 @@ pub fn import(args: &ImportArgs) -> Result<(), CliError> {
         });
         let tick = Arc::clone(&progress);
         let name = shown.clone();
-        let result = crate::session::import_file(&store, file, args.replace, move |l, b| {
-            tick.tick(&name, l, b)
-        });
+        let result = store.import(
+            file,
+            args.replace,
+            Box::new(move |l, b| tick.tick(&name, l, b)),
+        );
         let (stored, report) = match result {
             Ok(done) => done,
             Err(e) => {

@@ -12,9 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{Ledger, PIN_CUSTOM_TYPE, UNPIN_CUSTOM_TYPE};
 use crate::session::listing::{self, ListCursor};
-use crate::session::postgres::{PgOptions, PgStore};
 use crate::session::recall::{self, RecalledEntry, SearchPage, SearchQuery};
-use crate::session::{Entry, EntryKind};
+use crate::session::{Catalog, ConnectError, Entry, EntryKind};
 use crate::settings::{Settings, SettingsStack, StorageBackend};
 
 use super::append::{self, AppendOptions, AppendOutcome, NewEntry};
@@ -88,8 +87,9 @@ pub struct Engine {
     sessions: SessionTable,
     /// Where new sessions go and ids are looked up; `None`: from settings or the platform.
     sessions_dir: Option<PathBuf>,
-    /// The session database (`storage.backend = "postgres"`), connected at first use.
-    store: std::sync::Mutex<Option<Arc<PgStore>>>,
+    /// The sessions' catalog when `storage.backend` names one (a database), connected at
+    /// first use.
+    store: std::sync::Mutex<Option<Arc<dyn Catalog>>>,
 }
 
 fn read_lock<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
@@ -181,22 +181,17 @@ impl Engine {
         let settings = read_lock(&self.settings)
             .effective()
             .map_err(|e| EngineError::Settings(e.to_string()))?;
-        match settings.storage.backend {
-            StorageBackend::File => Ok(Home::Dir(self.sessions_dir()?)),
-            StorageBackend::Postgres => Ok(Home::Store(self.store(&settings)?)),
+        if settings.storage.backend == StorageBackend::File {
+            return Ok(Home::Dir(self.sessions_dir()?));
         }
-    }
-
-    /// The session database, connecting on first use; a failed connection is retried by the
-    /// next call.
-    pub fn store(&self, settings: &Settings) -> Result<Arc<PgStore>, EngineError> {
+        // A catalog, connected on first use; a failed connection is retried by the next call.
         let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(store) = &*store {
-            return Ok(Arc::clone(store));
+            return Ok(Home::Store(Arc::clone(store)));
         }
-        let connected = connect_store(settings)?;
+        let connected = connect_catalog(&settings)?;
         *store = Some(Arc::clone(&connected));
-        Ok(connected)
+        Ok(Home::Store(connected))
     }
 
     /// The open session `id`.
@@ -954,21 +949,15 @@ pub struct SessionActivity {
     pub auto_compaction_paused: Option<PauseReason>,
 }
 
-/// Connects to the database the settings name (`storage.postgres`).
-pub fn connect_store(settings: &Settings) -> Result<Arc<PgStore>, EngineError> {
-    let pg = &settings.storage.postgres;
-    let url = pg.resolved_url().ok_or_else(|| {
-        EngineError::Settings(format!(
-            "storage.backend is \"postgres\" but neither storage.postgres.url nor ${} is set",
-            pg.url_env
-        ))
-    })?;
-    let options = PgOptions {
-        url,
-        pool_size: pg.pool_size,
-        timeout: std::time::Duration::from_millis(pg.timeout_ms.max(1)),
-        fresh_reads: pg.fresh_reads,
-    };
-    PgStore::connect(&options)
-        .map_err(|e| crate::session::SessionError::Storage(e.to_string()).into())
+/// Connects to the catalog the settings choose (`storage.backend`); an error when they choose
+/// session files.
+pub fn connect_catalog(settings: &Settings) -> Result<Arc<dyn Catalog>, EngineError> {
+    match crate::session::connect(settings) {
+        Ok(Some(catalog)) => Ok(catalog),
+        Ok(None) => Err(EngineError::Settings(
+            "storage.backend is \"file\": session files have no catalog to connect to".into(),
+        )),
+        Err(ConnectError::Settings(message)) => Err(EngineError::Settings(message)),
+        Err(ConnectError::Session(e)) => Err(e.into()),
+    }
 }

@@ -11,9 +11,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::session::entry::CURRENT_SESSION_VERSION;
 use crate::session::listing::{self, ListCursor};
-use crate::session::postgres::PgStore;
 use crate::session::{
-    CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, postgres_path,
+    Catalog, CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError,
 };
 use crate::settings::{SettingsSource, SettingsStack};
 
@@ -74,8 +73,8 @@ pub type LoadProgress = Arc<dyn Fn(LoadStep) + Send + Sync>;
 pub(crate) enum Home {
     /// Session files in this directory.
     Dir(PathBuf),
-    /// Sessions in this database.
-    Store(Arc<PgStore>),
+    /// Sessions in this catalog (a database).
+    Store(Arc<dyn Catalog>),
 }
 
 /// The sessions' home, computed (or connected to) only when an operation needs it.
@@ -145,7 +144,7 @@ impl SessionTable {
                         title,
                         ..Default::default()
                     };
-                    let session = Session::create_in(&store, &cwd_text, options)?;
+                    let session = store.create_session(&cwd_text, options)?;
                     return self.register(
                         base,
                         session,
@@ -196,13 +195,14 @@ impl SessionTable {
                 Home::Dir(dir) => listing::new_session_path(&dir, &source.cwd),
                 Home::Store(s) => {
                     let id = crate::session::ids::new_session_id();
+                    let path = s.path_of(&id);
                     store = Some(s);
-                    (postgres_path(&id), id)
+                    (path, id)
                 }
             },
         };
         let destination = match &store {
-            Some(store) => Destination::Store(store),
+            Some(store) => Destination::Store(store.as_ref()),
             None => Destination::File(&path),
         };
         let settings = source.effective_settings()?;
@@ -241,10 +241,11 @@ impl SessionTable {
         read_only: bool,
         progress: LoadProgress,
     ) -> Result<SessionInfo, EngineError> {
-        // `postgres:ID`, the path a stored session's `SessionInfo` shows, names it by id.
-        let (path_or_id, named_stored) = match path_or_id.strip_prefix("postgres:") {
-            Some(id) if is_plain_id(id) => (id, true),
-            _ => (path_or_id, false),
+        // `SCHEME:ID` (`postgres:ID`), the path a stored session's `SessionInfo` shows, names
+        // it by id.
+        let (path_or_id, named_stored) = match crate::session::stored_id(path_or_id) {
+            Some((scheme, id)) if is_plain_id(id) => (id, Some(scheme)),
+            _ => (path_or_id, None),
         };
         let path = if path_or_id.ends_with(".jsonl") {
             let p = PathBuf::from(path_or_id);
@@ -258,19 +259,19 @@ impl SessionTable {
                 return Ok(info_of_state(&state, Vec::new(), version));
             }
             match home()? {
-                Home::Dir(_) if named_stored => {
-                    return Err(EngineError::PathOutsideAllowed(format!(
-                        "\"postgres:{path_or_id}\" names a session stored in PostgreSQL, but \
-                         storage.backend is \"file\""
-                    )));
-                }
                 Home::Dir(dir) => {
+                    if let Some(scheme) = named_stored {
+                        return Err(EngineError::PathOutsideAllowed(format!(
+                            "\"{scheme}:{path_or_id}\" names a session of the {scheme} backend, \
+                             but storage.backend is \"file\""
+                        )));
+                    }
                     let id = path_or_id.to_owned();
                     super::off_runtime(move || find_by_id(&dir, &id)).await?
                 }
                 Home::Store(store) => {
                     let (session, report) =
-                        Session::open_in(&store, path_or_id).map_err(|e| match e {
+                        store.open_session(path_or_id).map_err(|e| match e {
                             SessionError::NotFound { .. } => {
                                 EngineError::SessionNotFound(path_or_id.to_owned())
                             }
@@ -328,13 +329,8 @@ impl SessionTable {
                 let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
                 // One more than asked: whether another page follows.
                 let asked = page.limit.map(|l| l.max(1));
-                let mut rows = store
-                    .list(
-                        cwd.as_deref(),
-                        asked.map(|l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1),
-                        after,
-                    )
-                    .map_err(|e| SessionError::Storage(e.to_string()))?;
+                let mut rows =
+                    store.list(cwd.as_deref(), asked.map(|l| l.saturating_add(1)), after)?;
                 let next = match asked {
                     Some(l) if rows.len() > l => {
                         rows.truncate(l);
@@ -348,7 +344,7 @@ impl SessionTable {
                 let sessions = rows
                     .into_iter()
                     .map(|row| {
-                        let path = postgres_path(&row.id);
+                        let path = store.path_of(&row.id);
                         SessionSummary {
                             open: open.get(&row.id).is_some_and(|p| *p == path),
                             id: row.id,

@@ -59,7 +59,7 @@
 //! refresh, write, replace, load the rest), `load` turns bytes into entries, `cursor` is how far
 //! they have been read, `migrate` lifts versions 1 and 2 to 3, `disk` is the file backend
 //! (every file-system call: create, open, the lock, appends, rewrites), `fork` makes new
-//! sessions from a session (in a file, or through a [`SessionMaker`]), `stream` reads large
+//! sessions from a session (in a file, or in a [`crate::session::catalog::Catalog`]), `stream` reads large
 //! files without copying them and `partial` lets a stored session be opened with only what the
 //! context at its leaf needs. The PostgreSQL backend is `session::postgres`, all of it: this
 //! folder imports nothing of it.
@@ -79,7 +79,7 @@ use super::tree::{self, Tree};
 
 use cursor::DiskState;
 
-pub use fork::{Destination, SessionMaker};
+pub use fork::Destination;
 pub(crate) use partial::{ContextDigest, SeqLine};
 pub(in crate::session) use store::{Build, Edit, Line, Store};
 

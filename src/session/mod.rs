@@ -1,6 +1,8 @@
 //! What is on disk and in memory: entries, messages, the storage backends (JSONL files, the
 //! default; PostgreSQL for fleets, `postgres/`), the tree, and context rebuilding.
 
+pub(crate) mod backend;
+pub(crate) mod catalog;
 pub(crate) mod changes;
 pub(crate) mod context;
 pub(crate) mod entry;
@@ -14,6 +16,8 @@ pub(crate) mod size_controls;
 pub(crate) mod tree;
 pub(crate) mod undo;
 
+pub use backend::{ConnectError, connect, stored_id};
+pub use catalog::Catalog;
 pub use changes::ChangeSignal;
 pub use context::{SessionContext, build_session_context, convert_to_llm};
 pub use entry::{
@@ -21,8 +25,7 @@ pub use entry::{
     EntryError, EntryKind, SessionHeader,
 };
 pub use file::{
-    CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SessionMaker,
-    SyncPolicy,
+    CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SyncPolicy,
 };
 pub use ids::{iso_from_ms, now_ms};
 pub use message::{

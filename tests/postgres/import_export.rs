@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use compactd::session::Session;
+use compactd::session::{Catalog, Session};
 use compactd::session::{PgOptions, PgStore};
 use devtools::fixtures;
 use devtools::postgres::PASSWORD;
@@ -155,7 +155,7 @@ fn import_then_export_gives_back_the_same_bytes() {
         }
         // Whatever the file was, the stored session has the file's entries and context, as
         // opened (maybe only what the context needs) and once loaded whole.
-        let (mut stored, _) = Session::open_in(&store, &id).unwrap();
+        let (mut stored, _) = store.open_session(&id).unwrap();
         assert_eq!(
             serde_json::to_value(stored.context().messages).unwrap(),
             serde_json::to_value(from_file.context().messages).unwrap(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use compactd::compaction::{CompactionParams, prepare_compaction};
 use compactd::engine::{AutoMemory, decide, usage_view};
-use compactd::session::{EntryKind, PgOptions, PgStore, Session, import_file};
+use compactd::session::{Catalog, EntryKind, PgOptions, PgStore, Session, import_file};
 use compactd::settings::Settings;
 use compactd::tokens::{Chars4, TokenCache};
 use devtools::daemon::{assistant, user};
@@ -101,7 +101,7 @@ fn opening_a_long_compacted_session_reads_only_what_its_context_needs() {
     let tail = lines - from_line;
 
     let before = store.lines_read();
-    let (mut stored, load_report) = Session::open_in(&store, &report.id).unwrap();
+    let (mut stored, load_report) = store.open_session(&report.id).unwrap();
     let read = store.lines_read() - before;
     assert!(stored.is_partial());
     assert!(load_report.skipped.is_empty());
@@ -139,7 +139,7 @@ fn a_partly_loaded_session_behaves_as_the_whole_file() {
         generate(&file, seed, 250_000 + seed * 60_000);
         let (report, _) = import_file(&store, &file, false, |_, _| {}).unwrap();
         let (mut from_file, _) = Session::open(&file).unwrap();
-        let (mut stored, _) = Session::open_in(&store, &report.id).unwrap();
+        let (mut stored, _) = store.open_session(&report.id).unwrap();
         partly_opened += usize::from(stored.is_partial());
         assert_eq!(views(&stored), views(&from_file), "seed {seed}: at open");
 

@@ -2,10 +2,10 @@
 //! (`createBranchedSession`) or a whole copy (`fork`). The source is only read; the new file is
 //! written whole, through the same atomic rewrite as every other full write.
 
-use std::fmt;
 use std::path::Path;
 
 use super::{CreateOptions, Entry, Result, Session};
+use crate::session::catalog::Catalog;
 use crate::session::tree;
 
 /// Where a new session is made.
@@ -14,17 +14,7 @@ pub enum Destination<'a> {
     /// A new `.jsonl` file.
     File(&'a Path),
     /// A new session in a backend that keeps sessions by id (a database).
-    Store(&'a dyn SessionMaker),
-}
-
-/// A backend that keeps sessions by id, as a place to make new ones in (PostgreSQL's
-/// `PgStore`); a file is made at its path instead.
-pub trait SessionMaker: fmt::Debug + Send + Sync {
-    /// Creates a session with its header and no entries (see [`Session::create`]).
-    fn create_session(&self, cwd: &str, options: CreateOptions) -> Result<Session>;
-
-    /// Opens the session `id` (see [`Session::open`]).
-    fn open_session(&self, id: &str) -> Result<Session>;
+    Store(&'a dyn Catalog),
 }
 
 impl Session {
@@ -114,7 +104,7 @@ impl Session {
                 let mut session = store.create_session(&self.header.cwd, options)?;
                 session.replace_entries(|all| *all = entries)?;
                 let id = session.header.id.clone();
-                return store.open_session(&id);
+                return store.open_session(&id).map(|(session, _)| session);
             }
         };
         let sync = options.sync;

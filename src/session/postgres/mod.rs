@@ -51,8 +51,11 @@ use std::time::Duration;
 pub use crate::settings::redact_url;
 pub(crate) use ops::Finish;
 pub(crate) use ops::Locked;
-pub use ops::{Changes, Head, ImportReport, Loaded, StoredLine, WriteMeta};
+pub use ops::{Changes, Head, Loaded, StoredLine, WriteMeta};
 pub use store::{import_file, postgres_path};
+
+/// What a stored session's path starts with: `postgres:ID`.
+pub(crate) const SCHEME: &str = "postgres";
 pub(crate) use watch::Interest;
 
 use watch::Watch;

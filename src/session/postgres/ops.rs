@@ -10,6 +10,7 @@ use tokio_postgres::types::ToSql;
 
 use super::watch::CHANNEL;
 use super::{PgStore, StoreError};
+use crate::session::catalog::{ImportReport, SessionRow};
 use crate::session::file::{ContextDigest, SeqLine};
 
 /// A database failure, before it is given the store's target.
@@ -103,28 +104,6 @@ pub enum Changes {
         file: Vec<u8>,
         head: Head,
     },
-}
-
-/// A session as `session/list` shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SessionRow {
-    pub id: String,
-    pub cwd: String,
-    pub title: Option<String>,
-    pub created: String,
-    pub entry_count: usize,
-    /// The last write (ISO-8601, UTC, milliseconds).
-    pub modified: String,
-    /// The last write in microseconds since the Unix epoch: the listing's order.
-    pub updated_micros: i64,
-}
-
-/// What [`PgStore::import`] did with one file.
-#[derive(Clone, Debug)]
-pub struct ImportReport {
-    pub id: String,
-    pub lines: usize,
-    pub bytes: u64,
 }
 
 /// The session-level fields a write updates.

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use super::{
     Changes, Finish, Head, Interest, Loaded, Locked, PgStore, StoreError, StoredLine, WriteMeta,
 };
+use crate::session::catalog::{Catalog, ImportProgress, ImportReport, SessionRow};
 use crate::session::changes::ChangeSignal;
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
 use crate::session::file::{
-    Build, CreateOptions, Edit, Line, LoadReport, Result, Session, SessionError, SessionMaker,
-    Store,
+    Build, CreateOptions, Edit, Line, LoadReport, Result, Session, SessionError, Store,
 };
 use crate::session::ids;
 
@@ -34,7 +34,7 @@ struct Remote {
 
 /// The name a stored session goes by where a file has its path.
 pub fn postgres_path(id: &str) -> PathBuf {
-    PathBuf::from(format!("postgres:{id}"))
+    PathBuf::from(format!("{}:{id}", super::SCHEME))
 }
 
 fn store_error(id: &str) -> impl FnOnce(StoreError) -> SessionError + '_ {
@@ -225,102 +225,133 @@ impl Store for Remote {
     }
 }
 
-impl Session {
-    /// Creates a session in `store` with its header (version 3) and no entries.
-    pub fn create_in(store: &Arc<PgStore>, cwd: &str, options: CreateOptions) -> Result<Session> {
-        let header = SessionHeader {
-            version: Some(CURRENT_SESSION_VERSION),
-            id: options.id.unwrap_or_else(ids::new_session_id),
-            title: options.title,
-            timestamp: ids::now_iso(),
-            cwd: cwd.to_owned(),
-            parent_session: options.parent_session,
-            extra: Default::default(),
-            title_line: None,
-        };
-        let id = header.id.clone();
-        let line = header.to_value().to_string().into_bytes();
-        let mut interest = store.interest(&id);
-        let epoch = interest.epoch_now();
-        let head = store.create(line.clone(), &header).map_err(|e| {
-            if e.message.ends_with("already exists") {
-                SessionError::AlreadyExists {
-                    path: postgres_path(&id),
-                }
-            } else {
-                store_error(&id)(e)
+/// Creates a session in `store` with its header (version 3) and no entries.
+fn create_in(store: &Arc<PgStore>, cwd: &str, options: CreateOptions) -> Result<Session> {
+    let header = SessionHeader {
+        version: Some(CURRENT_SESSION_VERSION),
+        id: options.id.unwrap_or_else(ids::new_session_id),
+        title: options.title,
+        timestamp: ids::now_iso(),
+        cwd: cwd.to_owned(),
+        parent_session: options.parent_session,
+        extra: Default::default(),
+        title_line: None,
+    };
+    let id = header.id.clone();
+    let line = header.to_value().to_string().into_bytes();
+    let mut interest = store.interest(&id);
+    let epoch = interest.epoch_now();
+    let head = store.create(line.clone(), &header).map_err(|e| {
+        if e.message.ends_with("already exists") {
+            SessionError::AlreadyExists {
+                path: postgres_path(&id),
             }
-        })?;
-        interest.mark_seen(head.version as u64, epoch);
-        let mut file = line;
-        file.push(b'\n');
-        let mut session =
-            Session::from_stored(postgres_path(&id), file, &mut LoadReport::default())?;
-        session.set_store(Box::new(Remote {
-            store: Arc::clone(store),
-            head,
-            interest,
-            arrivals: None,
-        }));
-        Ok(session)
-    }
-
-    /// Opens session `id` from `store` (one snapshot of its rows), without writing: only what
-    /// the context at its leaf needs when the session row says what that is (see
-    /// `session/file/partial.rs`), otherwise every line.
-    pub fn open_in(store: &Arc<PgStore>, id: &str) -> Result<(Session, LoadReport)> {
-        let mut interest = store.interest(id);
-        let epoch = interest.epoch_now();
-        let (loaded, mut head) = store.load_context(id).map_err(store_error(id))?;
-        let mut report = LoadReport::default();
-        let partly = match &loaded {
-            Loaded::Partial {
-                header,
-                prefix,
-                tail,
-                from_seq,
-                entry_count,
-            } => Session::parse_partial(
-                postgres_path(id),
-                header,
-                prefix,
-                tail,
-                *from_seq,
-                *entry_count,
-            )?,
-            Loaded::Whole(_) => None,
-        };
-        let mut session = match (partly, loaded) {
-            (Some(session), _) => session,
-            (None, Loaded::Whole(file)) => {
-                Session::from_stored(postgres_path(id), file, &mut report)?
-            }
-            (None, Loaded::Partial { .. }) => {
-                // Not covered after all (a session this build did not write): all of it.
-                let (file, whole_head) = store.load(id).map_err(store_error(id))?;
-                head = whole_head;
-                Session::from_stored(postgres_path(id), file, &mut report)?
-            }
-        };
-        interest.mark_seen(head.version as u64, epoch);
-        session.set_store(Box::new(Remote {
-            store: Arc::clone(store),
-            head,
-            interest,
-            arrivals: None,
-        }));
-        Ok((session, report))
-    }
+        } else {
+            store_error(&id)(e)
+        }
+    })?;
+    interest.mark_seen(head.version as u64, epoch);
+    let mut file = line;
+    file.push(b'\n');
+    let mut session = Session::from_stored(postgres_path(&id), file, &mut LoadReport::default())?;
+    session.set_store(Box::new(Remote {
+        store: Arc::clone(store),
+        head,
+        interest,
+        arrivals: None,
+    }));
+    Ok(session)
 }
 
-/// The database as a place to make new sessions in (a fork's or a branch's).
-impl SessionMaker for Arc<PgStore> {
-    fn create_session(&self, cwd: &str, options: CreateOptions) -> Result<Session> {
-        Session::create_in(self, cwd, options)
+/// Opens session `id` from `store` (one snapshot of its rows), without writing: only what the
+/// context at its leaf needs when the session row says what that is (see
+/// `session/file/partial.rs`), otherwise every line.
+fn open_in(store: &Arc<PgStore>, id: &str) -> Result<(Session, LoadReport)> {
+    let mut interest = store.interest(id);
+    let epoch = interest.epoch_now();
+    let (loaded, mut head) = store.load_context(id).map_err(store_error(id))?;
+    let mut report = LoadReport::default();
+    let partly = match &loaded {
+        Loaded::Partial {
+            header,
+            prefix,
+            tail,
+            from_seq,
+            entry_count,
+        } => Session::parse_partial(
+            postgres_path(id),
+            header,
+            prefix,
+            tail,
+            *from_seq,
+            *entry_count,
+        )?,
+        Loaded::Whole(_) => None,
+    };
+    let mut session = match (partly, loaded) {
+        (Some(session), _) => session,
+        (None, Loaded::Whole(file)) => Session::from_stored(postgres_path(id), file, &mut report)?,
+        (None, Loaded::Partial { .. }) => {
+            // Not covered after all (a session this build did not write): all of it.
+            let (file, whole_head) = store.load(id).map_err(store_error(id))?;
+            head = whole_head;
+            Session::from_stored(postgres_path(id), file, &mut report)?
+        }
+    };
+    interest.mark_seen(head.version as u64, epoch);
+    session.set_store(Box::new(Remote {
+        store: Arc::clone(store),
+        head,
+        interest,
+        arrivals: None,
+    }));
+    Ok((session, report))
+}
+
+/// The database as the engine and the CLI see it.
+impl Catalog for Arc<PgStore> {
+    fn scheme(&self) -> &'static str {
+        super::SCHEME
     }
 
-    fn open_session(&self, id: &str) -> Result<Session> {
-        Session::open_in(self, id).map(|(session, _)| session)
+    fn target(&self) -> &str {
+        PgStore::target(self)
+    }
+
+    fn create_session(&self, cwd: &str, options: CreateOptions) -> Result<Session> {
+        create_in(self, cwd, options)
+    }
+
+    fn open_session(&self, id: &str) -> Result<(Session, LoadReport)> {
+        open_in(self, id)
+    }
+
+    fn list(
+        &self,
+        cwd: Option<&str>,
+        limit: Option<usize>,
+        after: Option<(i64, String)>,
+    ) -> Result<Vec<SessionRow>> {
+        let limit = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+        PgStore::list(self, cwd, limit, after).map_err(|e| SessionError::Storage(e.to_string()))
+    }
+
+    fn import(
+        &self,
+        path: &std::path::Path,
+        replace: bool,
+        progress: ImportProgress,
+    ) -> Result<(ImportReport, LoadReport)> {
+        import_file(self, path, replace, progress)
+    }
+
+    fn export(
+        &self,
+        id: &str,
+        out: &mut dyn std::io::Write,
+        progress: &mut dyn FnMut(usize, u64),
+    ) -> Result<u64> {
+        PgStore::export(self, id, out, progress).map_err(|e| SessionError::Storage(e.to_string()))
     }
 }
 
@@ -390,7 +421,7 @@ pub fn import_file(
     path: &std::path::Path,
     replace: bool,
     progress: impl Fn(usize, u64) + Send + Sync + 'static,
-) -> Result<(super::ImportReport, LoadReport)> {
+) -> Result<(ImportReport, LoadReport)> {
     let (mut session, report) = Session::open(path)?;
     let (header, lines) = if report.migrated_from.is_some() {
         // As the file backend's migration writes it: with the size controls of a rewrite.
@@ -409,17 +440,24 @@ pub fn import_file(
     };
     let meta = meta_after(&session, &[]);
     let id = session.header().id.clone();
-    let stored = store
-        .import(header, session.header(), lines, meta, replace, progress)
-        .map_err(|e| {
-            if e.message.contains("already stored") {
-                SessionError::AlreadyExists {
-                    path: postgres_path(&id),
-                }
-            } else {
-                store_error(&id)(e)
+    let stored = PgStore::import(
+        store,
+        header,
+        session.header(),
+        lines,
+        meta,
+        replace,
+        progress,
+    )
+    .map_err(|e| {
+        if e.message.contains("already stored") {
+            SessionError::AlreadyExists {
+                path: postgres_path(&id),
             }
-        })?;
+        } else {
+            store_error(&id)(e)
+        }
+    })?;
     Ok((stored, report))
 }
 
