@@ -421,10 +421,18 @@ impl<'a> Plan<'a> {
     }
 
     fn into_preparation(self) -> CompactionPreparation {
-        let owned = |range| -> (Vec<AgentMessage>, Vec<String>) {
-            self.messages(range)
-                .map(|(m, e)| (m.into_owned(), e.id.clone()))
-                .unzip()
+        // Sized for every entry of the range up front (most are messages): a vector grown by
+        // doubling may hold twice the span's messages' inline size (issue 35 item 7).
+        let owned = |range: std::ops::Range<usize>| -> (Vec<AgentMessage>, Vec<String>) {
+            let mut out = (
+                Vec::with_capacity(range.len()),
+                Vec::with_capacity(range.len()),
+            );
+            for (m, e) in self.messages(range) {
+                out.0.push(m.into_owned());
+                out.1.push(e.id.clone());
+            }
+            out
         };
         let (messages_to_summarize, mut summarize_entry_ids) = owned(0..self.history_end);
         let (turn_prefix_messages, prefix_ids) = owned(self.prefix.clone());

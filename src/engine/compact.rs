@@ -693,7 +693,7 @@ async fn draft(
     // The history's messages move into the summarizers' form (shared by every chunk and
     // request); the preparation keeps none of them, nothing after the summary reads them.
     let has_history = !prepared.prep.messages_to_summarize.is_empty();
-    let history: Arc<[AgentMessage]> =
+    let history: Arc<Vec<AgentMessage>> =
         convert_to_llm_owned(std::mem::take(&mut prepared.prep.messages_to_summarize)).into();
     let prep = &prepared.prep;
 
@@ -850,7 +850,7 @@ struct Summaries<'a> {
     prep: &'a CompactionPreparation,
     /// The history's messages, converted for the summarizers (the preparation's
     /// `messages_to_summarize`, moved here).
-    history: Arc<[AgentMessage]>,
+    history: Arc<Vec<AgentMessage>>,
     /// Whether there was any history to summarise before the conversion.
     has_history: bool,
     custom: Option<&'a str>,
@@ -947,7 +947,7 @@ impl Summaries<'_> {
 
     async fn history_of(
         &self,
-        messages: Arc<[AgentMessage]>,
+        messages: Arc<Vec<AgentMessage>>,
     ) -> Result<SummaryOutput, EngineError> {
         let prompts = &self.env.prompts;
         let build = |conversation: &str, previous: Option<&str>| {
@@ -1025,7 +1025,7 @@ impl Summaries<'_> {
     fn job<'b>(
         &self,
         purpose: Purpose,
-        messages: Arc<[AgentMessage]>,
+        messages: Arc<Vec<AgentMessage>>,
         previous_summary: Option<String>,
         build: &'b PromptBuilder<'b>,
         max_tokens: u32,

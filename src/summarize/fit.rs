@@ -50,7 +50,7 @@ pub fn plan_chunks(
     budget: u64,
     max_output: u32,
     counter: &dyn TokenCounter,
-) -> Result<Vec<Arc<[AgentMessage]>>, SummarizeError> {
+) -> Result<Vec<Arc<Vec<AgentMessage>>>, SummarizeError> {
     if budget == u64::MAX {
         return Ok(vec![Arc::clone(&job.messages)]);
     }

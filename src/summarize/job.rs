@@ -19,7 +19,7 @@ pub struct SummaryJob<'a> {
     pub purpose: Purpose,
     /// The messages to summarise, as `convert_to_llm` returns them; shared with the chunks
     /// and requests made of them.
-    pub messages: Arc<[AgentMessage]>,
+    pub messages: Arc<Vec<AgentMessage>>,
     pub previous_summary: Option<String>,
     pub system_prompt: &'a str,
     pub build_prompt: &'a PromptBuilder<'a>,
@@ -40,7 +40,7 @@ impl<'a> SummaryJob<'a> {
     /// A job with no previous summary, no reasoning, no custom instructions and no file lists.
     pub fn new(
         purpose: Purpose,
-        messages: impl Into<Arc<[AgentMessage]>>,
+        messages: impl Into<Arc<Vec<AgentMessage>>>,
         system_prompt: &'a str,
         build_prompt: &'a PromptBuilder<'a>,
         max_tokens: u32,

@@ -355,7 +355,7 @@ impl RungRun<'_, '_> {
         error: &SummarizeError,
         budget: u64,
         max_output: u32,
-        chunks: &[Arc<[AgentMessage]>],
+        chunks: &[Arc<Vec<AgentMessage>>],
     ) -> u64 {
         // Our count of the largest request sent, as it was sent (the length line included),
         // to compare with the server's.
@@ -395,7 +395,7 @@ impl RungRun<'_, '_> {
     async fn run_chunks(
         &self,
         rung: Rung<'_>,
-        chunks: &[Arc<[AgentMessage]>],
+        chunks: &[Arc<Vec<AgentMessage>>],
     ) -> Result<(SummaryOutput, Option<String>), SummarizeError> {
         let part = self.job.purpose;
         let id = rung.summarizer.id();
@@ -453,7 +453,7 @@ impl RungRun<'_, '_> {
         Ok((kept.output, checks))
     }
 
-    fn request(&self, chunk: &Arc<[AgentMessage]>, previous: Option<String>) -> SummaryRequest {
+    fn request(&self, chunk: &Arc<Vec<AgentMessage>>, previous: Option<String>) -> SummaryRequest {
         let job = self.job;
         let conversation = serialize_conversation(chunk);
         let mut req = SummaryRequest::new(

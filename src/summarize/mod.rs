@@ -114,7 +114,7 @@ pub struct SummaryRequest {
     /// The LLM-ready messages being summarised, shared (a request is cloned per rung and per
     /// output limit, and a single chunk is the job's whole span: a copy of a million messages
     /// is about ten times their file).
-    pub messages: Arc<[AgentMessage]>,
+    pub messages: Arc<Vec<AgentMessage>>,
     /// The previous summary (history update) or, for [`Purpose::Short`], the new summary.
     pub previous_summary: Option<String>,
     pub custom_instructions: Option<String>,
