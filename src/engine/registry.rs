@@ -749,6 +749,15 @@ impl Engine {
                 window,
             )
         };
+        if let Some(threshold) = turn.threshold_tokens
+            && threshold > window
+        {
+            return Err(EngineError::InvalidParams(format!(
+                "thresholdTokens ({threshold}) is above the context window ({window}): the \
+                 context would overflow before it reached the threshold; give the agent's \
+                 threshold (its window minus its reserve) or leave it out for compactd's"
+            )));
+        }
         let threshold = turn
             .threshold_tokens
             .or_else(|| settings.threshold_tokens(window));

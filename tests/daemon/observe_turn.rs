@@ -231,3 +231,35 @@ async fn on_a_session_compactd_writes_use_armed_appends_the_armed_result() {
     assert!(context["messages"].to_string().contains("the armed draft"));
     d.finish().await;
 }
+
+#[tokio::test]
+async fn a_threshold_above_the_window_is_refused_and_starts_nothing() {
+    let llm = FakeLlm::start().await;
+    llm.set_default(openai_sse(&["## Goal\n", "- a draft"], "stop"));
+    let mut d = armed::daemon(&llm).await;
+    let (session, mut agent, tokens) = agent_session(&mut d).await;
+    agent.write(assistant("a turn", tokens + 700));
+    let error = d
+        .err(
+            "session/observeTurn",
+            json!({"sessionId": session, "thresholdTokens": WINDOW + 1, "contextWindow": WINDOW}),
+            "invalidParams",
+        )
+        .await;
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("thresholdTokens ({})", WINDOW + 1))
+            && message.contains(&format!("context window ({WINDOW})")),
+        "{message}"
+    );
+    // The same turn with the threshold at the window is taken (and in no band: nothing runs).
+    let observed = d
+        .ok(
+            "session/observeTurn",
+            json!({"sessionId": session, "thresholdTokens": WINDOW, "contextWindow": WINDOW}),
+        )
+        .await;
+    assert_eq!(observed["started"], false, "{observed}");
+    assert!(llm.requests().is_empty(), "no summarizer request");
+    d.finish().await;
+}
