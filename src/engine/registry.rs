@@ -749,13 +749,15 @@ impl Engine {
                 window,
             )
         };
-        if let Some(threshold) = turn.threshold_tokens
+        // The agent's threshold and window contradict each other; against compactd's own
+        // window (a guess when the agent did not say) the agent's threshold stands.
+        if let (Some(threshold), Some(window)) = (turn.threshold_tokens, turn.context_window)
             && threshold > window
         {
             return Err(EngineError::InvalidParams(format!(
-                "thresholdTokens ({threshold}) is above the context window ({window}): the \
-                 context would overflow before it reached the threshold; give the agent's \
-                 threshold (its window minus its reserve) or leave it out for compactd's"
+                "thresholdTokens ({threshold}) is above contextWindow ({window}): the context \
+                 would overflow before it reached the threshold; give the agent's threshold \
+                 (its window minus its reserve) or leave it out for compactd's"
             )));
         }
         let threshold = turn

@@ -233,7 +233,7 @@ async fn on_a_session_compactd_writes_use_armed_appends_the_armed_result() {
 }
 
 #[tokio::test]
-async fn a_threshold_above_the_window_is_refused_and_starts_nothing() {
+async fn a_threshold_above_the_agents_own_window_is_refused_and_starts_nothing() {
     let llm = FakeLlm::start().await;
     llm.set_default(openai_sse(&["## Goal\n", "- a draft"], "stop"));
     let mut d = armed::daemon(&llm).await;
@@ -249,7 +249,7 @@ async fn a_threshold_above_the_window_is_refused_and_starts_nothing() {
     let message = error["message"].as_str().unwrap();
     assert!(
         message.contains(&format!("thresholdTokens ({})", WINDOW + 1))
-            && message.contains(&format!("context window ({WINDOW})")),
+            && message.contains(&format!("contextWindow ({WINDOW})")),
         "{message}"
     );
     // The same turn with the threshold at the window is taken (and in no band: nothing runs).
@@ -259,6 +259,15 @@ async fn a_threshold_above_the_window_is_refused_and_starts_nothing() {
             json!({"sessionId": session, "thresholdTokens": WINDOW, "contextWindow": WINDOW}),
         )
         .await;
+    assert_eq!(observed["started"], false, "{observed}");
+    // Without the agent's window, compactd's is a guess: the agent's threshold stands.
+    let observed = d
+        .ok(
+            "session/observeTurn",
+            json!({"sessionId": session, "thresholdTokens": WINDOW * 4}),
+        )
+        .await;
+    assert_eq!(observed["thresholdTokens"], WINDOW * 4, "{observed}");
     assert_eq!(observed["started"], false, "{observed}");
     assert!(llm.requests().is_empty(), "no summarizer request");
     d.finish().await;
