@@ -202,6 +202,11 @@ async function main() {
           const [, doneFile, button, selector] = /^(\S+)\s+(left|right)\s+(.*)$/.exec(action[2].trim()) ?? [];
           actions.push(click(page, doneFile, /** @type {'left' | 'right'} */ (button), selector));
         }
+        if (action[1] === 'press') {
+          // `press FILE KEY`: presses KEY (Playwright's name for it); `pressed` or why not, to FILE.
+          const [doneFile, key] = action[2].trim().split(/\s+/, 2);
+          actions.push(press(page, doneFile, key));
+        }
         if (action[1] === 'expect-visible') {
           // `expect-visible FILE SELECTOR`: whether the workbench shows it, written to FILE.
           const [, doneFile, selector] = /^(\S+)\s+(.*)$/.exec(action[2].trim()) ?? [];
@@ -278,6 +283,17 @@ async function click(page, doneFile, button, selector) {
     const shot = `${doneFile}.png`;
     await page.screenshot({ path: shot }).catch(() => undefined);
     console.log(`${selector} not clicked; screenshot: ${shot}`);
+  }
+  report(doneFile, outcome);
+}
+
+/** Presses `key` in the page; writes `pressed` to `doneFile`, else why not. */
+async function press(page, doneFile, key) {
+  let outcome = 'pressed';
+  try {
+    await page.keyboard.press(key);
+  } catch (err) {
+    outcome = `not pressed: ${err.message.split('\n')[0]}`;
   }
   report(doneFile, outcome);
 }

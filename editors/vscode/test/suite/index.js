@@ -247,6 +247,14 @@ async function click(button, selector, what) {
   assert.equal(fs.readFileSync(done, 'utf8'), 'clicked', `${what} (${selector})`);
 }
 
+/** Asks the runner to press `key` (Playwright's name for it) in the workbench. */
+async function press(key) {
+  const done = path.join(tempDir('compactd-press-'), 'done');
+  console.log(`${DRIVER} press ${done} ${key}`);
+  await waitFor(() => fs.existsSync(done), 20_000, `the runner to press ${key}`);
+  assert.equal(fs.readFileSync(done, 'utf8'), 'pressed', key);
+}
+
 /** Whether `file` records an undo of the compaction `compactionId`. */
 const undid = (file, compactionId) => lines(file).some((e) => e.type === 'custom' && e.customType === 'compactd.undo' && e.data?.undid === compactionId);
 
@@ -254,19 +262,24 @@ const undid = (file, compactionId) => lines(file).some((e) => e.type === 'custom
  * Opens a menu (`open`: button, selector, what), clicks one of its items (`item`, likewise) and
  * waits for `done`. A menu can close between Playwright finding its item and clicking it (the
  * workbench re-renders the view under it and the menu loses focus): the click then lands on
- * what was beneath and runs nothing. That is retried, twice at most, and only while the
- * extension showed no message (so a command that ran is never run again).
+ * what was beneath and runs nothing, or the click may not take and leave the menu open. That
+ * is retried (Escape first), twice at most, and only while the extension showed no message
+ * (so a command that ran is never run again).
  */
 async function fromMenu(open, item, done, what) {
   for (let attempt = 1; ; attempt++) {
     const seen = api.messages().length;
     await click(...open);
+    // Let the menu settle (it fades in, and takes focus) before clicking in it.
+    await new Promise((r) => setTimeout(r, 250));
     await click(...item);
     try {
       return await waitFor(done, 10_000, () => `${what} (messages: ${JSON.stringify(api.messages().slice(-3))})`);
     } catch (err) {
       if (attempt === 3 || api.messages().length > seen) throw err;
-      console.log(`${item[2]}: the click ran nothing (attempt ${attempt}); the menu again`);
+      console.log(`${item[2]}: the click ran nothing (attempt ${attempt}); Escape, and the menu again`);
+      // A menu left open blocks clicks on the workbench beneath it.
+      await press('Escape');
     }
   }
 }
@@ -387,10 +400,12 @@ test('Undo Last Compaction restores the compacted messages', async () => {
   assert.ok(again.entryId, JSON.stringify(again));
   await vscode.commands.executeCommand('workbench.view.extension.compactd');
   await waitFor(() => leafItem()?.id === again.entryId, 5000, 'the compaction as the leaf');
-  // The view's data changes before its rows do: wait for the row that is the selected leaf
-  // compaction, not an earlier (already undone) compaction the list still shows selected.
+  // The view's data changes before its rows do: wait for the row of a compaction ("… tokens
+  // summarized") that is the leaf, not an earlier (already undone) compaction the list may
+  // still show selected, nor the undo record that was the leaf before. Not `.selected`
+  // either: a click that missed its closed menu may have selected another row.
   await fromMenu(
-    ['right', '.pane-body .monaco-list-row.selected:has-text("Compaction"):has-text("◀ leaf")', 'the compaction item'],
+    ['right', '.pane-body .monaco-list-row:has-text("tokens summarized"):has-text("◀ leaf")', 'the compaction item'],
     ['left', '.monaco-menu .action-item:has-text("Undo This Compaction")', 'Undo This Compaction in its context menu'],
     () => undid(session.file, again.entryId),
     'the undo entry',
