@@ -72,7 +72,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::context::{BranchState, ContextOptions, SessionContext, visit_context};
-use super::entry::{BranchSummaryEntry, Entry, EntryKind, SessionHeader};
+use super::entry::{BranchSummaryEntry, CURRENT_SESSION_VERSION, Entry, EntryKind, SessionHeader};
 use super::ids;
 use super::message::{AgentMessage, Extra};
 use super::tree::{self, Tree};
@@ -102,6 +102,23 @@ pub struct CreateOptions {
     /// Lineage marker (an id or a path; opaque).
     pub parent_session: Option<String>,
     pub sync: SyncPolicy,
+}
+
+impl CreateOptions {
+    /// The header of a new session in `cwd` (version 3, created now), with these options' id
+    /// (else a new one), title and parent; every backend writes it first.
+    pub(in crate::session) fn into_header(self, cwd: &str) -> SessionHeader {
+        SessionHeader {
+            version: Some(CURRENT_SESSION_VERSION),
+            id: self.id.unwrap_or_else(ids::new_session_id),
+            title: self.title,
+            timestamp: ids::now_iso(),
+            cwd: cwd.to_owned(),
+            parent_session: self.parent_session,
+            extra: Default::default(),
+            title_line: None,
+        }
+    }
 }
 
 /// Why a session file could not be used. Messages name the file (and the line, when there is one).

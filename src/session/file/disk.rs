@@ -14,7 +14,7 @@ use super::{
     next_revision, stream,
 };
 use crate::files;
-use crate::session::entry::{CURRENT_SESSION_VERSION, LineSource, SessionHeader};
+use crate::session::entry::LineSource;
 use crate::session::ids;
 
 /// Holds the writers' locks: the sidecar named after the path, and the session file itself
@@ -46,16 +46,8 @@ impl Session {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(io_err(&path))?;
         }
-        let header = SessionHeader {
-            version: Some(CURRENT_SESSION_VERSION),
-            id: options.id.unwrap_or_else(ids::new_session_id),
-            title: options.title,
-            timestamp: ids::now_iso(),
-            cwd: cwd.to_owned(),
-            parent_session: options.parent_session,
-            extra: Default::default(),
-            title_line: None,
-        };
+        let sync = options.sync;
+        let header = options.into_header(cwd);
         let mut line = header.to_value().to_string().into_bytes();
         line.push(b'\n');
         let mut file = OpenOptions::new()
@@ -68,7 +60,7 @@ impl Session {
             })?;
         let written = (|| {
             file.write_all(&line)?;
-            if options.sync == SyncPolicy::Fsync {
+            if sync == SyncPolicy::Fsync {
                 file.sync_all()?;
                 // The new name must survive a power loss too, not only the bytes.
                 sync_parent_dir(&path)?;
@@ -98,7 +90,7 @@ impl Session {
                 lines: 1,
                 id: file_id(&meta),
             },
-            sync: options.sync,
+            sync,
             lazy: true,
             revision: next_revision(),
             path_cache: Default::default(),

@@ -69,6 +69,8 @@ pub struct StoreError {
     pub message: String,
     /// The session did not exist.
     pub not_found: bool,
+    /// The session to create or import is already stored.
+    pub exists: bool,
 }
 
 /// How to reach the database.
@@ -144,6 +146,7 @@ impl PgStore {
             target: target.clone(),
             message,
             not_found: false,
+            exists: false,
         };
         let config: tokio_postgres::Config = options
             .url
@@ -248,6 +251,7 @@ impl PgStore {
             target: self.target.clone(),
             message: e.message,
             not_found: e.not_found,
+            exists: e.exists,
         }
     }
 

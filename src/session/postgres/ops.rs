@@ -18,6 +18,7 @@ use crate::session::file::{ContextDigest, SeqLine};
 pub(crate) struct DbError {
     pub(crate) message: String,
     pub(crate) not_found: bool,
+    pub(crate) exists: bool,
 }
 
 impl DbError {
@@ -25,6 +26,7 @@ impl DbError {
         DbError {
             message: message.into(),
             not_found: false,
+            exists: false,
         }
     }
 
@@ -32,6 +34,16 @@ impl DbError {
         DbError {
             message: format!("session {id} not found"),
             not_found: true,
+            exists: false,
+        }
+    }
+
+    /// The session is already there (`message` says so).
+    fn exists(message: String) -> Self {
+        DbError {
+            message,
+            not_found: false,
+            exists: true,
         }
     }
 }
@@ -346,7 +358,7 @@ impl PgStore {
                     &[&id, &cwd, &title, &created, &header_line, &bytes],
                 )
                 .await?
-                .ok_or_else(|| DbError::msg(format!("session {id} already exists")))?;
+                .ok_or_else(|| DbError::exists(format!("session {id} already exists")))?;
             Ok(Head::of(&row))
         })
     }
@@ -665,7 +677,7 @@ impl PgStore {
                 )
                 .await?;
             if inserted == 0 {
-                return Err(DbError::msg(format!(
+                return Err(DbError::exists(format!(
                     "session {id} is already stored (use --replace to overwrite it)"
                 )));
             }
@@ -754,6 +766,7 @@ impl PgStore {
                 target: self.target.clone(),
                 message: format!("cannot write the export: {e}"),
                 not_found: false,
+                exists: false,
             })?;
             written += chunk.len() as u64;
             lines += 1;

@@ -14,11 +14,10 @@ use super::{
 };
 use crate::session::catalog::{Catalog, ImportProgress, ImportReport, SessionRow};
 use crate::session::changes::ChangeSignal;
-use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, SessionHeader};
+use crate::session::entry::Entry;
 use crate::session::file::{
     Build, CreateOptions, Edit, Line, LoadReport, Result, Session, SessionError, Store,
 };
-use crate::session::ids;
 
 /// A session stored in PostgreSQL: the store, the head of the rows this process has read,
 /// and its interest in other daemons' notifications.
@@ -41,6 +40,10 @@ fn store_error(id: &str) -> impl FnOnce(StoreError) -> SessionError + '_ {
     move |e| {
         if e.not_found {
             SessionError::NotFound {
+                path: postgres_path(id),
+            }
+        } else if e.exists {
+            SessionError::AlreadyExists {
                 path: postgres_path(id),
             }
         } else {
@@ -227,29 +230,14 @@ impl Store for Remote {
 
 /// Creates a session in `store` with its header (version 3) and no entries.
 fn create_in(store: &Arc<PgStore>, cwd: &str, options: CreateOptions) -> Result<Session> {
-    let header = SessionHeader {
-        version: Some(CURRENT_SESSION_VERSION),
-        id: options.id.unwrap_or_else(ids::new_session_id),
-        title: options.title,
-        timestamp: ids::now_iso(),
-        cwd: cwd.to_owned(),
-        parent_session: options.parent_session,
-        extra: Default::default(),
-        title_line: None,
-    };
+    let header = options.into_header(cwd);
     let id = header.id.clone();
     let line = header.to_value().to_string().into_bytes();
     let mut interest = store.interest(&id);
     let epoch = interest.epoch_now();
-    let head = store.create(line.clone(), &header).map_err(|e| {
-        if e.message.ends_with("already exists") {
-            SessionError::AlreadyExists {
-                path: postgres_path(&id),
-            }
-        } else {
-            store_error(&id)(e)
-        }
-    })?;
+    let head = store
+        .create(line.clone(), &header)
+        .map_err(store_error(&id))?;
     interest.mark_seen(head.version as u64, epoch);
     let mut file = line;
     file.push(b'\n');
@@ -449,15 +437,7 @@ pub fn import_file(
         replace,
         progress,
     )
-    .map_err(|e| {
-        if e.message.contains("already stored") {
-            SessionError::AlreadyExists {
-                path: postgres_path(&id),
-            }
-        } else {
-            store_error(&id)(e)
-        }
-    })?;
+    .map_err(store_error(&id))?;
     Ok((stored, report))
 }
 
