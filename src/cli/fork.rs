@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::session::CreateOptions;
+use crate::session::{CreateOptions, Destination};
 
 use super::common::{self, CliError};
 
@@ -45,8 +45,8 @@ pub fn run(args: &ForkArgs) -> Result<(), CliError> {
         ..CreateOptions::default()
     };
     let made = match &args.at {
-        Some(at) => source.create_branched(at, &args.out, options),
-        None => source.fork_to(&args.out, options),
+        Some(at) => source.create_branched(at, Destination::File(&args.out), options),
+        None => source.fork(Destination::File(&args.out), options),
     }
     .map_err(|e| CliError::new(e.to_string()))?;
     common::print(&format!(

@@ -217,8 +217,8 @@ impl SessionTable {
             sync: sync_policy(&settings),
         };
         let made = match entry_id {
-            Some(entry) => session.create_branched_to(entry, destination, options),
-            None => session.fork_into(destination, options),
+            Some(entry) => session.create_branched(entry, destination, options),
+            None => session.fork(destination, options),
         };
         drop(session);
         let made = made.map_err(EngineError::from_lookup)?;

@@ -71,11 +71,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::context::{BranchState, ContextOptions, SessionContext, visit_context};
+use super::context::{ContextOptions, SessionContext, visit_context};
 use super::entry::{BranchSummaryEntry, CURRENT_SESSION_VERSION, Entry, EntryKind, SessionHeader};
 use super::ids;
 use super::message::{AgentMessage, Extra};
-use super::tree::{self, Tree};
+use super::tree::Tree;
 
 use cursor::DiskState;
 
@@ -237,7 +237,7 @@ pub struct Session {
     /// See [`Session::revision`].
     revision: u64,
     /// The last root→entry path walked, reused and extended by later walks.
-    path_cache: std::sync::Mutex<PathCache>,
+    paths: paths::Paths,
     /// Where the lines live (see `store.rs`).
     store: Box<dyn store::Store>,
     /// Set when only part of a stored session is loaded (see `partial.rs`).
@@ -249,22 +249,6 @@ pub struct Session {
     /// The blob store of the size controls (`None`: no home directory; nothing is moved out).
     blobs: Option<super::size_controls::BlobStore>,
 }
-
-/// A root→`end` path as entry indices (markers excluded). Entries are only ever added after
-/// existing ones, and a parent never changes, so the path of an entry stays valid until the
-/// entries are replaced (a prune, a reload), which clears it.
-#[derive(Debug, Default)]
-struct PathCache {
-    end: Option<usize>,
-    indices: Arc<Vec<usize>>,
-    /// The branch state of the first `.0` entries of the path: kept when the path is extended
-    /// (a prefix's state stays valid), brought up to date by the next context.
-    state: Option<(usize, BranchState)>,
-}
-
-/// How far above a new end a walk looks for the cached one before walking to the root: an
-/// append adds one or a few entries below the leaf.
-const PATH_EXTENSION_STEPS: usize = 64;
 
 /// The next value of [`Session::revision`]; shared by every session of the process so a
 /// value is never reused, not even after a reload replaces a session whole.
@@ -284,11 +268,6 @@ impl Session {
         self.blobs = store;
     }
 
-    /// The blob store in use.
-    pub fn blob_store(&self) -> Option<&super::size_controls::BlobStore> {
-        self.blobs.as_ref()
-    }
-
     /// `new` with the size controls applied (DESIGN §2): blobs are in the store, synced, when
     /// this returns, before any line refers to them.
     pub(crate) fn controlled(&self, new: Vec<Entry>) -> Result<Vec<Entry>> {
@@ -305,11 +284,6 @@ impl Session {
                     })
             })
             .collect()
-    }
-
-    /// Whether appends are fsynced.
-    pub fn sync_policy(&self) -> SyncPolicy {
-        self.sync
     }
 
     /// Changes whenever the entries or the leaf change (an append, a navigation, a prune, other
@@ -361,7 +335,7 @@ impl Session {
         self.needs_rewrite
     }
 
-    /// The current leaf; `None` before the first entry or after [`Session::reset_leaf`].
+    /// The current leaf; `None` before the first entry or after `move_leaf(None)`.
     pub fn leaf_id(&self) -> Option<&str> {
         self.leaf.as_deref()
     }
@@ -377,77 +351,22 @@ impl Session {
     /// The root→`id` path, markers excluded; empty for an unknown id.
     pub fn path_to(&self, id: &str) -> Vec<&Entry> {
         match self.index.get(id) {
-            Some(&i) => self.path_from(i),
+            Some(&i) => {
+                let indices = self.path_indices(i);
+                indices.iter().map(|&i| &self.entries[i]).collect()
+            }
             None => Vec::new(),
         }
     }
 
-    /// The root→`entries[end]` path. The last path walked is kept: asking for it again costs a
-    /// copy of its indices, and asking for an entry a few steps below it (after an append)
-    /// walks only those steps.
-    fn path_from(&self, end: usize) -> Vec<&Entry> {
-        let indices = self.path_indices(end);
-        indices.iter().map(|&i| &self.entries[i]).collect()
-    }
-
+    /// The root→`entries[end]` path as indices (see [`paths::Paths`]).
     fn path_indices(&self, end: usize) -> Arc<Vec<usize>> {
-        let mut cache = self
-            .path_cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if cache.end == Some(end) {
-            return Arc::clone(&cache.indices);
-        }
-        let lookup = |child: usize, p: &str| self.parent_index(child, p);
-        let (indices, state) = match cache.end.and_then(|old| self.extension(old, end, lookup)) {
-            Some(below) => {
-                let mut path = Vec::with_capacity(cache.indices.len() + below.len());
-                path.extend_from_slice(&cache.indices);
-                path.extend(below.into_iter().rev());
-                (path, cache.state.take())
-            }
-            None => (self.walk_indices(end), None),
-        };
-        *cache = PathCache {
-            end: Some(end),
-            indices: Arc::new(indices),
-            state,
-        };
-        Arc::clone(&cache.indices)
-    }
-
-    /// The non-marker entries from `end` up to (not including) `old`, newest first, when `old`
-    /// is at most [`PATH_EXTENSION_STEPS`] above `end`.
-    fn extension(
-        &self,
-        old: usize,
-        end: usize,
-        lookup: impl Fn(usize, &str) -> Option<usize>,
-    ) -> Option<Vec<usize>> {
-        let mut below = Vec::new();
-        let mut current = end;
-        for _ in 0..PATH_EXTENSION_STEPS {
-            if current == old {
-                return Some(below);
-            }
-            let entry = &self.entries[current];
-            if !tree::is_marker(entry) {
-                below.push(current);
-            }
-            current = entry
-                .parent_id
-                .as_deref()
-                .and_then(|p| lookup(current, p))?;
-        }
-        None
-    }
-
-    /// Forgets the cached path; for when entries are replaced rather than added.
-    fn clear_path_cache(&mut self) {
-        *self
-            .path_cache
-            .get_mut()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = PathCache::default();
+        self.paths.indices(
+            &self.entries,
+            end,
+            |child, p| self.parent_index(child, p),
+            || self.walk_indices(end),
+        )
     }
 
     /// The tree of all entries (markers hidden). A partly loaded stored session must be
@@ -487,7 +406,7 @@ impl Session {
         };
         let indices = self.path_indices(start);
         let path: Vec<&Entry> = indices.iter().map(|&i| &self.entries[i]).collect();
-        let state = self.branch_state(start, &path);
+        let state = self.paths.branch_state(start, &path);
         let options = ContextOptions {
             blob_dir: self.blobs.as_ref().map(|b| b.dir().to_path_buf()),
         };
@@ -508,32 +427,10 @@ impl Session {
         };
         let indices = self.path_indices(start);
         let path: Vec<&Entry> = indices.iter().map(|&i| &self.entries[i]).collect();
-        let state = self.branch_state(start, &path);
+        let state = self.paths.branch_state(start, &path);
         // No messages: an empty path with the state found on the real one.
         let state = state.without_messages();
         visit_context(&[], &state, &ContextOptions::default(), |_, _| {})
-    }
-
-    /// The branch state of `path`, the root→`entries[end]` path: the cached state of the path
-    /// extended by the entries added below it since, or (another path) read from the path.
-    fn branch_state(&self, end: usize, path: &[&Entry]) -> BranchState {
-        let mut cache = self
-            .path_cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let same_path = cache.end == Some(end) && cache.indices.len() == path.len();
-        if !same_path {
-            return BranchState::of_path(path);
-        }
-        let state = match cache.state.take() {
-            Some((covered, mut state)) if covered <= path.len() => {
-                state.extend(path, path.len() - covered);
-                state
-            }
-            _ => BranchState::of_path(path),
-        };
-        cache.state = Some((path.len(), state.clone()));
-        state
     }
 
     /// Appends an entry at the leaf and moves the leaf to it.
@@ -552,15 +449,11 @@ impl Session {
     }
 
     /// Appends entries with extra top-level fields (kept as given, e.g. a client's raw
-    /// entries), each the child of the previous; the first is the child of the leaf.
-    pub fn append_with_extra(&mut self, items: Vec<(EntryKind, Extra)>) -> Result<&[Entry]> {
-        self.append_expecting(items, None)
-    }
-
-    /// [`Session::append_with_extra`], checked under the writers' lock: with `expected` set,
-    /// fails with [`SessionError::LeafMoved`] (writing nothing) unless the leaf, once every
-    /// other writer's lines are read, is still `expected`. A check before the write cannot
-    /// see another process's append that lands between the check and the lock; this one can.
+    /// entries), each the child of the previous, the first the child of the leaf, in one write.
+    /// With `expected` set, checked under the writers' lock: fails with
+    /// [`SessionError::LeafMoved`] (writing nothing) unless the leaf, once every other writer's
+    /// lines are read, is still `expected`. A check before the write cannot see another
+    /// process's append that lands between the check and the lock; this one can.
     pub fn append_expecting(
         &mut self,
         items: Vec<(EntryKind, Extra)>,
@@ -651,16 +544,6 @@ impl Session {
         Ok(())
     }
 
-    /// Moves the leaf to an existing entry. Throws `Entry <id> not found` for unknown ids.
-    pub fn branch(&mut self, id: &str) -> Result<()> {
-        self.move_leaf(Some(id))
-    }
-
-    /// Clears the leaf: the next entry becomes a new root.
-    pub fn reset_leaf(&mut self) -> Result<()> {
-        self.move_leaf(None)
-    }
-
     /// Appends a `branch_summary` as a child of `from` (a new root when `None`, with
     /// `fromId: "root"`) and makes it the leaf (spec §6.4 step 7).
     pub fn branch_with_summary(
@@ -714,7 +597,7 @@ impl Session {
     }
 
     fn rebuild_index(&mut self) {
-        self.clear_path_cache();
+        self.paths.clear();
         self.index.clear();
         self.duplicate_ids = false;
         for (i, e) in self.entries.iter().enumerate() {
@@ -742,6 +625,7 @@ mod index;
 mod load;
 mod migrate;
 mod partial;
+mod paths;
 mod store;
 mod stream;
 

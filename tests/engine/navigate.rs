@@ -36,7 +36,7 @@ fn tree() -> Tree {
     let (mut s, _) = load(&path);
     let mut ids: Vec<String> = s.path_to_leaf().iter().map(|e| e.id.clone()).collect();
     let a0 = ids[1].clone();
-    s.branch(&a0).unwrap();
+    s.move_leaf(Some(&a0)).unwrap();
     for m in [
         user("try postgres instead"),
         assistant("switched to postgres"),
@@ -47,7 +47,7 @@ fn tree() -> Tree {
         ids.push(e.id.clone());
     }
     // Back on branch A's leaf.
-    s.branch(&ids[5]).unwrap();
+    s.move_leaf(Some(&ids[5])).unwrap();
     Tree {
         _dir: dir,
         path,

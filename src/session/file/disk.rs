@@ -11,7 +11,7 @@ use super::cursor::{DiskState, FileId, TailMode, TailRepair, file_id};
 use super::store::{Build, Edit, Line, Store};
 use super::{
     CreateOptions, LoadReport, LoadStep, Result, Session, SessionError, SyncPolicy, file_leaf_of,
-    next_revision, stream,
+    load, next_revision, stream,
 };
 use crate::files;
 use crate::session::entry::LineSource;
@@ -93,7 +93,7 @@ impl Session {
             sync,
             lazy: true,
             revision: next_revision(),
-            path_cache: Default::default(),
+            paths: Default::default(),
             store: Box::new(FileStore),
             partial: None,
             duplicate_ids: false,
@@ -117,137 +117,138 @@ impl Session {
         let file = resolve(&path)?;
         load(path, file, progress)
     }
+}
 
-    pub(super) fn lock(&self) -> Result<LockGuard> {
-        let lock_path = sidecar(&self.file, ".lock");
-        let file = files::open_regular(
-            &lock_path,
-            OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .read(true)
-                .write(true),
-        )
-        .map_err(io_err(&lock_path))?;
-        file.lock().map_err(io_err(&lock_path))?;
-        let data = self.lock_data_file()?;
-        Ok(LockGuard {
-            sidecar: file,
-            data,
-        })
-    }
+/// Takes the writers' locks of `session`: the sidecar's, then the file's own (what two names
+/// of one file share); both are released when the guard drops.
+fn lock_writers(session: &Session) -> Result<LockGuard> {
+    let lock_path = sidecar(&session.file, ".lock");
+    let file = files::open_regular(
+        &lock_path,
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true),
+    )
+    .map_err(io_err(&lock_path))?;
+    file.lock().map_err(io_err(&lock_path))?;
+    let data = lock_data_file(session)?;
+    Ok(LockGuard {
+        sidecar: file,
+        data,
+    })
+}
 
-    /// Takes the exclusive lock on the session file's inode, then checks that the path still
-    /// names that inode (a writer that held it may have renamed a rewrite over the path in
-    /// the meantime; then the new file is locked instead). `None` when there is no file (it
-    /// was deleted: the write puts it back). The sidecar lock is named after one path; this
-    /// one is what two names of one file (hard links) share.
-    fn lock_data_file(&self) -> Result<Option<File>> {
-        for _ in 0..1000 {
-            let file = match files::open_regular(&self.file, OpenOptions::new().read(true)) {
-                Ok(file) => file,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(io_err(&self.path)(e)),
-            };
-            file.lock().map_err(io_err(&self.path))?;
-            let locked = file_id(&file.metadata().map_err(io_err(&self.path))?);
-            match fs::metadata(&self.file) {
-                Ok(meta) if file_id(&meta) == locked => return Ok(Some(file)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(io_err(&self.path)(e)),
-                // Replaced while this waited: lock the file the path names now.
-                Ok(_) => {}
-            }
-        }
-        Err(io_err(&self.path)(io::Error::other(
-            "the session file kept being replaced while waiting for its lock",
-        )))
-    }
-
-    /// Brings memory up to date with the file. Returns the tail repair a write must do, and
-    /// whether the file was reloaded whole.
-    pub(super) fn sync_from_disk(&mut self, mode: TailMode) -> Result<(TailRepair, bool)> {
-        let meta = match fs::metadata(&self.file) {
-            Ok(m) => m,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                // Deleted under us: the next write puts back everything we hold.
-                self.needs_rewrite = true;
-                return Ok((TailRepair::None, false));
-            }
-            Err(e) => return Err(io_err(&self.path)(e)),
+/// Takes the exclusive lock on the session file's inode, then checks that the path still
+/// names that inode (a writer that held it may have renamed a rewrite over the path in
+/// the meantime; then the new file is locked instead). `None` when there is no file (it
+/// was deleted: the write puts it back). The sidecar lock is named after one path; this
+/// one is what two names of one file (hard links) share.
+fn lock_data_file(session: &Session) -> Result<Option<File>> {
+    for _ in 0..1000 {
+        let file = match files::open_regular(&session.file, OpenOptions::new().read(true)) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&session.path)(e)),
         };
-        let replaced = file_id(&meta) != self.disk.id;
-        if replaced || meta.len() < self.disk.consumed {
-            self.reload()?;
-            // The reloaded file may end in a torn line (cut in place mid-line): under the lock
-            // it must go before anything is appended, or the append would glue onto it.
-            let len = fs::metadata(&self.file).map_or(0, |m| m.len());
-            let repair = if self.disk.missing_newline {
-                TailRepair::AddNewline
-            } else if mode == TailMode::Locked && len > self.disk.consumed {
-                TailRepair::Truncate(self.disk.consumed)
-            } else {
-                TailRepair::None
-            };
-            return Ok((repair, true));
+        file.lock().map_err(io_err(&session.path))?;
+        let locked = file_id(&file.metadata().map_err(io_err(&session.path))?);
+        match fs::metadata(&session.file) {
+            Ok(meta) if file_id(&meta) == locked => return Ok(Some(file)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&session.path)(e)),
+            // Replaced while this waited: lock the file the path names now.
+            Ok(_) => {}
         }
-        let mut data = Vec::new();
-        if meta.len() > self.disk.consumed {
-            let mut file = files::open_regular(&self.file, OpenOptions::new().read(true))
-                .map_err(io_err(&self.path))?;
-            file.seek(SeekFrom::Start(self.disk.consumed))
-                .map_err(io_err(&self.path))?;
-            file.read_to_end(&mut data).map_err(io_err(&self.path))?;
-        }
-        Ok((self.ingest_lines(data, mode), false))
     }
+    Err(io_err(&session.path)(io::Error::other(
+        "the session file kept being replaced while waiting for its lock",
+    )))
+}
 
-    /// Re-reads the whole file after another process replaced it.
-    pub(super) fn reload(&mut self) -> Result<()> {
-        let (fresh, _) = load(self.path.clone(), self.file.clone(), &|_| {})?;
-        self.adopt_reloaded(fresh);
-        Ok(())
-    }
-
-    /// Writes header, entries and kept malformed lines to a temp file and renames it over the
-    /// session file. Caller holds the lock.
-    pub(super) fn write_all_atomically(&mut self) -> Result<()> {
-        self.control_changed_entries()?;
-        let mut header = self.rewrite_header();
-        if header.title_line.is_some() {
-            // The agent rewrites its title slot in place, without our lock: keep what it
-            // holds now, not what it held when this session was read.
-            header.title_line = current_title_line(&self.file).or(header.title_line);
+/// Brings memory up to date with the file. Returns the tail repair a write must do, and
+/// whether the file was reloaded whole.
+fn sync_from_disk(session: &mut Session, mode: TailMode) -> Result<(TailRepair, bool)> {
+    let meta = match fs::metadata(&session.file) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // Deleted under us: the next write puts back everything we hold.
+            session.needs_rewrite = true;
+            return Ok((TailRepair::None, false));
         }
-        let mut out = header.head_bytes();
+        Err(e) => return Err(io_err(&session.path)(e)),
+    };
+    let replaced = file_id(&meta) != session.disk.id;
+    if replaced || meta.len() < session.disk.consumed {
+        reload(session)?;
+        // The reloaded file may end in a torn line (cut in place mid-line): under the lock
+        // it must go before anything is appended, or the append would glue onto it.
+        let len = fs::metadata(&session.file).map_or(0, |m| m.len());
+        let repair = if session.disk.missing_newline {
+            TailRepair::AddNewline
+        } else if mode == TailMode::Locked && len > session.disk.consumed {
+            TailRepair::Truncate(session.disk.consumed)
+        } else {
+            TailRepair::None
+        };
+        return Ok((repair, true));
+    }
+    let mut data = Vec::new();
+    if meta.len() > session.disk.consumed {
+        let mut file = files::open_regular(&session.file, OpenOptions::new().read(true))
+            .map_err(io_err(&session.path))?;
+        file.seek(SeekFrom::Start(session.disk.consumed))
+            .map_err(io_err(&session.path))?;
+        file.read_to_end(&mut data).map_err(io_err(&session.path))?;
+    }
+    Ok((session.ingest_lines(data, mode), false))
+}
+
+/// Re-reads the whole file after another process replaced it.
+fn reload(session: &mut Session) -> Result<()> {
+    let (fresh, _) = load(session.path.clone(), session.file.clone(), &|_| {})?;
+    session.adopt_reloaded(fresh);
+    Ok(())
+}
+
+/// Writes header, entries and kept malformed lines to a temp file and renames it over the
+/// session file. Caller holds the lock.
+fn write_all_atomically(session: &mut Session) -> Result<()> {
+    session.control_changed_entries()?;
+    let (mut header, body) = session.whole_lines(&[]);
+    if header.title_line.is_some() {
+        // The agent rewrites its title slot in place, without our lock: keep what it
+        // holds now, not what it held when this session was read.
+        header.title_line = current_title_line(&session.file).or(header.title_line);
+    }
+    let mut out = header.head_bytes();
+    out.push(b'\n');
+    let lines = header.head_lines() + body.len();
+    for line in body {
+        match line {
+            // A line that cannot be read back as it was (the file was cut or changed in
+            // place by another program) stops the rewrite: the file is left as it is.
+            Line::Entry(e) => {
+                out.extend_from_slice(&e.line_bytes().map_err(io_err(&session.path))?)
+            }
+            Line::Kept(bytes) => out.extend_from_slice(bytes),
+        }
         out.push(b'\n');
-        let body = self.body_lines(&[]);
-        let lines = header.head_lines() + body.len();
-        for line in body {
-            match line {
-                // A line that cannot be read back as it was (the file was cut or changed in
-                // place by another program) stops the rewrite: the file is left as it is.
-                Line::Entry(e) => {
-                    out.extend_from_slice(&e.line_bytes().map_err(io_err(&self.path))?)
-                }
-                Line::Kept(bytes) => out.extend_from_slice(bytes),
-            }
-            out.push(b'\n');
-        }
-        refuse_hard_linked(&self.file).map_err(io_err(&self.path))?;
-        remove_stale_temp_files(&self.file);
-        let id = atomic_write(&self.file, &out).map_err(io_err(&self.path))?;
-        self.header = header;
-        self.needs_rewrite = false;
-        self.disk = DiskState {
-            consumed: out.len() as u64,
-            missing_newline: false,
-            lines,
-            id,
-        };
-        self.file_leaf = file_leaf_of(&self.entries);
-        Ok(())
     }
+    refuse_hard_linked(&session.file).map_err(io_err(&session.path))?;
+    remove_stale_temp_files(&session.file);
+    let id = atomic_write(&session.file, &out).map_err(io_err(&session.path))?;
+    session.header = header;
+    session.needs_rewrite = false;
+    session.disk = DiskState {
+        consumed: out.len() as u64,
+        missing_newline: false,
+        lines,
+        id,
+    };
+    session.file_leaf = file_leaf_of(&session.entries);
+    Ok(())
 }
 
 /// The file backend: a JSONL file shared with other processes by the sidecar lock (the
@@ -259,7 +260,7 @@ pub(super) struct FileStore;
 impl Store for FileStore {
     fn refresh(&mut self, session: &mut Session) -> Result<usize> {
         let before = session.entries.len();
-        let reloaded = session.sync_from_disk(TailMode::Wait)?.1;
+        let reloaded = sync_from_disk(session, TailMode::Wait)?.1;
         Ok(if reloaded {
             session.entries.len()
         } else {
@@ -268,15 +269,15 @@ impl Store for FileStore {
     }
 
     fn write(&mut self, session: &mut Session, build: Build<'_>) -> Result<()> {
-        let _lock = session.lock()?;
-        let (repair, _) = session.sync_from_disk(TailMode::Locked)?;
+        let _lock = lock_writers(session)?;
+        let (repair, _) = sync_from_disk(session, TailMode::Locked)?;
         let new = build(&*session)?;
         let new = session.controlled(new)?;
         if session.needs_rewrite {
             let n = session.entries.len();
             let leaves = (session.leaf.clone(), session.file_leaf.clone());
             session.commit(new);
-            if let Err(e) = session.write_all_atomically() {
+            if let Err(e) = write_all_atomically(session) {
                 session.entries.truncate(n);
                 session.revision = next_revision();
                 session.rebuild_index();
@@ -329,9 +330,9 @@ impl Store for FileStore {
     }
 
     fn replace(&mut self, session: &mut Session, edit: Edit<'_>) -> Result<()> {
-        let _lock = session.lock()?;
-        session.sync_from_disk(TailMode::Locked)?;
-        session.rewrite_with(edit, Session::write_all_atomically)
+        let _lock = lock_writers(session)?;
+        sync_from_disk(session, TailMode::Locked)?;
+        session.rewrite_with(edit, write_all_atomically)
     }
 }
 
@@ -381,7 +382,7 @@ pub(super) fn load(
         let id = file_id(&meta);
         let src = Arc::new(LineSource::File(handle));
         let mut report = LoadReport::default();
-        match Session::parse_streamed(
+        match load::streamed(
             path.clone(),
             file.clone(),
             Arc::clone(&src),
@@ -408,7 +409,7 @@ pub(super) fn load(
     handle.read_to_end(&mut data).map_err(io_err(&path))?;
     let mut report = LoadReport::default();
     let data = LineSource::memory(data);
-    let mut session = Session::parse_reporting(path, file, data, id, &mut report, progress)?;
+    let mut session = load::from_bytes(path, file, data, id, &mut report, progress)?;
     session.set_store(Box::new(FileStore));
     Ok((session, report))
 }

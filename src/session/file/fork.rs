@@ -18,22 +18,12 @@ pub enum Destination<'a> {
 }
 
 impl Session {
-    /// A new session at `path` holding the root→`leaf` path of this one, as the reference's
-    /// `createBranchedSession`: `compactd_leaf` markers and label entries are left out (each
-    /// entry's `parentId` then names the entry before it on the path), and a label entry for
-    /// every labelled entry of the path is appended at the end. Fails with `EntryNotFound` for
-    /// an unknown or hidden `leaf`.
+    /// A new session (in a file or a database) holding the root→`leaf` path of this one, as
+    /// the reference's `createBranchedSession`: `compactd_leaf` markers and label entries are
+    /// left out (each entry's `parentId` then names the entry before it on the path), and a
+    /// label entry for every labelled entry of the path is appended at the end. Fails with
+    /// `EntryNotFound` for an unknown or hidden `leaf`.
     pub fn create_branched(
-        &self,
-        leaf: &str,
-        path: impl AsRef<Path>,
-        options: CreateOptions,
-    ) -> Result<Session> {
-        self.create_branched_to(leaf, Destination::File(path.as_ref()), options)
-    }
-
-    /// [`Session::create_branched`] into a file or a database.
-    pub fn create_branched_to(
         &self,
         leaf: &str,
         path: Destination<'_>,
@@ -62,65 +52,60 @@ impl Session {
                     .map(|l| (e.id.clone(), l.to_string()))
             })
             .collect();
-        let mut branched = self.new_with(path, options, kept)?;
+        let mut branched = new_with(&self.header.cwd, path, options, kept)?;
         for (target, label) in to_label {
             branched.set_label(&target, Some(&label))?;
         }
         Ok(branched)
     }
 
-    /// A new session at `path` with a copy of every entry of this one, as the reference's
+    /// A new session (in a file or a database) with a copy of every entry of this one, as the reference's
     /// `fork`: same entries and ids, same leaf, a new header.
-    pub fn fork_to(&self, path: impl AsRef<Path>, options: CreateOptions) -> Result<Session> {
-        self.fork_into(Destination::File(path.as_ref()), options)
-    }
-
-    /// [`Session::fork_to`] into a file or a database.
-    pub fn fork_into(&self, path: Destination<'_>, options: CreateOptions) -> Result<Session> {
+    pub fn fork(&self, path: Destination<'_>, options: CreateOptions) -> Result<Session> {
         debug_assert!(
             !self.is_partial(),
             "load a stored session whole before forking it"
         );
-        let mut forked = self.new_with(path, options, self.entries.clone())?;
+        let mut forked = new_with(&self.header.cwd, path, options, self.entries.clone())?;
         if forked.leaf != self.leaf {
             // Navigated here without an append since: keep the position.
             forked.move_leaf(self.leaf.as_deref())?;
         }
         Ok(forked)
     }
+}
 
-    /// Creates the file (header only), rewrites it with `entries`, and opens it again so the
-    /// leaf is what the file implies. A failure after the file was created removes it again,
-    /// so nothing half-made is left behind.
-    fn new_with(
-        &self,
-        path: Destination<'_>,
-        options: CreateOptions,
-        entries: Vec<Entry>,
-    ) -> Result<Session> {
-        let path = match path {
-            Destination::File(path) => path,
-            Destination::Store(store) => {
-                let mut session = store.create_session(&self.header.cwd, options)?;
-                session.replace_entries(|all| *all = entries)?;
-                let id = session.header.id.clone();
-                return store.open_session(&id).map(|(session, _)| session);
-            }
-        };
-        let sync = options.sync;
-        let mut session = Session::create(path, &self.header.cwd, options)?;
-        let written = session
-            .replace_entries(|all| *all = entries)
-            .and_then(|()| Session::open(path));
-        match written {
-            Ok((mut session, _)) => {
-                session.set_sync_policy(sync);
-                Ok(session)
-            }
-            Err(e) => {
-                let _ = std::fs::remove_file(path);
-                Err(e)
-            }
+/// A new session in `path` for `cwd`: creates it (header only), rewrites it with `entries`,
+/// and opens it again so the leaf is what the store implies. A file that fails after it was
+/// created is removed again, so nothing half-made is left behind.
+fn new_with(
+    cwd: &str,
+    path: Destination<'_>,
+    options: CreateOptions,
+    entries: Vec<Entry>,
+) -> Result<Session> {
+    let path = match path {
+        Destination::File(path) => path,
+        Destination::Store(store) => {
+            let mut session = store.create_session(cwd, options)?;
+            session.replace_entries(|all| *all = entries)?;
+            let id = session.header.id.clone();
+            return store.open_session(&id).map(|(session, _)| session);
+        }
+    };
+    let sync = options.sync;
+    let mut session = Session::create(path, cwd, options)?;
+    let written = session
+        .replace_entries(|all| *all = entries)
+        .and_then(|()| Session::open(path));
+    match written {
+        Ok((mut session, _)) => {
+            session.set_sync_policy(sync);
+            Ok(session)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(path);
+            Err(e)
         }
     }
 }

@@ -20,86 +20,202 @@ use crate::session::entry::{
 /// title) makes the file be read whole instead.
 const HEADER_READ_BYTES: usize = 64 << 10;
 
-impl Session {
-    /// A session from the whole file's bytes, `data`.
-    pub(super) fn parse(
-        path: PathBuf,
-        file: PathBuf,
-        data: Arc<LineSource>,
-        id: Option<FileId>,
-        report: &mut LoadReport,
-    ) -> Result<Session> {
-        Session::parse_reporting(path, file, data, id, report, &|_| {})
-    }
+/// A session from the whole file's bytes, `data`, telling `progress` each [`LoadStep`] as it
+/// starts.
+pub(super) fn from_bytes(
+    path: PathBuf,
+    file: PathBuf,
+    data: Arc<LineSource>,
+    id: Option<FileId>,
+    report: &mut LoadReport,
+    progress: &dyn Fn(LoadStep),
+) -> Result<Session> {
+    let bytes = data.bytes();
+    let mut session = with_header(path, file, bytes, id)?;
+    let head_complete = !session.disk.missing_newline;
+    let mut parsed = Loaded::default();
+    let from = session.disk.consumed as usize;
+    progress(LoadStep::Parsing {
+        bytes: bytes.len() as u64,
+    });
+    session
+        .reader()
+        .read_lines(&data, from, TailMode::Open, report, &mut parsed);
+    debug_assert!(head_complete || parsed.is_empty());
+    finish_load(&mut session, parsed, report, progress);
+    Ok(session)
+}
 
-    /// [`Session::parse`], telling `progress` each [`LoadStep`] as it starts.
-    pub(super) fn parse_reporting(
-        path: PathBuf,
-        file: PathBuf,
-        data: Arc<LineSource>,
-        id: Option<FileId>,
-        report: &mut LoadReport,
-        progress: &dyn Fn(LoadStep),
-    ) -> Result<Session> {
-        let bytes = data.bytes();
-        let mut session = Session::with_header(path, file, bytes, id)?;
-        let head_complete = !session.disk.missing_newline;
-        let mut parsed = Loaded::default();
-        let from = session.disk.consumed as usize;
-        progress(LoadStep::Parsing {
-            bytes: bytes.len() as u64,
+/// A session read from `src`, the open file of `len` bytes, without copying it (see
+/// `stream.rs`). `None` when the file is better read whole: its header line is long or
+/// unterminated, or it is not a current file (older versions are parsed at once anyway).
+pub(super) fn streamed(
+    path: PathBuf,
+    file: PathBuf,
+    src: Arc<LineSource>,
+    len: u64,
+    id: Option<FileId>,
+    report: &mut LoadReport,
+    progress: &dyn Fn(LoadStep),
+) -> std::io::Result<Option<Result<Session>>> {
+    let LineSource::File(f) = &*src else {
+        return Ok(None);
+    };
+    let mut first = vec![0u8; (len as usize).min(HEADER_READ_BYTES)];
+    read_exact_at(f, &mut first, 0)?;
+    let Some(head_end) = complete_head_end(&first) else {
+        return Ok(None);
+    };
+    let mut session = match with_header(path, file, &first[..=head_end], id) {
+        Ok(s) if s.lazy => s,
+        Ok(_) => return Ok(None),
+        Err(e) => return Ok(Some(Err(e))),
+    };
+    progress(LoadStep::Parsing { bytes: len });
+    let (parts, end) = stream::scan_file(&src, session.disk.consumed, len)?;
+    let mut tail = vec![0u8; (len - end) as usize];
+    read_exact_at(f, &mut tail, end)?;
+    let mut parsed = Loaded::default();
+    let mut reader = session.reader();
+    for part in parts {
+        reader.take_part(part, report, &mut parsed);
+    }
+    reader.disk.consumed = end;
+    reader.read_lines(
+        &LineSource::memory(tail),
+        0,
+        TailMode::Open,
+        report,
+        &mut parsed,
+    );
+    finish_load(&mut session, parsed, report, progress);
+    Ok(Some(Ok(session)))
+}
+
+/// A session with the header of `bytes` (the file's first line, or all of it) and no entries
+/// yet.
+fn with_header(path: PathBuf, file: PathBuf, bytes: &[u8], id: Option<FileId>) -> Result<Session> {
+    let head = read_head(bytes).map_err(|(line, reason)| SessionError::InvalidHeader {
+        path: path.clone(),
+        line,
+        reason,
+    })?;
+    let header = head.header;
+    // Only current-version entries are kept raw: migration rewrites ids and fields.
+    let lazy = header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
+    Ok(Session {
+        path,
+        file,
+        header,
+        entries: Vec::new(),
+        index: Default::default(),
+        leaf: None,
+        file_leaf: None,
+        raw_lines: Vec::new(),
+        needs_rewrite: false,
+        disk: DiskState {
+            consumed: head.end as u64,
+            missing_newline: head.missing_newline,
+            lines: head.lines,
+            id,
+        },
+        sync: SyncPolicy::default(),
+        lazy,
+        revision: next_revision(),
+        paths: Default::default(),
+        store: Box::new(super::store::NoStore),
+        partial: None,
+        duplicate_ids: false,
+        digest_memo: Default::default(),
+        blobs: super::super::size_controls::default_store(),
+    })
+}
+
+/// Migrates and indexes the loaded entries; the leaf is what the file implies.
+fn finish_load(
+    session: &mut Session,
+    mut parsed: Loaded,
+    report: &mut LoadReport,
+    progress: &dyn Fn(LoadStep),
+) {
+    let version = session.header.version.unwrap_or(1);
+    if version < CURRENT_SESSION_VERSION {
+        progress(LoadStep::Migrating {
+            from_version: version,
         });
-        session.read_lines(&data, from, TailMode::Open, report, &mut parsed);
-        debug_assert!(head_complete || parsed.is_empty());
-        session.finish_load(parsed, report, progress);
-        Ok(session)
     }
+    if let Some(from) = migrate(&mut session.header, &mut parsed.entries, &parsed.lines) {
+        report.migrated_from = Some(from);
+        session.needs_rewrite = true;
+    }
+    progress(LoadStep::Linking {
+        entries: parsed.len() as u64,
+    });
+    debug_assert!(session.entries.is_empty(), "a load starts from no entries");
+    session.index.reserve(parsed.len());
+    // The entries stay where they were read: copying them into a new vector cost a page fault
+    // per 4 KiB of a large session's entries.
+    let Loaded { entries, lines } = parsed;
+    session.entries = entries;
+    // A streamed load reserved generously (`stream::Part`); give back the address space.
+    // Shrinking moves nothing.
+    session.entries.shrink_to_fit();
+    session.revision = next_revision();
+    for (at, line) in lines.into_iter().enumerate() {
+        session.index_entry(at, line, report);
+    }
+    session.file_leaf = file_leaf_of(&session.entries);
+    session.leaf = session.file_leaf.clone();
+}
 
-    /// A session read from `src`, the open file of `len` bytes, without copying it (see
-    /// `stream.rs`). `None` when the file is better read whole: its header line is long or
-    /// unterminated, or it is not a current file (older versions are parsed at once anyway).
-    pub(super) fn parse_streamed(
-        path: PathBuf,
-        file: PathBuf,
-        src: Arc<LineSource>,
-        len: u64,
-        id: Option<FileId>,
-        report: &mut LoadReport,
-        progress: &dyn Fn(LoadStep),
-    ) -> std::io::Result<Option<Result<Session>>> {
-        let LineSource::File(f) = &*src else {
-            return Ok(None);
-        };
-        let mut first = vec![0u8; (len as usize).min(HEADER_READ_BYTES)];
-        read_exact_at(f, &mut first, 0)?;
-        let Some(head_end) = complete_head_end(&first) else {
-            return Ok(None);
-        };
-        let mut session = match Session::with_header(path, file, &first[..=head_end], id) {
-            Ok(s) if s.lazy => s,
-            Ok(_) => return Ok(None),
-            Err(e) => return Ok(Some(Err(e))),
-        };
-        progress(LoadStep::Parsing { bytes: len });
-        let (parts, end) = stream::scan_file(&src, session.disk.consumed, len)?;
-        let mut tail = vec![0u8; (len - end) as usize];
-        read_exact_at(f, &mut tail, end)?;
-        let mut parsed = Loaded::default();
-        for part in parts {
-            session.take_part(part, report, &mut parsed);
+/// Reads a session's lines on from where its [`DiskState`] stands: what the loader, the
+/// large-file scanner and every store's refresh share. Borrows the parts of the session that
+/// reading touches ([`Session::reader`]); the entries read go to a [`Loaded`], which the
+/// caller adds.
+pub(super) struct LineReader<'s> {
+    /// The session's name, for warnings.
+    pub(super) path: &'s std::path::Path,
+    pub(super) disk: &'s mut DiskState,
+    /// Lines are kept raw and parsed on first use (a version 3 file).
+    pub(super) lazy: bool,
+    /// Malformed lines, kept to be written back in place.
+    pub(super) raw_lines: &'s mut Vec<RawLine>,
+    /// Entries the session holds before those read now.
+    pub(super) known: usize,
+}
+
+impl Session {
+    /// What reading more of this session's lines needs of it (see [`LineReader`]).
+    pub(super) fn reader(&mut self) -> LineReader<'_> {
+        LineReader {
+            path: &self.path,
+            disk: &mut self.disk,
+            lazy: self.lazy,
+            raw_lines: &mut self.raw_lines,
+            known: self.entries.len(),
         }
-        session.disk.consumed = end;
-        session.read_lines(
-            &LineSource::memory(tail),
-            0,
-            TailMode::Open,
-            report,
-            &mut parsed,
-        );
-        session.finish_load(parsed, report, progress);
-        Ok(Some(Ok(session)))
     }
 
+    pub(super) fn push_entry(&mut self, entry: Entry, line: usize, report: &mut LoadReport) {
+        self.revision = next_revision();
+        self.entries.push(entry);
+        self.index_entry(self.entries.len() - 1, line, report);
+    }
+
+    /// Adds `entries[at]`, read from `line`, to the id index; a duplicate id is reported.
+    fn index_entry(&mut self, at: usize, line: usize, report: &mut LoadReport) {
+        let id = &self.entries[at].id;
+        if !self.index.insert_new(id, at) {
+            self.duplicate_ids = true;
+            report.duplicate_ids.push(DuplicateId {
+                id: id.clone(),
+                line,
+            });
+        }
+    }
+}
+
+impl LineReader<'_> {
     /// Takes a scanned region's lines into `out`, numbering them on from `disk.lines`. The
     /// first region's vector becomes `out` and the next ones are moved onto its end, so no
     /// entry is copied twice.
@@ -135,87 +251,6 @@ impl Session {
             }
         }
         self.disk.lines = base + lines;
-    }
-
-    /// A session with the header of `bytes` (the file's first line, or all of it) and no
-    /// entries yet.
-    fn with_header(
-        path: PathBuf,
-        file: PathBuf,
-        bytes: &[u8],
-        id: Option<FileId>,
-    ) -> Result<Session> {
-        let head = read_head(bytes).map_err(|(line, reason)| SessionError::InvalidHeader {
-            path: path.clone(),
-            line,
-            reason,
-        })?;
-        let header = head.header;
-        // Only current-version entries are kept raw: migration rewrites ids and fields.
-        let lazy = header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
-        Ok(Session {
-            path,
-            file,
-            header,
-            entries: Vec::new(),
-            index: Default::default(),
-            leaf: None,
-            file_leaf: None,
-            raw_lines: Vec::new(),
-            needs_rewrite: false,
-            disk: DiskState {
-                consumed: head.end as u64,
-                missing_newline: head.missing_newline,
-                lines: head.lines,
-                id,
-            },
-            sync: SyncPolicy::default(),
-            lazy,
-            revision: next_revision(),
-            path_cache: Default::default(),
-            store: Box::new(super::store::NoStore),
-            partial: None,
-            duplicate_ids: false,
-            digest_memo: Default::default(),
-            blobs: super::super::size_controls::default_store(),
-        })
-    }
-
-    /// Migrates and indexes the loaded entries; the leaf is what the file implies.
-    fn finish_load(
-        &mut self,
-        mut parsed: Loaded,
-        report: &mut LoadReport,
-        progress: &dyn Fn(LoadStep),
-    ) {
-        let version = self.header.version.unwrap_or(1);
-        if version < CURRENT_SESSION_VERSION {
-            progress(LoadStep::Migrating {
-                from_version: version,
-            });
-        }
-        if let Some(from) = migrate(&mut self.header, &mut parsed.entries, &parsed.lines) {
-            report.migrated_from = Some(from);
-            self.needs_rewrite = true;
-        }
-        progress(LoadStep::Linking {
-            entries: parsed.len() as u64,
-        });
-        debug_assert!(self.entries.is_empty(), "a load starts from no entries");
-        self.index.reserve(parsed.len());
-        // The entries stay where they were read: copying them into a new vector cost a page
-        // fault per 4 KiB of a large session's entries.
-        let Loaded { entries, lines } = parsed;
-        self.entries = entries;
-        // A streamed load reserved generously (`stream::Part`); give back the address space.
-        // Shrinking moves nothing.
-        self.entries.shrink_to_fit();
-        self.revision = next_revision();
-        for (at, line) in lines.into_iter().enumerate() {
-            self.index_entry(at, line, report);
-        }
-        self.file_leaf = file_leaf_of(&self.entries);
-        self.leaf = self.file_leaf.clone();
     }
 
     /// Splits `buf[from..]` (the bytes after `disk.consumed`) into lines and parses them;
@@ -274,7 +309,7 @@ impl Session {
         }
     }
 
-    pub(super) fn take_line(
+    fn take_line(
         &mut self,
         buf: &Arc<LineSource>,
         start: usize,
@@ -293,7 +328,7 @@ impl Session {
                 tracing::warn!(path = %self.path.display(), line, %reason, "skipping malformed line");
                 report.skipped.push(SkippedLine { line, reason });
                 self.raw_lines.push(RawLine {
-                    before_entry: self.entries.len() + out.len(),
+                    before_entry: self.known + out.len(),
                     bytes: bytes.to_vec(),
                 });
             }
@@ -302,12 +337,7 @@ impl Session {
 
     /// `buf[start..end]` as an entry: kept raw with only its header read when the file is
     /// current and the header is ordinary, otherwise parsed whole as before.
-    pub(super) fn parse_span(
-        &mut self,
-        buf: &Arc<LineSource>,
-        start: usize,
-        end: usize,
-    ) -> Result<Entry, String> {
+    fn parse_span(&self, buf: &Arc<LineSource>, start: usize, end: usize) -> Result<Entry, String> {
         if self.lazy
             && let Ok(entry) = Entry::from_shared_line(buf, start, end)
         {
@@ -320,24 +350,6 @@ impl Session {
             let _ = entry.kind();
             Ok(entry)
         })
-    }
-
-    pub(super) fn push_entry(&mut self, entry: Entry, line: usize, report: &mut LoadReport) {
-        self.revision = next_revision();
-        self.entries.push(entry);
-        self.index_entry(self.entries.len() - 1, line, report);
-    }
-
-    /// Adds `entries[at]`, read from `line`, to the id index; a duplicate id is reported.
-    fn index_entry(&mut self, at: usize, line: usize, report: &mut LoadReport) {
-        let id = &self.entries[at].id;
-        if !self.index.insert_new(id, at) {
-            self.duplicate_ids = true;
-            report.duplicate_ids.push(DuplicateId {
-                id: id.clone(),
-                line,
-            });
-        }
     }
 }
 

@@ -21,7 +21,7 @@
 
 use std::collections::HashSet;
 
-use super::{LoadReport, Result, Session, next_revision};
+use super::{LoadReport, Result, Session, load, next_revision};
 use crate::session::context::state_entries;
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, EntryKind, LineSource};
 use crate::session::ids;
@@ -99,12 +99,13 @@ impl Session {
             data.push(b'\n');
         }
         let mut report = LoadReport::default();
-        let mut session = Session::parse(
+        let mut session = load::from_bytes(
             path.clone(),
             path,
             LineSource::memory(data),
             None,
             &mut report,
+            &|_| {},
         )?;
         let clean = report == LoadReport::default()
             && session.header.version == Some(CURRENT_SESSION_VERSION)
@@ -287,12 +288,13 @@ impl Session {
             data.push(b'\n');
         }
         let mut report = LoadReport::default();
-        let before = match Session::parse(
+        let before = match load::from_bytes(
             self.path.clone(),
             self.file.clone(),
             LineSource::memory(data),
             None,
             &mut report,
+            &|_| {},
         ) {
             Ok(s) => s,
             Err(e) => {

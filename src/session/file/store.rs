@@ -25,7 +25,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::cursor::{Loaded, TailMode, TailRepair};
-use super::{LoadReport, Result, Session, SessionError, file_leaf_of, next_revision};
+use super::{LoadReport, Result, Session, SessionError, file_leaf_of, load, next_revision};
 use crate::session::changes::ChangeSignal;
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
 
@@ -181,7 +181,9 @@ impl Session {
         let mut report = LoadReport::default();
         let mut parsed = Loaded::default();
         let source = LineSource::memory(lines);
-        let repair = self.read_lines(&source, 0, mode, &mut report, &mut parsed);
+        let repair = self
+            .reader()
+            .read_lines(&source, 0, mode, &mut report, &mut parsed);
         if !parsed.is_empty() {
             for (e, line) in parsed {
                 self.push_entry(e, line, &mut report);
@@ -269,7 +271,14 @@ impl Session {
         whole: Vec<u8>,
         report: &mut LoadReport,
     ) -> Result<Session> {
-        Session::parse(name.clone(), name, LineSource::memory(whole), None, report)
+        load::from_bytes(
+            name.clone(),
+            name,
+            LineSource::memory(whole),
+            None,
+            report,
+            &|_| {},
+        )
     }
 
     /// Takes in `lines`, whole stored lines after what this session has read (a store that
@@ -294,12 +303,13 @@ impl Session {
         whole: Vec<u8>,
     ) -> Result<(usize, Vec<Entry>)> {
         let mut report = LoadReport::default();
-        let fresh = Session::parse(
+        let fresh = load::from_bytes(
             self.path.clone(),
             self.file.clone(),
             LineSource::memory(whole),
             None,
             &mut report,
+            &|_| {},
         )?;
         let arrived = fresh
             .entries
@@ -311,37 +321,26 @@ impl Session {
         Ok((self.entries.len(), arrived))
     }
 
-    /// The header line (as version 3) and every line after it, as a rewrite stores them:
-    /// the entries, then `extra`, with the kept malformed lines in place.
+    /// The header (as version 3) and every line after it, as a rewrite stores them: the
+    /// entries, then `extra`, with the kept malformed lines in place.
     pub(in crate::session) fn whole_lines<'a>(
         &'a self,
         extra: &'a [Entry],
-    ) -> (Vec<u8>, Vec<Line<'a>>) {
-        (self.rewrite_header().head_bytes(), self.body_lines(extra))
-    }
-
-    /// The header as a rewrite stores it: version 3.
-    pub(in crate::session) fn rewrite_header(&self) -> SessionHeader {
+    ) -> (SessionHeader, Vec<Line<'a>>) {
         let mut header = self.header.clone();
         if header.version.is_none_or(|v| v < CURRENT_SESSION_VERSION) {
             header.version = Some(CURRENT_SESSION_VERSION);
         }
-        header
-    }
-
-    /// Every line after the header, as a rewrite stores them: the entries, then `extra`, with
-    /// the kept malformed lines in place.
-    pub(in crate::session) fn body_lines<'a>(&'a self, extra: &'a [Entry]) -> Vec<Line<'a>> {
-        let mut out = Vec::with_capacity(self.entries.len() + extra.len() + self.raw_lines.len());
+        let mut body = Vec::with_capacity(self.entries.len() + extra.len() + self.raw_lines.len());
         let mut raw = self.raw_lines.iter().peekable();
         for (i, e) in self.entries.iter().chain(extra).enumerate() {
             while let Some(r) = raw.next_if(|r| r.before_entry <= i) {
-                out.push(Line::Kept(&r.bytes));
+                body.push(Line::Kept(&r.bytes));
             }
-            out.push(Line::Entry(e));
+            body.push(Line::Entry(e));
         }
-        out.extend(raw.map(|r| Line::Kept(&r.bytes)));
-        out
+        body.extend(raw.map(|r| Line::Kept(&r.bytes)));
+        (header, body)
     }
 
     /// Size controls for the entries a rewrite changes (a pruned entry, a migrated one), as

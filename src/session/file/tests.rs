@@ -292,14 +292,14 @@ fn the_leaf_survives_reopen_after_navigation_without_an_append() {
         .map(|e| e.id.clone())
         .collect();
     let line_count = lines(s.path()).len();
-    s.branch(&ids[2]).unwrap();
+    s.move_leaf(Some(&ids[2])).unwrap();
     assert_eq!(
         lines(s.path()).len(),
         line_count,
         "no marker for the current leaf"
     );
 
-    s.branch(&ids[0]).unwrap();
+    s.move_leaf(Some(&ids[0])).unwrap();
     assert_eq!(s.leaf_id(), Some(ids[0].as_str()));
     let (reopened, _) = Session::open(s.path()).unwrap();
     assert_eq!(reopened.leaf_id(), Some(ids[0].as_str()));
@@ -318,7 +318,7 @@ fn the_leaf_survives_reopen_after_navigation_without_an_append() {
     let child = s.append(user("two'")).unwrap().clone();
     assert_eq!(child.parent_id.as_deref(), Some(ids[0].as_str()));
 
-    s.reset_leaf().unwrap();
+    s.move_leaf(None).unwrap();
     let (mut reopened, _) = Session::open(s.path()).unwrap();
     assert_eq!(reopened.leaf_id(), None);
     assert!(reopened.context().messages.is_empty());
@@ -332,7 +332,7 @@ fn unknown_targets_throw_the_reference_error() {
     let mut s = new_session(&dir);
     s.append(user("a")).unwrap();
     assert_eq!(
-        s.branch("nope").unwrap_err().to_string(),
+        s.move_leaf(Some("nope")).unwrap_err().to_string(),
         "Entry nope not found"
     );
     assert_eq!(
@@ -609,8 +609,8 @@ mod props {
                 match op {
                     Op::Append => { s.append(user("x")).unwrap(); }
                     Op::AppendMany(n) => { s.append_many((0..n).map(|_| thinking("low")).collect()).unwrap(); }
-                    Op::Branch(i) => if let Some(id) = pick(i) { s.branch(&id).unwrap(); },
-                    Op::Reset => s.reset_leaf().unwrap(),
+                    Op::Branch(i) => if let Some(id) = pick(i) { s.move_leaf(Some(&id)).unwrap(); },
+                    Op::Reset => s.move_leaf(None).unwrap(),
                     Op::Summary(target) => {
                         let target = target.and_then(pick);
                         s.branch_with_summary(target.as_deref(), "sum", None, None).unwrap();
@@ -688,7 +688,7 @@ fn a_branched_session_holds_the_path_with_labels_moved_to_its_end() {
     let b = s.append(user("b")).unwrap().id.clone();
     s.set_label(&b, Some("checkpoint")).unwrap();
     let c = s.append(user("c")).unwrap().id.clone();
-    s.branch(&b).unwrap();
+    s.move_leaf(Some(&b)).unwrap();
     let d = s.append(user("d")).unwrap().id.clone();
 
     let options = CreateOptions {
@@ -696,7 +696,9 @@ fn a_branched_session_holds_the_path_with_labels_moved_to_its_end() {
         ..CreateOptions::default()
     };
     let path = dir.path().join("branched.jsonl");
-    let branched = s.create_branched(&c, &path, options).unwrap();
+    let branched = s
+        .create_branched(&c, Destination::File(&path), options)
+        .unwrap();
     let kinds: Vec<(&str, &str)> = branched
         .entries()
         .iter()
@@ -727,7 +729,7 @@ fn a_branched_session_holds_the_path_with_labels_moved_to_its_end() {
     );
     assert_ne!(branched.header().id, s.header().id);
     // Same conversation as the source at c.
-    s.branch(&c).unwrap();
+    s.move_leaf(Some(&c)).unwrap();
     assert_eq!(branched.context().messages, s.context().messages);
     // Reopened from disk: a clean, valid file.
     assert_valid_file(&path);
@@ -737,12 +739,16 @@ fn a_branched_session_holds_the_path_with_labels_moved_to_its_end() {
     assert!(s.get(&d).is_some());
 
     let err = s
-        .create_branched("nope", dir.path().join("x.jsonl"), CreateOptions::default())
+        .create_branched(
+            "nope",
+            Destination::File(&dir.path().join("x.jsonl")),
+            CreateOptions::default(),
+        )
         .unwrap_err();
     assert!(matches!(err, SessionError::EntryNotFound(_)), "{err}");
     assert!(!dir.path().join("x.jsonl").exists());
     let exists = s
-        .create_branched(&c, &path, CreateOptions::default())
+        .create_branched(&c, Destination::File(&path), CreateOptions::default())
         .unwrap_err();
     assert!(exists.to_string().contains("exists"), "{exists}");
 }
@@ -753,14 +759,14 @@ fn a_fork_copies_every_entry_and_the_leaf() {
     let mut s = new_session(&dir);
     let a = s.append(user("a")).unwrap().id.clone();
     s.append(user("b")).unwrap();
-    s.branch(&a).unwrap();
+    s.move_leaf(Some(&a)).unwrap();
     let options = CreateOptions {
         parent_session: Some(s.header().id.clone()),
         title: Some("copy".into()),
         ..CreateOptions::default()
     };
     let path = dir.path().join("fork.jsonl");
-    let forked = s.fork_to(&path, options).unwrap();
+    let forked = s.fork(Destination::File(&path), options).unwrap();
     assert_eq!(forked.entries(), s.entries());
     assert_eq!(forked.leaf_id(), Some(a.as_str()));
     assert_eq!(

@@ -370,7 +370,7 @@ fn all_lines(session: &Session, extra: &[Entry]) -> (Vec<u8>, Vec<StoredLine>) {
             },
         })
         .collect();
-    (header, lines)
+    (header.head_bytes(), lines)
 }
 
 /// The session-level fields once `new` is appended.

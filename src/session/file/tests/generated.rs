@@ -196,7 +196,7 @@ fn the_revision_changes_with_every_change_and_only_then() {
     let _ = s.context();
     assert_eq!(s.refresh().unwrap(), 0);
     assert_eq!(s.revision(), before, "reading changes nothing");
-    s.branch(&a).unwrap();
+    s.move_leaf(Some(&a)).unwrap();
     changed(&s);
     s.replace_entries(|_| {}).unwrap();
     changed(&s);

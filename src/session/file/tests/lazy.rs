@@ -147,12 +147,13 @@ fn streamed_lines_of_every_length_load_as_read_whole() {
 
     let (streamed, streamed_report) = Session::open(&path).unwrap();
     let mut report = LoadReport::default();
-    let whole = Session::parse(
+    let whole = load::from_bytes(
         path.clone(),
         path.clone(),
         LineSource::memory(data),
         None,
         &mut report,
+        &|_| {},
     )
     .unwrap();
     assert_eq!(streamed.entries(), whole.entries());

@@ -46,12 +46,13 @@ impl MemoryStore {
         let bytes = self.bytes.lock().unwrap().clone();
         let path = PathBuf::from("memory:s");
         let mut report = LoadReport::default();
-        let mut session = Session::parse(
+        let mut session = load::from_bytes(
             path.clone(),
             path,
             LineSource::memory(bytes),
             None,
             &mut report,
+            &|_| {},
         )
         .unwrap();
         assert_eq!(report, LoadReport::default());
@@ -144,7 +145,7 @@ fn a_session_in_a_memory_store_appends_shares_and_rewrites_through_the_seam() {
     assert_eq!(a.context().messages.len(), 3);
 
     // Navigation persists through the store like any write.
-    a.branch(&two).unwrap();
+    a.move_leaf(Some(&two)).unwrap();
     a.append(user("four")).unwrap();
     assert_eq!(texts(&store.open()), ["one", "two", "four"]);
 
