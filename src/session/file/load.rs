@@ -185,6 +185,23 @@ pub(super) struct LineReader<'s> {
 }
 
 impl Session {
+    /// A session read from a store's bytes (a header line, then every line), named `name`: a
+    /// stored session has no file, so `name` is also what stands for one.
+    pub(in crate::session) fn from_stored(
+        name: PathBuf,
+        whole: Vec<u8>,
+        report: &mut LoadReport,
+    ) -> Result<Session> {
+        from_bytes(
+            name.clone(),
+            name,
+            LineSource::memory(whole),
+            None,
+            report,
+            &|_| {},
+        )
+    }
+
     /// What reading more of this session's lines needs of it (see [`LineReader`]).
     pub(super) fn reader(&mut self) -> LineReader<'_> {
         LineReader {

@@ -22,10 +22,10 @@
 //! through [`Session::with_store`], and a catalog's.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::cursor::{Loaded, TailMode, TailRepair};
-use super::{LoadReport, Result, Session, SessionError, file_leaf_of, load, next_revision};
+use super::{LoadReport, Result, Session, SessionError, file_leaf_of, next_revision};
 use crate::session::changes::ChangeSignal;
 use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
 
@@ -264,23 +264,6 @@ impl Session {
 /// needs of the session besides the steps above: reading its bytes, the lines a rewrite
 /// stores, and marking the session stored whole.
 impl Session {
-    /// A session read from a store's bytes (a header line, then every line), named `name`: a
-    /// stored session has no file, so `name` is also what stands for one.
-    pub(in crate::session) fn from_stored(
-        name: PathBuf,
-        whole: Vec<u8>,
-        report: &mut LoadReport,
-    ) -> Result<Session> {
-        load::from_bytes(
-            name.clone(),
-            name,
-            LineSource::memory(whole),
-            None,
-            report,
-            &|_| {},
-        )
-    }
-
     /// Takes in `lines`, whole stored lines after what this session has read (a store that
     /// keeps whole lines has no torn tail to repair). Returns how many entries they added,
     /// and those entries (markers left out), for [`Store::take_arrivals`].
@@ -303,14 +286,8 @@ impl Session {
         whole: Vec<u8>,
     ) -> Result<(usize, Vec<Entry>)> {
         let mut report = LoadReport::default();
-        let fresh = load::from_bytes(
-            self.path.clone(),
-            self.file.clone(),
-            LineSource::memory(whole),
-            None,
-            &mut report,
-            &|_| {},
-        )?;
+        let mut fresh = Session::from_stored(self.file.clone(), whole, &mut report)?;
+        fresh.path = self.path.clone();
         let arrived = fresh
             .entries
             .iter()
