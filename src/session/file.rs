@@ -55,14 +55,14 @@
 //!
 //! # Where the code is
 //! This file holds the types and the in-memory session (entries, leaf, paths, appends and
-//! navigation), written once for every backend; `store` is the storage seam (the `Store` trait:
-//! refresh, write, replace, load the rest), `load` turns bytes into entries, `cursor` is how far
-//! they have been read, `migrate` lifts versions 1 and 2 to 3, `disk` is the file backend
-//! (every file-system call: create, open, the lock, appends, rewrites), `fork` makes new
-//! sessions from a session (in a file, or in a [`crate::session::catalog::Catalog`]), `stream` reads large
-//! files without copying them and `partial` lets a stored session be opened with only what the
-//! context at its leaf needs. The PostgreSQL backend is `session::postgres`, all of it: this
-//! folder imports nothing of it.
+//! navigation), written once for every backend; `store` is the storage seam (the `Store`
+//! trait: refresh, write, replace, load the rest), `load` turns bytes into entries, `cursor`
+//! is how far they have been read, `migrate` lifts versions 1 and 2 to 3, `paths` keeps the
+//! last path walked, `disk` is the file backend (every file-system call: create, open, the
+//! lock, appends, rewrites), `fork` makes new sessions from a session (in a file, or in a
+//! [`crate::session::catalog::Catalog`]), `stream` reads large files without copying them and
+//! `partial` lets a stored session be opened with only what the context at its leaf needs.
+//! The PostgreSQL backend is `session::postgres`, all of it: this folder imports nothing of it.
 
 use std::collections::HashSet;
 use std::io;

@@ -1,5 +1,8 @@
 //! From bytes to entries: the header, each line (kept raw and parsed lazily in a current
-//! file), malformed lines and a torn tail reported and kept, duplicate ids noted.
+//! file), malformed lines and a torn tail reported and kept, duplicate ids noted. A session
+//! is made by [`from_bytes`] (the whole file in memory, or a store's bytes) or [`streamed`]
+//! (a large file, see `stream.rs`); reading more of it later (another writer's lines) goes
+//! through the same [`LineReader`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -174,14 +177,14 @@ fn finish_load(
 /// caller adds.
 pub(super) struct LineReader<'s> {
     /// The session's name, for warnings.
-    pub(super) path: &'s std::path::Path,
-    pub(super) disk: &'s mut DiskState,
+    path: &'s std::path::Path,
+    disk: &'s mut DiskState,
     /// Lines are kept raw and parsed on first use (a version 3 file).
-    pub(super) lazy: bool,
+    lazy: bool,
     /// Malformed lines, kept to be written back in place.
-    pub(super) raw_lines: &'s mut Vec<RawLine>,
+    raw_lines: &'s mut Vec<RawLine>,
     /// Entries the session holds before those read now.
-    pub(super) known: usize,
+    known: usize,
 }
 
 impl Session {
