@@ -132,7 +132,7 @@ fn install_reference() -> Result<PathBuf> {
     let agent = target.join("omp-agent");
     let lock_dir = root.join("integrations/oh-my-pi/test/agent");
     let lock = std::fs::read(lock_dir.join("package-lock.json"))?;
-    let stamp = compactd::session::sha256_hex(&lock);
+    let stamp = devtools::fixtures::sha256_hex(&lock);
     let installed = std::fs::read_to_string(agent.join(".lock-stamp")).unwrap_or_default();
     if installed.trim() != stamp || !agent.join("node_modules").is_dir() {
         eprintln!("installing the reference: npm ci --ignore-scripts in {agent:?} (once)");

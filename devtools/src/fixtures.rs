@@ -3,9 +3,20 @@
 
 use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
+
 /// The repository's root (the `compactd` package).
 pub fn repo() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// Hex SHA-256 of `bytes`: the name compactd gives a blob (`blob:sha256:<hex>`) and its file
+/// in the blob store, computed here rather than asked of compactd.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A file of the repository by its path from the root; fails when it is missing.

@@ -38,6 +38,6 @@ pub use recall::{
     DEFAULT_LIMIT as DEFAULT_SEARCH_LIMIT, RecallError, RecalledEntry, SearchHit, SearchPage,
     SearchQuery, SearchScope, entry_texts, read_entry, search,
 };
-pub use size_controls::{FULL_TEXT_FIELD, sha256_hex};
+pub use size_controls::FULL_TEXT_FIELD;
 pub use tree::{Tree, TreeNode};
 pub use undo::{UNDO_CUSTOM_TYPE, UndoError, UndoPlan, UndoRecord, plan_undo};

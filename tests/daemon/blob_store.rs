@@ -39,7 +39,7 @@ async fn session_with_a_blob() -> (
     )
     .await;
     d.take_all("session/entriesAppended");
-    let hex = compactd::session::sha256_hex(output.as_bytes());
+    let hex = devtools::fixtures::sha256_hex(output.as_bytes());
     assert!(blobs.join(&hex).is_file());
     (d, session, blobs, hex, output, path)
 }

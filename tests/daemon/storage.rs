@@ -105,7 +105,7 @@ async fn large_images_and_strings_go_to_the_blob_store_and_come_back_whole() {
 
     // The session (file or rows): the blob reference and the truncated text.
     let lines = d.stored_entries(&path);
-    let hex = compactd::session::sha256_hex(&image);
+    let hex = devtools::fixtures::sha256_hex(&image);
     let user = &lines[0]["message"]["content"];
     assert_eq!(user[1]["data"], format!("blob:sha256:{hex}"));
     assert_eq!(
@@ -129,7 +129,7 @@ async fn large_images_and_strings_go_to_the_blob_store_and_come_back_whole() {
         .as_str()
         .unwrap();
     let text_hex = text_ref.strip_prefix("blob:sha256:").unwrap();
-    assert_eq!(text_hex, compactd::session::sha256_hex(output.as_bytes()));
+    assert_eq!(text_hex, devtools::fixtures::sha256_hex(output.as_bytes()));
     assert_eq!(
         std::fs::read_to_string(blobs.join(text_hex)).unwrap(),
         output

@@ -521,9 +521,9 @@ fn blobs_reports_references_and_collects_only_on_request() {
     let home = tempfile::tempdir().unwrap();
     let store = home.path().join("store");
     std::fs::create_dir_all(&store).unwrap();
-    let kept = compactd::session::sha256_hex(b"kept");
-    let orphan = compactd::session::sha256_hex(b"orphan");
-    let gone = compactd::session::sha256_hex(b"gone");
+    let kept = devtools::fixtures::sha256_hex(b"kept");
+    let orphan = devtools::fixtures::sha256_hex(b"orphan");
+    let gone = devtools::fixtures::sha256_hex(b"gone");
     std::fs::write(store.join(&kept), b"kept").unwrap();
     std::fs::write(store.join(&orphan), b"orphan").unwrap();
     age(&store.join(&orphan), 7200);
@@ -595,7 +595,7 @@ fn blobs_gc_keeps_blobs_a_writer_may_be_about_to_refer_to() {
     let store_dir = home.path().join("store");
     std::fs::create_dir_all(&store_dir).unwrap();
     let put = |bytes: &[u8]| {
-        let hex = compactd::session::sha256_hex(bytes);
+        let hex = devtools::fixtures::sha256_hex(bytes);
         std::fs::write(store_dir.join(&hex), bytes).unwrap();
         hex
     };
@@ -892,7 +892,7 @@ fn recall_session(home: &std::path::Path) -> (std::path::PathBuf, String, std::p
     output.push_str(needle);
     let blob_dir = home.join(".omp/agent/blobs");
     std::fs::create_dir_all(&blob_dir).unwrap();
-    let hex = compactd::session::sha256_hex(output.as_bytes());
+    let hex = devtools::fixtures::sha256_hex(output.as_bytes());
     std::fs::write(blob_dir.join(&hex), &output).unwrap();
     let head = format!(
         "{}\n\n[Session persistence truncated large content]",
