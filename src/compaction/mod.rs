@@ -21,10 +21,8 @@ pub(crate) mod serialize;
 #[cfg(test)]
 mod test_support;
 
-pub use branch::{
-    BranchCollection, PreparedBranch, collect_entries_for_branch_summary, prepare_branch_entries,
-};
-pub use cut_point::{CutMode, CutPoint, find_cut_point, find_turn_start_index};
+pub use branch::{BranchCollection, collect_entries_for_branch_summary, prepare_branch_entries};
+pub use cut_point::CutMode;
 pub use file_ops::{FileOps, compute_file_lists, file_lists_details, format_file_operations};
 pub use ledger::{
     FileOp, Ledger, LedgerError, LedgerFile, LedgerFiles, LedgerPin, LedgerRequest,
@@ -35,7 +33,5 @@ pub use prepare::{
     BoundaryError, CompactionParams, CompactionPreparation, CompactionSummary, prepare_compaction,
     prepare_compaction_at, summarize_compaction, validate_boundary,
 };
-pub use prune::{
-    PruneConfig, PrunePlan, PrunedOutput, apply_prune, prune_notice, prune_tool_outputs,
-};
+pub use prune::{PruneConfig, apply_prune, prune_tool_outputs};
 pub use serialize::serialize_conversation;

@@ -308,11 +308,6 @@ pub fn fixed_overhead(usage: u64, counted: u64, window: u64) -> u64 {
 }
 
 impl AutoPlan {
-    /// The reason of the compaction this plan runs.
-    pub fn reason(&self) -> CompactReason {
-        self.reason
-    }
-
     /// The operation id its events carry.
     pub fn operation_id(&self) -> &str {
         &self.operation_id

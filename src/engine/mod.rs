@@ -32,7 +32,7 @@ use std::sync::Arc;
 pub use append::{AppendOptions, AppendOutcome, NewEntry};
 pub use background::BackgroundStatus;
 pub use compact::{CompactOptions, CompactOutcome, SummaryEdit, compact};
-pub use env::{ClientSummarizerFactory, CompactEnv, EnvSource, token_counter, tokenizer_name};
+pub use env::{CompactEnv, EnvSource, token_counter};
 pub use error::{EngineError, EngineErrorKind};
 pub use events::{
     AutoResult, BackgroundState, CompactReason, DiscardReason, EngineEvent, EventSink,
@@ -52,13 +52,13 @@ pub use crate::summarize::{
     SummaryReport, SummaryStatus,
 };
 pub use crate::tokens::TokenCounter;
-pub use auto::{AppendAction, AutoDecision, AutoPlan, PendingAuto, decide};
+pub use auto::{AppendAction, decide};
 pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
 pub use prune::prune_live_cached;
 pub use registry::{
     CompactionClaim, Engine, NavigationClaim, ObservedTurn, SessionActivity, TurnObservation,
 };
-pub use sessions::{ListPage, LoadProgress, SessionInfo, SessionSummary};
+pub use sessions::{ListPage, LoadProgress, SessionInfo};
 pub use state::sync_policy;
 pub use state::{AutoMemory, blob_store};
 pub use undo::{UndoOutcome, undo_compaction};

@@ -11,10 +11,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::EntryId;
+use super::schema::TypeSpec;
 use super::session::{SessionContextResult, SessionUsageResult};
 use super::{
     CompactResult, NavigateTreeResult, PruneResult, SessionLedgerResult, SessionPinResult,
-    SessionTreeResult, SessionUnpinResult, TypeSpec,
+    SessionTreeResult, SessionUnpinResult,
 };
 
 /// `compactd context --json`: `session/context` with `perMessage: true`, the counter used,

@@ -35,18 +35,18 @@ mod settings;
 mod undo;
 
 pub use cli::{
-    BlobsReport, CLI_OUTPUTS, CliOutput, CompactionPlan, ContextReport, EvalCompaction, EvalReport,
-    PlanMode, Retention,
+    BlobsReport, CLI_OUTPUTS, CompactionPlan, ContextReport, EvalCompaction, EvalReport, PlanMode,
+    Retention,
 };
 pub use common::{
-    Empty, EntryId, OperationId, ProgressToken, RetainedFact, SessionId, SummarizerFailure,
-    SummarizerReport, SummaryDetails, WireEntry, WireMessage,
+    Empty, ProgressToken, SummarizerFailure, SummarizerReport, SummaryDetails, WireEntry,
+    WireMessage,
 };
 pub use compaction::{
     AbortResult, BranchSummaryPreview, CommitCompactionParams, CompactResult, NavigateTreeParams,
     NavigateTreeResult, PruneResult, SessionCompactParams, SessionPruneParams,
 };
-pub use errors::{ErrorData, ErrorInfo, ErrorKind, ResponseError, all_kind_names};
+pub use errors::{ErrorInfo, ErrorKind};
 pub use events::{
     AutoCompactionFinished, AutoCompactionOutcome, AutoCompactionPauseReason, AutoCompactionPaused,
     AutoCompactionReason, AutoCompactionStarted, AutoContinue, BackgroundCompaction,
@@ -55,8 +55,8 @@ pub use events::{
 };
 pub use hooks::{
     BeforeCompactParams, BeforeCompactResponse, BeforeTreeParams, BeforeTreeResponse,
-    CompactingParams, CompactingResponse, CompactionPreparation, FileOps, HookBranchSummary,
-    HookCompaction, SummarizeParams, SummarizeResponse, SummaryPurpose, TreePreparation,
+    CompactingParams, CompactingResponse, CompactionPreparation, FileOps, HookCompaction,
+    SummarizeParams, SummaryPurpose, TreePreparation,
 };
 pub use ledger::{
     FileOp, LedgerError, LedgerFile, LedgerFiles, LedgerPin, LedgerRequest, RequestStatus,
@@ -64,23 +64,22 @@ pub use ledger::{
     SessionUnpinResult,
 };
 pub use lifecycle::{
-    CancelParams, ClientCapabilities, ClientInfo, HookCapabilities, InitializationOptions,
-    InitializeParams, InitializeResult, NoParams, PROTOCOL_VERSION, ServerCapabilities, ServerInfo,
-    WindowCapabilities,
+    CancelParams, ClientCapabilities, HookCapabilities, InitializeParams, InitializeResult,
+    NoParams, PROTOCOL_VERSION, ServerCapabilities, ServerInfo,
 };
 pub use progress::{ProgressParams, ProgressPhase, WorkDoneProgress, WorkDoneProgressTokenParams};
 pub use recall::{
     SearchHit, SearchScope, SessionReadEntryParams, SessionReadEntryResult, SessionSearchParams,
     SessionSearchResult,
 };
-pub use schema::{TypeSpec, protocol_bundle, protocol_schemas, schema_file_text, write_schemas};
+pub use schema::{TypeSpec, protocol_schemas, schema_file_text, write_schemas};
 pub use session::{
     AppendEntry, BackgroundCompactionStatus, MissingBlobInfo, NextAction, ObserveTurnParams,
-    ObserveTurnResult, PruneSummary, RawEntry, SessionAppendParams, SessionAppendResult,
-    SessionContextParams, SessionContextResult, SessionCreateParams, SessionForkParams,
-    SessionInfo, SessionListItem, SessionListParams, SessionListResult, SessionLocator,
-    SessionOpenParams, SessionRef, SessionTreeParams, SessionTreeResult, SessionUsageResult,
-    SetLabelParams, SetLabelResult, TreeNode,
+    ObserveTurnResult, SessionAppendParams, SessionAppendResult, SessionContextParams,
+    SessionContextResult, SessionCreateParams, SessionForkParams, SessionInfo, SessionListItem,
+    SessionListParams, SessionListResult, SessionLocator, SessionOpenParams, SessionRef,
+    SessionTreeParams, SessionTreeResult, SessionUsageResult, SetLabelParams, SetLabelResult,
+    TreeNode,
 };
 pub use settings::{
     SettingValue, SettingsGetParams, SettingsGetResult, SettingsTarget, SettingsUpdateParams,
@@ -94,6 +93,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::rpc::Concurrency;
+use hooks::SummarizeResponse;
 
 /// Who sends a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

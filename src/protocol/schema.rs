@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{CLI_OUTPUTS, ErrorKind, METHODS, PROTOCOL_VERSION, ResponseError, concurrency_name};
+use super::errors::ResponseError;
+use super::{CLI_OUTPUTS, ErrorKind, METHODS, PROTOCOL_VERSION, concurrency_name};
 use crate::rpc::TransportErrorKind;
 
 /// A params or result type, type-erased for the method table.

@@ -515,7 +515,7 @@ pub struct ObserveTurnResult {
 #[serde(rename_all = "camelCase")]
 pub struct BackgroundCompactionStatus {
     /// The id its `session/backgroundCompaction` events carry.
-    pub operation_id: crate::protocol::OperationId,
+    pub operation_id: crate::protocol::common::OperationId,
     /// The result is ready: the append that crosses the threshold writes it at once.
     pub armed: bool,
     /// The step it is at while it runs: `preparing`, `summarizing`.

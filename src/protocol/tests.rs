@@ -2,7 +2,9 @@ use std::collections::HashSet;
 
 use serde_json::json;
 
+use super::errors::all_kind_names;
 use super::method::{SessionAbortBranchSummary, SessionAbortCompaction, SessionCompact};
+use super::schema::{protocol_bundle, protocol_schemas};
 use super::*;
 
 #[test]
@@ -261,7 +263,7 @@ fn the_bundle_lists_every_method_with_resolvable_refs() {
         .iter()
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, crate::protocol::all_kind_names());
+    assert_eq!(kinds, all_kind_names());
     assert_eq!(
         kinds.len(),
         ErrorKind::ALL.len() + crate::rpc::TransportErrorKind::ALL.len()

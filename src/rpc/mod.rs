@@ -83,10 +83,9 @@ mod tests;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 pub use client::{Client, ClientRequestError};
-pub use framing::{DetectedFraming, Frame, FrameError, Framing, MessageCodec};
-pub use handle::{ExitReason, NotificationCtx, PeerHandle, RequestCtx};
+pub use framing::{DetectedFraming, Frame, MessageCodec};
+pub use handle::{ExitReason, NotificationCtx, RequestCtx};
 pub use message::{RequestId, RpcError, TransportErrorKind, error_code};
-pub use parent::wait_for_process_exit;
 pub use peer::{Peer, PeerConfig, TRANSPORT_NOTIFICATIONS};
 pub use router::{Concurrency, Router};
 

@@ -17,7 +17,6 @@ use super::ids::ms_from_iso;
 use super::message::{AgentMessage, Content, Extra, tagged};
 
 use raw::RawSpan;
-pub use wire::EntryError;
 
 /// The version compactd writes.
 pub const CURRENT_SESSION_VERSION: u64 = 3;

@@ -22,7 +22,7 @@ pub use changes::ChangeSignal;
 pub use context::{SessionContext, build_session_context, convert_to_llm};
 pub use entry::{
     BranchSummaryEntry, CURRENT_SESSION_VERSION, CompactionEntry, CustomMessageEntry, Entry,
-    EntryError, EntryKind, SessionHeader,
+    EntryKind, SessionHeader,
 };
 pub use file::{
     CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SyncPolicy,
@@ -40,4 +40,4 @@ pub use recall::{
 };
 pub use size_controls::FULL_TEXT_FIELD;
 pub use tree::{Tree, TreeNode};
-pub use undo::{UNDO_CUSTOM_TYPE, UndoError, UndoPlan, UndoRecord, plan_undo};
+pub use undo::{UndoError, plan_undo};

@@ -23,18 +23,16 @@ mod tests;
 
 mod database_url;
 
-pub use database_url::{DatabaseUrl, redact_url, redact_url_credentials};
-pub use error::{SettingsError, SettingsOrigin, SettingsSource, SettingsWarning};
+pub use database_url::{DatabaseUrl, redact_url};
+// Private: `model` and `stack` use it, and `database_url` uses `model`.
+use database_url::redact_url_credentials;
+pub use error::{SettingsError, SettingsSource};
 pub use model::{
-    BranchSummarySettings, CompactionSettings, DEFAULT_CONTEXT_WINDOW, Detail, HookSettings,
-    LogSettings, ModelSettings, PostgresSettings, ProviderKind, ProviderSettings, REDACTED,
-    RetrySettings, SecretString, Settings, StorageBackend, StorageSettings, StorageSync,
-    SummarizerKind, SummarizerSettings, Tokenizer, is_loopback_url,
+    CompactionSettings, DEFAULT_CONTEXT_WINDOW, ModelSettings, ProviderKind, ProviderSettings,
+    REDACTED, RetrySettings, SecretString, Settings, StorageBackend, StorageSync, SummarizerKind,
 };
-pub use paths::{
-    CONFIG_DIR_ENV, SETTINGS_FILE_NAME, config_dir, project_settings_file, user_settings_file,
-};
-pub use stack::{ExplainedSetting, SettingsStack, UpdateTarget};
+pub use paths::config_dir;
+pub use stack::{SettingsStack, UpdateTarget};
 
 /// The JSON Schema (draft 2020-12) of `settings.json`, with descriptions and defaults.
 ///

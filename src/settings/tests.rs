@@ -7,6 +7,9 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+use super::model::{HookSettings, Tokenizer};
+use super::paths::project_settings_file;
+use super::stack::ExplainedSetting;
 use super::*;
 
 /// A temp home with a user file and a project directory.

@@ -13,9 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::http::{self, Clock, HttpOptions};
 use super::openai::default_output_limit;
+use super::queue::RequestQueue;
 use super::{
-    DeltaSink, RequestQueue, SummarizeError, Summarizer, SummaryOutput, SummaryRequest,
-    cancellable, is_overflow_message,
+    DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, cancellable,
+    is_overflow_message,
 };
 use crate::session::Usage;
 use crate::settings::SecretString;

@@ -22,12 +22,13 @@ use std::sync::Arc;
 use crate::settings::{ProviderKind, SecretString, Settings, SummarizerKind};
 
 use super::anthropic::{AnthropicConfig, AnthropicSummarizer};
+use super::breaker::Breaker;
 use super::extractive::ExtractiveSummarizer;
+use super::http::HttpOptions;
 use super::openai::{OpenAiConfig, OpenAiSummarizer};
+use super::queue::RequestQueue;
 use super::remote::{RemoteConfig, RemoteSummarizer};
-use super::{
-    Breaker, HttpOptions, RequestQueue, RetryPolicy, SummarizeError, Summarizer, SummarizerSet,
-};
+use super::{RetryPolicy, SummarizeError, Summarizer, SummarizerSet};
 
 /// The model roles whose models are summarizer candidates, in order (spec §4.15).
 pub const MODEL_ROLE_IDS: [&str; 5] = ["default", "smol", "slow", "plan", "commit"];

@@ -26,14 +26,13 @@ use crate::compaction::serialize_conversation;
 use crate::session::AgentMessage;
 use crate::tokens::TokenCounter;
 
+use super::breaker::Breaker;
+use super::error::overflow_figures;
 use super::fit::{input_budget, plan_chunks};
 use super::job::SummaryJob;
 use super::prompts::length_instruction;
 use super::retry::{AttemptContext, AttemptEvent, AttemptOutcome, Rung, try_summarizer};
-use super::{
-    Breaker, Purpose, RetryPolicy, SummarizeError, Summarizer, SummaryOutput, SummaryRequest,
-    overflow_figures,
-};
+use super::{Purpose, RetryPolicy, SummarizeError, Summarizer, SummaryOutput, SummaryRequest};
 
 /// The error when there is nothing to try (spec §9).
 pub const NO_AVAILABLE_MODEL: &str = "Compaction failed: no available model";

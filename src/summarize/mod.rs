@@ -5,7 +5,8 @@
 //!   gets one answer: the summary and its [`SummaryReport`] (which rung wrote it, what its
 //!   checks found, why the rungs before it gave up). Each rung's input is fitted to its window
 //!   ([`fit`]), and its attempts are retried with back-off, queued to its server's parallelism
-//!   ([`queue`]), checked ([`check`]) and counted by the operation's [`Breaker`] ([`retry`]).
+//!   ([`queue`]), checked ([`check`]) and counted by the operation's
+//!   [`Breaker`](breaker::Breaker) ([`retry`]).
 //! * [`candidates`]: the [`SummarizerSet`] built from settings (spec §4.15, DESIGN §5).
 //! * [`retention`]: the facts a written summary must carry, appended when it does not.
 //! * [`prompts`]: the prompt templates (embedded, overridable per file) and the pure builders
@@ -47,21 +48,20 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::session::{AgentMessage, Usage};
+use queue::RequestQueue;
 
 pub use anthropic::{AnthropicConfig, AnthropicSummarizer};
-pub use breaker::Breaker;
 pub use candidates::{
     CandidateError, SummarizerChoice, summarizers_for_choice, summarizers_from_settings,
     summarizers_with_env,
 };
-pub use check::Verdict;
-pub use error::{SummarizeError, overflow_figures};
+pub use error::SummarizeError;
 pub use extractive::ExtractiveSummarizer;
 pub use http::{HttpOptions, check_url};
 pub use job::{PromptBuilder, SummaryJob};
 pub use ladder::{
-    RungFailure, SummarizerSet, SummaryObserver, SummaryReport, SummaryState, SummaryStatus,
-    Written, record_reports, write_summary,
+    SummarizerSet, SummaryObserver, SummaryReport, SummaryState, SummaryStatus, Written,
+    record_reports, write_summary,
 };
 pub use openai::{OpenAiConfig, OpenAiSummarizer};
 pub use overflow::is_overflow_message;
@@ -69,7 +69,6 @@ pub use prompts::{
     BRANCH_MAX_TOKENS, HistoryPrompt, Prompts, branch_summary_text, history_max_tokens,
     short_summary_max_tokens, turn_prefix_max_tokens,
 };
-pub use queue::RequestQueue;
 pub use remote::{RemoteConfig, RemoteSummarizer};
 pub use retry::RetryPolicy;
 

@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::discover::{self, ServedLimits};
 use super::http::{self, Clock, HttpOptions};
+use super::queue::RequestQueue;
 use super::{
-    DeltaSink, RequestQueue, SummarizeError, Summarizer, SummaryOutput, SummaryRequest,
-    cancellable, is_overflow_message,
+    DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, cancellable,
+    is_overflow_message,
 };
 use crate::session::Usage;
 use crate::settings::SecretString;

@@ -9,10 +9,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    Breaker, DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, Verdict,
-    cancellable,
-};
+use super::breaker::Breaker;
+use super::check::Verdict;
+use super::{DeltaSink, SummarizeError, Summarizer, SummaryOutput, SummaryRequest, cancellable};
 use crate::session::ids::days_from_civil;
 use crate::settings::RetrySettings;
 

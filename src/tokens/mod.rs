@@ -15,10 +15,11 @@ mod tiktoken;
 use std::sync::Arc;
 
 use crate::session::AgentMessage;
+use chars4::CHARS4_NAME;
 
 pub use cache::TokenCache;
-pub use chars4::{CHARS4_NAME, Chars4, utf16_len};
-pub use tiktoken::{Bpe, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, Tiktoken};
+pub use chars4::Chars4;
+pub use tiktoken::{Bpe, Tiktoken};
 
 /// Counts tokens of text and of whole messages.
 pub trait TokenCounter: Send + Sync {

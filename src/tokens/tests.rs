@@ -2,6 +2,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::chars4::utf16_len;
+use super::tiktoken::{IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS};
 use super::*;
 use crate::session::{AgentMessage, Entry};
 
