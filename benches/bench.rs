@@ -30,13 +30,13 @@ use compactd::compaction::{
     CompactionParams, Ledger, PruneConfig, prepare_compaction, prune_tool_outputs,
     serialize_conversation,
 };
-use compactd::engine::prune_live_cached;
 use compactd::session::CompactionEntry;
 use compactd::session::Session;
 use compactd::session::{AgentMessage, Entry, EntryKind};
 use compactd::session::{SessionContext, convert_to_llm};
-use compactd::summarize::ExtractiveSummarizer;
 use compactd::summarize::{Purpose, SummaryRequest};
+use compactd::testkit::ExtractiveSummarizer;
+use compactd::testkit::prune_live_cached;
 use compactd::tokens::{Bpe, Chars4, Tiktoken, TokenCache, TokenCounter, counter_by_name};
 use devtools::generate::GENERATOR_VERSION;
 use devtools::{GenerateOptions, SizePreset, generate_session};

@@ -36,8 +36,13 @@
 //! `session`'s messages, and `session` knows nothing of token counts. `files` opens only
 //! regular files, without blocking. `foreign` reads other agents' session files (Claude
 //! Code transcripts, Codex rollouts) into compactd's session model and appends only those
-//! agents' own compaction records, never rewriting a byte already there. Each layer's submodules are private; what other crates may
-//! use (the tests, benches and `compactd-devtools`) is re-exported at the layer's root.
+//! agents' own compaction records, never rewriting a byte already there.
+//!
+//! Each layer's submodules are private to the crate. A layer's root re-exports what the rest
+//! of the crate (the other layers and their unit tests, `src/main.rs`) uses from it. What only
+//! the integration tests, benches, fuzz targets and `compactd-devtools` reach is re-exported in
+//! one place, the hidden [`testkit`] module, which names who uses each item.
+//!
 //! `docs/architecture.md` follows one request through these layers, from the wire to the file.
 //!
 //! Comments cite `spec §N` (the reference behaviour compactd reimplements) and `DESIGN §N`
@@ -57,3 +62,6 @@ pub mod session;
 pub mod settings;
 pub mod summarize;
 pub mod tokens;
+
+#[doc(hidden)]
+pub mod testkit;

@@ -253,12 +253,12 @@ impl DaemonProcess {
     }
 
     /// A connection of the test's own to this daemon's database.
-    fn database(&self, path: &str) -> std::sync::Arc<compactd::session::PgStore> {
+    fn database(&self, path: &str) -> std::sync::Arc<compactd::testkit::PgStore> {
         let url = self
             .database_url
             .as_deref()
             .unwrap_or_else(|| panic!("{path}: this daemon was given no database"));
-        compactd::session::PgStore::connect(&compactd::session::PgOptions {
+        compactd::testkit::PgStore::connect(&compactd::testkit::PgOptions {
             url: url.to_owned(),
             pool_size: 1,
             timeout: Duration::from_secs(30),

@@ -7,18 +7,19 @@ use std::time::Duration;
 
 use compactd::engine::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactEnv,
-    CompactingReply, CompactingRequest, EngineHooks, NoHooks, OperationObserver, Phase,
-    SharedSession, SummarizerSet, SummaryObserver,
+    CompactingReply, CompactingRequest, EngineHooks, OperationObserver, Phase, SharedSession,
+    SummarizerSet, SummaryObserver,
 };
 use compactd::session::{
-    AgentMessage, Catalog, CreateOptions, EntryKind, LoadReport, PgOptions, PgStore, Session,
-    import_file, now_ms, postgres_path,
+    AgentMessage, Catalog, CreateOptions, EntryKind, LoadReport, Session, now_ms,
 };
 use compactd::settings::Settings;
-use compactd::summarize::ExtractiveSummarizer;
 use compactd::summarize::{
     DeltaSink, Prompts, Purpose, RetryPolicy, SummarizeError, Summarizer, SummaryOutput,
     SummaryRequest,
+};
+use compactd::testkit::{
+    ExtractiveSummarizer, NoHooks, PgOptions, PgStore, import_file, postgres_path,
 };
 use compactd::tokens::counter_by_name;
 use futures::future::BoxFuture;

@@ -22,12 +22,13 @@ use std::io::{self, Write};
 use serde_json::{Value, json};
 
 use compactd::session::iso_from_ms;
-use compactd::session::{AgentMessage, Content, Entry, EntryKind, SessionHeader, Usage};
+use compactd::session::{AgentMessage, Content, Entry, EntryKind, Usage};
 use compactd::session::{
-    AssistantMessage, ContentBlock, ExecutionMessage, Extra, ImageBlock, TextBlock, ThinkingBlock,
-    ToolCall, ToolResultMessage, UserMessage,
+    AssistantMessage, ContentBlock, ExecutionMessage, Extra, ToolCall, ToolResultMessage,
+    UserMessage,
 };
-use compactd::session::{BranchSummaryEntry, CompactionEntry, CustomMessageEntry};
+use compactd::session::{BranchSummaryEntry, CompactionEntry};
+use compactd::testkit::{CustomMessageEntry, ImageBlock, SessionHeader, TextBlock, ThinkingBlock};
 
 mod text;
 

@@ -7,7 +7,7 @@
 //! left buffered; and every message frame survives an encode/decode round trip in the
 //! detected framing.
 
-use compactd::rpc::{DetectedFraming, Frame, MessageCodec};
+use compactd::testkit::{DetectedFraming, Frame, MessageCodec};
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder};
 

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use compactd::rpc::{Concurrency, NotificationCtx, Peer, PeerConfig, RequestCtx, Router, RpcError};
-use compactd::rpc::{DetectedFraming, Frame, MessageCodec};
+use compactd::rpc::{Concurrency, NotificationCtx, Peer, RequestCtx, Router, RpcError};
+use compactd::testkit::{DetectedFraming, Frame, MessageCodec, PeerConfig};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -3,8 +3,8 @@
 //! open the session file read-only and never modify it; `prune` rewrites it atomically;
 //! `compact`, `navigate` and `undo` append to it (nothing when cancelled or previewed); `fork` writes
 //! a new file and only reads the source; `import` and `export` move sessions into and out of
-//! the PostgreSQL backend. With `--json`, each prints a protocol type
-//! ([`crate::protocol::CLI_OUTPUTS`]).
+//! the PostgreSQL backend. With `--json`, each prints a protocol type (`CLI_OUTPUTS` in
+//! `protocol/cli.rs` lists them).
 
 mod blobs;
 mod common;

@@ -10,9 +10,9 @@ use crate::settings::Settings;
 use crate::summarize::{summarizers_for_choice, summarizers_from_settings};
 use crate::tokens::counter_by_name;
 
+use super::hooks::NoHooks;
 use super::{
-    EngineError, EngineHooks, NoHooks, Prompts, Summarizer, SummarizerChoice, SummarizerSet,
-    TokenCounter,
+    EngineError, EngineHooks, Prompts, Summarizer, SummarizerChoice, SummarizerSet, TokenCounter,
 };
 
 /// Everything a compaction or branch summary needs besides the session; built by

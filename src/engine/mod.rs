@@ -29,7 +29,7 @@ pub(crate) mod usage;
 
 use std::sync::Arc;
 
-pub use append::{AppendOptions, AppendOutcome, NewEntry};
+pub use append::{AppendOptions, NewEntry};
 pub use background::BackgroundStatus;
 pub use compact::{CompactOptions, CompactOutcome, SummaryEdit, compact};
 pub use env::{CompactEnv, EnvSource, token_counter};
@@ -40,7 +40,7 @@ pub use events::{
 };
 pub use hooks::{
     BeforeCompactReply, BeforeCompactRequest, BeforeTreeReply, BeforeTreeRequest, CompactingReply,
-    CompactingRequest, EngineHooks, HookCompaction, NoHooks,
+    CompactingRequest, EngineHooks, HookCompaction,
 };
 // The lower layers' types the engine's API is made of, re-exported for the engine's callers.
 pub use crate::compaction::{
@@ -52,17 +52,16 @@ pub use crate::summarize::{
     SummaryReport, SummaryStatus,
 };
 pub use crate::tokens::TokenCounter;
-pub use auto::{AppendAction, decide};
+pub use auto::AppendAction;
 pub use navigate::{BranchSummaryPreview, NavigateOptions, NavigateOutcome, navigate_tree};
-pub use prune::prune_live_cached;
 pub use registry::{
     CompactionClaim, Engine, NavigationClaim, ObservedTurn, SessionActivity, TurnObservation,
 };
 pub use sessions::{ListPage, LoadProgress, SessionInfo};
+pub use state::blob_store;
 pub use state::sync_policy;
-pub use state::{AutoMemory, blob_store};
 pub use undo::{UndoOutcome, undo_compaction};
-pub use usage::{session_window, usage_view};
+pub use usage::session_window;
 
 /// A session shared between the registry and running operations. Reads take the read lock;
 /// appends take the write lock only for the append itself.

@@ -19,7 +19,7 @@
 //! `docs/protocol.md` is the readable companion; a test checks that its examples
 //! deserialise into these types.
 
-mod cli;
+pub(crate) mod cli;
 mod common;
 mod compaction;
 mod errors;
@@ -29,14 +29,13 @@ mod ledger;
 mod lifecycle;
 mod progress;
 mod recall;
-mod schema;
+pub(crate) mod schema;
 mod session;
 mod settings;
 mod undo;
 
 pub use cli::{
-    BlobsReport, CLI_OUTPUTS, CompactionPlan, ContextReport, EvalCompaction, EvalReport, PlanMode,
-    Retention,
+    BlobsReport, CompactionPlan, ContextReport, EvalCompaction, EvalReport, PlanMode, Retention,
 };
 pub use common::{
     Empty, ProgressToken, SummarizerFailure, SummarizerReport, SummaryDetails, WireEntry,
@@ -72,7 +71,7 @@ pub use recall::{
     SearchHit, SearchScope, SessionReadEntryParams, SessionReadEntryResult, SessionSearchParams,
     SessionSearchResult,
 };
-pub use schema::{TypeSpec, protocol_schemas, schema_file_text, write_schemas};
+pub use schema::write_schemas;
 pub use session::{
     AppendEntry, BackgroundCompactionStatus, MissingBlobInfo, NextAction, ObserveTurnParams,
     ObserveTurnResult, SessionAppendParams, SessionAppendResult, SessionContextParams,
@@ -93,7 +92,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::rpc::Concurrency;
+// Private: `schema` uses it, and `cli` uses `schema`.
+use cli::CLI_OUTPUTS;
 use hooks::SummarizeResponse;
+use schema::TypeSpec;
 
 /// Who sends a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

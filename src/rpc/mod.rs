@@ -70,24 +70,22 @@
 
 mod budget;
 mod client;
-mod framing;
+pub(crate) mod framing;
 mod handle;
 mod message;
 mod parent;
-mod peer;
+pub(crate) mod peer;
 mod router;
 mod serial;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
 pub use client::{Client, ClientRequestError};
-pub use framing::{DetectedFraming, Frame, MessageCodec};
 pub use handle::{ExitReason, NotificationCtx, RequestCtx};
 pub use message::{RequestId, RpcError, TransportErrorKind, error_code};
-pub use peer::{Peer, PeerConfig, TRANSPORT_NOTIFICATIONS};
+pub use peer::{Peer, TRANSPORT_NOTIFICATIONS};
 pub use router::{Concurrency, Router};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Locks a mutex, ignoring poisoning: no critical section here can leave data half-updated,
 /// so a panic elsewhere is no reason to panic again.

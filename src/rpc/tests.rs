@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_util::codec::FramedRead;
 
 use super::framing::{DetectedFraming, Frame, Framing, MessageCodec};
+use super::peer::PeerConfig;
 use super::*;
 
 /// The longest any single step may take before the test fails.

@@ -20,20 +20,15 @@ pub use backend::{ConnectError, connect, stored_id};
 pub use catalog::Catalog;
 pub use changes::ChangeSignal;
 pub use context::{SessionContext, build_session_context, convert_to_llm};
-pub use entry::{
-    BranchSummaryEntry, CURRENT_SESSION_VERSION, CompactionEntry, CustomMessageEntry, Entry,
-    EntryKind, SessionHeader,
-};
+pub use entry::{BranchSummaryEntry, CURRENT_SESSION_VERSION, CompactionEntry, Entry, EntryKind};
 pub use file::{
     CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SyncPolicy,
 };
 pub use ids::{iso_from_ms, now_ms};
 pub use message::{
-    AgentMessage, AssistantMessage, Content, ContentBlock, ExecutionMessage, Extra, ImageBlock,
-    ORIGINAL_CONTENT_FIELD, TextBlock, ThinkingBlock, ToolCall, ToolResultMessage, Usage,
-    UserMessage,
+    AgentMessage, AssistantMessage, Content, ContentBlock, ExecutionMessage, Extra,
+    ORIGINAL_CONTENT_FIELD, ToolCall, ToolResultMessage, Usage, UserMessage,
 };
-pub use postgres::{PgOptions, PgStore, import_file, postgres_path};
 pub use recall::{
     DEFAULT_LIMIT as DEFAULT_SEARCH_LIMIT, RecallError, RecalledEntry, SearchHit, SearchPage,
     SearchQuery, SearchScope, entry_texts, read_entry, search,

@@ -31,7 +31,7 @@ mod error;
 pub(crate) mod extractive;
 pub(crate) mod fit;
 mod grounded;
-mod http;
+pub(crate) mod http;
 pub(crate) mod job;
 pub(crate) mod ladder;
 pub(crate) mod openai;
@@ -50,26 +50,21 @@ use tokio_util::sync::CancellationToken;
 use crate::session::{AgentMessage, Usage};
 use queue::RequestQueue;
 
-pub use anthropic::{AnthropicConfig, AnthropicSummarizer};
 pub use candidates::{
     CandidateError, SummarizerChoice, summarizers_for_choice, summarizers_from_settings,
-    summarizers_with_env,
 };
 pub use error::SummarizeError;
-pub use extractive::ExtractiveSummarizer;
-pub use http::{HttpOptions, check_url};
+pub use http::check_url;
 pub use job::{PromptBuilder, SummaryJob};
 pub use ladder::{
-    SummarizerSet, SummaryObserver, SummaryReport, SummaryState, SummaryStatus, Written,
-    record_reports, write_summary,
+    SummarizerSet, SummaryObserver, SummaryReport, SummaryState, SummaryStatus, record_reports,
+    write_summary,
 };
-pub use openai::{OpenAiConfig, OpenAiSummarizer};
 pub use overflow::is_overflow_message;
 pub use prompts::{
     BRANCH_MAX_TOKENS, HistoryPrompt, Prompts, branch_summary_text, history_max_tokens,
     short_summary_max_tokens, turn_prefix_max_tokens,
 };
-pub use remote::{RemoteConfig, RemoteSummarizer};
 pub use retry::RetryPolicy;
 
 /// Which summary a request asks for; it selects the prompt and the extractive layout.

@@ -48,7 +48,7 @@ fn subset(original: &Value, roundtrip: Option<&Value>, path: &str) -> Result<(),
     }
 }
 
-fn check(spec: &compactd::protocol::TypeSpec, value: &Value, what: &str) -> Result<(), String> {
+fn check(spec: &compactd::testkit::TypeSpec, value: &Value, what: &str) -> Result<(), String> {
     let roundtrip = spec
         .roundtrip(value.clone())
         .map_err(|e| format!("{what} does not deserialise: {e}"))?;

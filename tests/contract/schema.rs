@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use compactd::protocol::{protocol_schemas, schema_file_text};
+use compactd::testkit::{protocol_schemas, schema_file_text};
 
 const REGENERATE: &str = "run `cargo run -- schema --out schema` and commit the result";
 

@@ -131,7 +131,7 @@ fn prose(tag: &str, words: usize) -> String {
         .join(" ")
 }
 
-async fn append(h: &Harness, kinds: Vec<EntryKind>) -> compactd::engine::AppendOutcome {
+async fn append(h: &Harness, kinds: Vec<EntryKind>) -> compactd::testkit::AppendOutcome {
     tokio::time::timeout(
         Duration::from_secs(60),
         h.engine.append(&h.id, kinds, None, &NoopObserver),

@@ -392,9 +392,9 @@ fn a_named_summarizer_that_cannot_run_stops_the_command_and_writes_nothing() {
 #[test]
 fn json_output_is_the_protocols_result_types() {
     use compactd::protocol::{
-        CLI_OUTPUTS, CompactResult, CompactionPlan, ContextReport, PlanMode, PruneResult,
-        SessionTreeResult,
+        CompactResult, CompactionPlan, ContextReport, PlanMode, PruneResult, SessionTreeResult,
     };
+    use compactd::testkit::CLI_OUTPUTS;
     let (dir, path) = demo_copy();
     let p = path.to_str().unwrap();
     let json_of = |args: &[&str]| -> Value {

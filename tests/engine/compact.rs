@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use compactd::engine::{
     BeforeCompactReply, CompactOptions, CompactingReply, EngineError, EngineErrorKind,
-    HookCompaction, NoHooks, compact,
+    HookCompaction, compact,
 };
 use compactd::session::{AgentMessage, Entry, EntryKind, Session};
 use compactd::summarize::Purpose;
+use compactd::testkit::NoHooks;
 use devtools::engine::*;
 use devtools::fixtures::{demo_copy, pi_session_copy};
 use serde_json::json;

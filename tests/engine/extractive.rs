@@ -2,7 +2,8 @@
 //! pending questions, file lists and earlier summaries, and stays bounded on megabytes.
 
 use compactd::session::AgentMessage;
-use compactd::summarize::{ExtractiveSummarizer, Purpose, SummaryRequest};
+use compactd::summarize::{Purpose, SummaryRequest};
+use compactd::testkit::ExtractiveSummarizer;
 use serde_json::json;
 
 use super::summarizers::{msg, run};

@@ -7,9 +7,9 @@ use std::io::Write;
 use std::sync::Arc;
 
 use compactd::compaction::{CompactionParams, Ledger, summarize_compaction};
-use compactd::engine::usage_view;
 use compactd::session::{Entry, Session};
 use compactd::settings::Settings;
+use compactd::testkit::usage_view;
 use compactd::tokens::{Chars4, TokenCache};
 use serde_json::json;
 

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use compactd::engine::{
-    BeforeTreeReply, EngineError, NavigateOptions, NavigateOutcome, NoHooks, SharedSession,
-    navigate_tree,
+    BeforeTreeReply, EngineError, NavigateOptions, NavigateOutcome, SharedSession, navigate_tree,
 };
 use compactd::session::{AgentMessage, EntryKind};
 use compactd::summarize::Purpose;
+use compactd::testkit::NoHooks;
 use devtools::engine::*;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

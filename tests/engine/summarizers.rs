@@ -8,11 +8,14 @@ use std::time::Duration;
 use compactd::session::AgentMessage;
 use compactd::settings::SecretString;
 use compactd::summarize::{
-    self, AnthropicConfig, AnthropicSummarizer, BRANCH_MAX_TOKENS, ExtractiveSummarizer,
-    HistoryPrompt, HttpOptions, OpenAiConfig, OpenAiSummarizer, PromptBuilder, Prompts, Purpose,
-    RemoteConfig, RemoteSummarizer, RetryPolicy, SummarizeError, Summarizer, SummarizerSet,
-    SummaryJob, SummaryObserver, SummaryOutput, SummaryRequest, SummaryState, SummaryStatus,
-    Written, history_max_tokens, short_summary_max_tokens, turn_prefix_max_tokens, write_summary,
+    self, BRANCH_MAX_TOKENS, HistoryPrompt, PromptBuilder, Prompts, Purpose, RetryPolicy,
+    SummarizeError, Summarizer, SummarizerSet, SummaryJob, SummaryObserver, SummaryOutput,
+    SummaryRequest, SummaryState, SummaryStatus, history_max_tokens, short_summary_max_tokens,
+    turn_prefix_max_tokens, write_summary,
+};
+use compactd::testkit::{
+    AnthropicConfig, AnthropicSummarizer, ExtractiveSummarizer, HttpOptions, OpenAiConfig,
+    OpenAiSummarizer, RemoteConfig, RemoteSummarizer, Written, summarizers_with_env,
 };
 use compactd::tokens::Chars4;
 use devtools::fake_llm::{FakeLlm, Reply, StreamEnd, anthropic_sse, openai_sse};
@@ -1096,7 +1099,7 @@ async fn the_largest_window_model_answers_when_every_configured_model_fails() {
     let mut stack = compactd::settings::SettingsStack::new();
     stack.set_initialize(&settings).expect("valid settings");
     let settings = stack.effective().expect("effective settings");
-    let set = summarize::summarizers_with_env(&settings, None, &|_| None).expect("summarizers");
+    let set = summarizers_with_env(&settings, None, &|_| None).expect("summarizers");
     assert_eq!(
         set.ids(),
         ["small/a", "small/b", "small/c", "wide/long", "extractive"]

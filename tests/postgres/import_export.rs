@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactd::session::{Catalog, Session};
-use compactd::session::{PgOptions, PgStore};
+use compactd::testkit::{PgOptions, PgStore};
 use devtools::fixtures;
 use devtools::postgres::PASSWORD;
 

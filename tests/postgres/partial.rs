@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactd::compaction::{CompactionParams, prepare_compaction};
-use compactd::engine::{AutoMemory, decide, usage_view};
-use compactd::session::{Catalog, EntryKind, PgOptions, PgStore, Session, import_file};
+use compactd::session::{Catalog, EntryKind, Session};
 use compactd::settings::Settings;
+use compactd::testkit::{AutoMemory, PgOptions, PgStore, decide, import_file, usage_view};
 use compactd::tokens::{Chars4, TokenCache};
 use devtools::daemon::{assistant, user};
 use devtools::{GenerateOptions, generate_session};

@@ -333,7 +333,7 @@ impl PgStore {
     pub fn create(
         &self,
         header_line: Vec<u8>,
-        header: &crate::session::SessionHeader,
+        header: &crate::session::entry::SessionHeader,
     ) -> Result<Head, StoreError> {
         let (id, cwd, title, created) = (
             header.id.clone(),
@@ -644,7 +644,7 @@ impl PgStore {
     pub fn import(
         &self,
         header_line: Vec<u8>,
-        header: &crate::session::SessionHeader,
+        header: &crate::session::entry::SessionHeader,
         lines: Vec<StoredLine>,
         meta: WriteMeta,
         replace: bool,

@@ -9,7 +9,8 @@ use futures::future::BoxFuture;
 use serde_json::json;
 
 use super::*;
-use crate::summarize::{DeltaSink, ExtractiveSummarizer, PromptBuilder};
+use crate::summarize::extractive::ExtractiveSummarizer;
+use crate::summarize::{DeltaSink, PromptBuilder};
 use crate::tokens::Chars4;
 
 /// A summarizer with a tiny window that records the prompts it gets, refuses (as an
