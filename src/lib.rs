@@ -39,9 +39,10 @@
 //! agents' own compaction records, never rewriting a byte already there.
 //!
 //! Each layer's submodules are private to the crate. A layer's root re-exports what the rest
-//! of the crate (the other layers and their unit tests, `src/main.rs`) uses from it. What only
-//! the integration tests, benches, fuzz targets and `compactd-devtools` reach is re-exported in
-//! one place, the hidden [`testkit`] module, which names who uses each item.
+//! of the crate (the other layers and their unit tests, `src/main.rs`) uses from it, and no
+//! more; the same test fails when a root re-exports a name nothing outside its layer uses.
+//! What only the integration tests, benches, fuzz targets and `compactd-devtools` reach is
+//! re-exported in one place, the hidden [`testkit`] module, which names who uses each item.
 //!
 //! `docs/architecture.md` follows one request through these layers, from the wire to the file.
 //!

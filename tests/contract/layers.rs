@@ -2,8 +2,9 @@
 //! read theirs): the table in `src/lib.rs` says which layers each layer imports, top to bottom;
 //! the code must import exactly those, only layers below it, and no more. Inside a layer the
 //! files import one another without a circle. On top of that, `compaction` does no I/O, and
-//! `src/main.rs` only calls the command line. `src/testkit.rs`, which re-exports what only
-//! tests, benches, fuzzing and devtools reach, is no layer and does nothing but re-export.
+//! `src/main.rs` only calls the command line. A layer's root re-exports only names some file
+//! outside the layer uses; what only tests, benches, fuzzing and devtools reach is re-exported
+//! by `src/testkit.rs`, which is no layer and does nothing but re-export.
 //!
 //! Only the code the library is built from counts: comments, string literals and test code
 //! (`#[cfg(test)]` items and the modules they declare) are left out before imports are read.
@@ -152,6 +153,87 @@ fn violations(lib_rs: &str, files: &BTreeMap<PathBuf, String>) -> Vec<String> {
 /// The module that re-exports, for the tests, benches, fuzz targets and `compactd-devtools`,
 /// what no layer exports to the others (`src/testkit.rs`). It is not a layer.
 const TESTKIT: &str = "testkit";
+
+/// The names a layer's root re-exports (`pub use …;` in `src/<layer>/mod.rs` or
+/// `src/<layer>.rs`) that no file of `src/` outside the layer uses, one line each; empty when
+/// every re-export has a user. A use is the name as a word in a file's code, comments and
+/// string literals left out; another layer's unit tests count (they are the crate's code), but
+/// `src/testkit.rs` does not: it re-exports for outside the crate.
+fn unused_reexports(lib_rs: &str, files: &BTreeMap<PathBuf, String>) -> Vec<String> {
+    let layers = Table::parse(lib_rs).names();
+    // Each file's code with its layer (`None` for the crate root's files).
+    let code: Vec<(Option<String>, String)> = files
+        .iter()
+        .filter(|(path, _)| module_path(path).first().map(String::as_str) != Some(TESTKIT))
+        .map(|(path, text)| {
+            let owner = module_path(path).first().cloned();
+            (owner, without_comments_and_literals(text))
+        })
+        .collect();
+    let mut found = Vec::new();
+    for (path, text) in files {
+        let module = module_path(path);
+        let [layer] = module.as_slice() else {
+            continue;
+        };
+        if !layers.contains(layer) {
+            continue;
+        }
+        for name in reexported_names(&strip_code(text).0) {
+            let used = code
+                .iter()
+                .filter(|(owner, _)| owner.as_ref() != Some(layer))
+                .any(|(_, code)| contains_word(code, &name));
+            if !used {
+                found.push(format!(
+                    "{}: {layer} re-exports {name}, which no file outside {layer} uses: drop \
+                     it, or re-export it in src/testkit.rs if tests, benches, fuzzing or \
+                     devtools need it",
+                    path.display()
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// The names the `pub use …;` items of `code` bring in: each path's last segment, or its
+/// `as` name (`self` and globs left out).
+fn reexported_names(code: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("pub use ") {
+        let starts_item = rest[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || matches!(c, ';' | '}' | ']'));
+        let body = &rest[at + "pub use ".len()..];
+        let end = body.find(';').unwrap_or(body.len());
+        if starts_item {
+            for item in body[..end].split([',', '{', '}']) {
+                let name = match item.split_once(" as ") {
+                    Some((_, alias)) => alias.trim(),
+                    None => item.trim().rsplit("::").next().unwrap_or_default(),
+                };
+                if !name.is_empty() && name != "self" && name != "*" && !name.ends_with(':') {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+        rest = &body[end..];
+    }
+    names
+}
+
+/// Whether `word` occurs in `code` as a whole identifier.
+fn contains_word(code: &str, word: &str) -> bool {
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    code.match_indices(word).any(|(at, _)| {
+        let before = at.checked_sub(1).map(|i| code.as_bytes()[i]);
+        let after = code.as_bytes().get(at + word.len()).copied();
+        !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+    })
+}
 
 /// The files that import one another in a loop, one line a loop. A file's use of an enclosing
 /// module (its folder's `mod.rs`, or the file that declares it) does not count: that module is
@@ -644,6 +726,62 @@ fn the_sources_keep_the_layer_rules_of_src_lib_rs() {
         "layer rules broken:\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn a_layer_root_re_exports_only_what_other_layers_use() {
+    let files = sources();
+    let found = unused_reexports(&files[Path::new("lib.rs")], &files);
+    assert!(
+        found.is_empty(),
+        "re-exports no other layer uses:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The re-export check itself: a planted re-export that only `src/testkit.rs`, a comment or a
+/// string names is reported; one that another layer's code or unit tests use is not.
+#[test]
+fn planted_unused_re_exports_are_reported() {
+    let mut files = sources();
+    let lib_rs = files[Path::new("lib.rs")].clone();
+    let plant = |files: &mut BTreeMap<PathBuf, String>, path: &str, line: &str| {
+        let text = files.get_mut(Path::new(path)).expect("the file exists");
+        text.push_str(line);
+    };
+    plant(
+        &mut files,
+        "compaction/mod.rs",
+        "\npub use cut_point::{find_cut_point, find_turn_start_index as turn_start};\n",
+    );
+    plant(
+        &mut files,
+        "testkit.rs",
+        "\npub use crate::compaction::cut_point::find_cut_point;\n",
+    );
+    plant(
+        &mut files,
+        "engine/compact.rs",
+        "\n// find_cut_point turn_start\nconst _: &str = \"find_cut_point turn_start\";\n",
+    );
+    let found = unused_reexports(&lib_rs, &files);
+    for name in ["find_cut_point", "turn_start"] {
+        assert!(
+            found.iter().any(|f| f.starts_with(&format!(
+                "compaction/mod.rs: compaction re-exports {name}, "
+            ))),
+            "{name} not reported in {found:#?}"
+        );
+    }
+    assert_eq!(found.len(), 2, "{found:#?}");
+
+    plant(
+        &mut files,
+        "engine/compact.rs",
+        "\n#[cfg(test)]\nfn planted() { crate::compaction::turn_start(); }\n",
+    );
+    let found = unused_reexports(&lib_rs, &files);
+    assert_eq!(found.len(), 1, "{found:#?}");
 }
 
 /// The checker itself: the real sources with violations planted in them fail, each named.
