@@ -14,7 +14,8 @@
 //!   [`ClientNotification`], [`ServerRequest`] and [`ServerNotification`] say which way each
 //!   goes.
 //! * [`ErrorKind`] lists the typed errors with stable codes and `data.kind` strings.
-//! * [`protocol_schemas`] turns all of it into the JSON Schemas checked in under `schema/`.
+//! * [`protocol_schemas`](schema::protocol_schemas) turns all of it into the JSON Schemas
+//!   checked in under `schema/`.
 //!
 //! `docs/protocol.md` is the readable companion; a test checks that its examples
 //! deserialise into these types.

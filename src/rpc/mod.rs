@@ -5,9 +5,9 @@
 //! * [`message`]: request ids, [`RpcError`] and the standard error codes.
 //! * [`Router`]: dispatch by method name (wire name, params, result, [`Concurrency`] class).
 //! * [`Peer`]: the main loop: reader, writer, per-request tasks, cancellation, lifecycle.
-//! * [`PeerHandle`], [`RequestCtx`], [`NotificationCtx`]: the running peer as handlers see
-//!   it (`handle.rs`; the router names them and the peer builds them, so neither of those
-//!   two imports the other).
+//! * [`PeerHandle`](handle::PeerHandle), [`RequestCtx`], [`NotificationCtx`]: the running
+//!   peer as handlers see it (`handle.rs`; the router names them and the peer builds them, so
+//!   neither of those two imports the other).
 //! * [`Client`]: notifications and server-to-client requests with timeouts.
 //!
 //! The protocol compactd speaks over it is in `src/protocol/`; the daemon that serves it in
