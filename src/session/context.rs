@@ -1,5 +1,6 @@
-//! Context rebuilding (spec §3): which messages the LLM sees at a leaf
-//! ([`build_session_context`]) and how the coding agent's roles become LLM messages
+//! Context rebuilding (spec §3): which messages the LLM sees at a leaf ([`visit_context`],
+//! on a path the session walked; `build_session_context`, the reference's algorithm from the
+//! entries alone, is the tests' oracle) and how the coding agent's roles become LLM messages
 //! ([`convert_to_llm`], spec §2.3), including the summary context templates.
 
 use std::borrow::Cow;
@@ -19,6 +20,7 @@ use super::message::{
     ToolResultMessage, UserMessage, join_text,
 };
 use super::size_controls::{MissingBlob, default_blob_dir};
+#[cfg(test)]
 use super::tree::walk_path;
 
 /// What the agent needs to continue at a leaf.
@@ -60,6 +62,7 @@ impl Default for SessionContext {
 }
 
 /// Where to rebuild the context from.
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContextLeaf<'a> {
     /// The last entry in the array (the reference's `undefined`).
@@ -70,19 +73,21 @@ pub enum ContextLeaf<'a> {
     Id(&'a str),
 }
 
+#[cfg(test)]
 impl<'a> From<Option<&'a str>> for ContextLeaf<'a> {
     fn from(leaf: Option<&'a str>) -> Self {
         leaf.map_or(ContextLeaf::Null, ContextLeaf::Id)
     }
 }
 
+#[cfg(test)]
 impl<'a> From<&'a str> for ContextLeaf<'a> {
     fn from(leaf: &'a str) -> Self {
         ContextLeaf::Id(leaf)
     }
 }
 
-/// Options of [`build_session_context_with`].
+/// Options of a context: where its images are.
 #[derive(Clone, Debug, Default)]
 pub struct ContextOptions {
     /// Where `blob:sha256:<hex>` image references are resolved; `None`: the reference agent's
@@ -90,7 +95,9 @@ pub struct ContextOptions {
     pub blob_dir: Option<PathBuf>,
 }
 
-/// `buildSessionContext` (spec §3.1) with the default options.
+/// `buildSessionContext` (spec §3.1) with the default options: the reference's algorithm from
+/// the entries alone, which the tests hold the session's cached, path-walking contexts to.
+#[cfg(test)]
 pub fn build_session_context<'a>(
     entries: &[Entry],
     leaf: impl Into<ContextLeaf<'a>>,
@@ -101,6 +108,7 @@ pub fn build_session_context<'a>(
 /// `buildSessionContext` (spec §3.1): the path to the leaf, the state it sets, and the
 /// messages the LLM sees: with a compaction on the path, its summary, then the kept entries
 /// from `firstKeptEntryId` up to it, then everything after it.
+#[cfg(test)]
 pub fn build_session_context_with<'a>(
     entries: &[Entry],
     leaf: impl Into<ContextLeaf<'a>>,
@@ -129,6 +137,7 @@ pub fn build_session_context_with<'a>(
 /// The state (thinking level, models, mode, rules, the last compaction) is read newest first,
 /// so only metadata entries and the newest assistant message with a model are parsed; the
 /// messages before the last compaction's kept region are never touched.
+#[cfg(test)]
 pub fn context_of_path(path: &[&Entry], options: &ContextOptions) -> SessionContext {
     let state = BranchState::of_path(path);
     context_with_state(path, &state, options)
@@ -350,6 +359,7 @@ fn kept_from(path: &[&Entry], k: usize) -> Option<usize> {
 }
 
 /// The context of a path whose [`BranchState`] is known (it must be the state of this path).
+#[cfg(test)]
 pub fn context_with_state(
     path: &[&Entry],
     state: &BranchState,
@@ -365,8 +375,9 @@ pub fn context_with_state(
     ctx
 }
 
-/// [`context_with_state`] one message at a time: `visit` gets each message of the context in
-/// order with the id of its entry, and the returned context has everything but the messages
+/// The context of a path whose [`BranchState`] is known (it must be the state of this path),
+/// one message at a time: `visit` gets each message of the context in order with the id of
+/// its entry, and the returned context has everything but the messages
 /// and their ids. A pass that only counts them never holds the whole context: on a path of a
 /// million messages it would cost many times the file (issue 35 item 7). The entries are
 /// kept parsed, as reading them one by one would, while that is at most a few MB of lines

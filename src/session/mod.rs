@@ -19,7 +19,7 @@ pub(crate) mod undo;
 pub use backend::{ConnectError, connect, stored_id};
 pub use catalog::Catalog;
 pub use changes::ChangeSignal;
-pub use context::{SessionContext, build_session_context, convert_to_llm};
+pub use context::{SessionContext, convert_to_llm};
 pub use entry::{BranchSummaryEntry, CURRENT_SESSION_VERSION, CompactionEntry, Entry, EntryKind};
 pub use file::{
     CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SyncPolicy,

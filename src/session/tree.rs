@@ -17,6 +17,7 @@ use super::message::{AgentMessage, ContentBlock, join_text};
 
 /// The root→`start` path through `parentId`, markers left out. Stops at a missing parent or
 /// at an entry already visited (a cycle).
+#[cfg(test)]
 pub(crate) fn walk_path(
     entries: &[Entry],
     start: usize,
@@ -28,8 +29,8 @@ pub(crate) fn walk_path(
         .collect()
 }
 
-/// [`walk_path`] as indices into `entries`; `parent_of(child, parent_id)` finds the parent
-/// of `entries[child]`.
+/// The root→`start` path as indices into `entries`, markers left out, stopping at a missing
+/// parent or a cycle; `parent_of(child, parent_id)` finds the parent of `entries[child]`.
 pub(crate) fn walk_path_indices(
     entries: &[Entry],
     start: usize,
