@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{Body, Entry, EntryKind, LEAF_MOVE_TYPE};
-use crate::session::message::AgentMessage;
+use crate::session::message::{AgentMessage, leftover};
 
 impl Entry {
     /// The entry as a JSON object: `type`, `id`, `parentId`, `timestamp`, then its fields.
@@ -101,7 +101,13 @@ impl Entry {
             }
             let message = map.remove("message").expect("looked up just above");
             let kind = EntryKind::Message(AgentMessage::from_checked(message));
-            return Ok(Entry::with_extra(id, parent_id, timestamp, kind, map));
+            return Ok(Entry::with_extra(
+                id,
+                parent_id,
+                timestamp,
+                kind,
+                leftover(map),
+            ));
         }
         // Kept to fall back on if the fields do not fit the type.
         let original = map.clone();
@@ -109,7 +115,13 @@ impl Entry {
             map.remove(k);
         }
         match parse_kind(&type_name, &mut map) {
-            Some(kind) => Ok(Entry::with_extra(id, parent_id, timestamp, kind, map)),
+            Some(kind) => Ok(Entry::with_extra(
+                id,
+                parent_id,
+                timestamp,
+                kind,
+                leftover(map),
+            )),
             None => {
                 let mut extra = original;
                 for k in ["type", "id", "parentId", "timestamp"] {

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use super::{
     AgentMessage, AssistantMessage, Content, ContentBlock, Extra, ImageBlock, TextBlock,
-    ThinkingBlock, ToolCall, ToolResultMessage, Usage, UserMessage,
+    ThinkingBlock, ToolCall, ToolResultMessage, Usage, UserMessage, leftover,
 };
 
 /// A field's expected JSON shape, as the derived code accepts it.
@@ -153,7 +153,7 @@ pub(super) fn convert(value: Value) -> AgentMessage {
             content: content(&mut map),
             synthetic: take(&mut map, "synthetic").and_then(|v| v.as_bool()),
             timestamp: opt_value(&mut map, "timestamp"),
-            extra: map,
+            extra: leftover(map),
         }),
         Some("assistant") => AgentMessage::Assistant(AssistantMessage {
             content: blocks(&mut map),
@@ -167,7 +167,7 @@ pub(super) fn convert(value: Value) -> AgentMessage {
             stop_reason: opt_text(&mut map, "stopReason"),
             error_message: opt_text(&mut map, "errorMessage"),
             timestamp: opt_value(&mut map, "timestamp"),
-            extra: map,
+            extra: leftover(map),
         }),
         _ => AgentMessage::ToolResult(ToolResultMessage {
             tool_call_id: text(&mut map, "toolCallId"),
@@ -177,7 +177,7 @@ pub(super) fn convert(value: Value) -> AgentMessage {
             is_error: take(&mut map, "isError").and_then(|v| v.as_bool()) == Some(true),
             pruned_at: opt_value(&mut map, "prunedAt"),
             timestamp: opt_value(&mut map, "timestamp"),
-            extra: map,
+            extra: leftover(map),
         }),
     }
 }
@@ -218,7 +218,7 @@ fn usage(mut map: Extra) -> Usage {
         cache_write: count(&mut map, "cacheWrite"),
         total_tokens: count(&mut map, "totalTokens"),
         cost: opt_value(&mut map, "cost"),
-        extra: map,
+        extra: leftover(map),
     }
 }
 
@@ -250,24 +250,24 @@ fn block(value: Value) -> ContentBlock {
         "text" => ContentBlock::Text(TextBlock {
             text: text(&mut map, "text"),
             text_signature: opt_text(&mut map, "textSignature"),
-            extra: map,
+            extra: leftover(map),
         }),
         "thinking" => ContentBlock::Thinking(ThinkingBlock {
             thinking: text(&mut map, "thinking"),
             thinking_signature: opt_text(&mut map, "thinkingSignature"),
-            extra: map,
+            extra: leftover(map),
         }),
         "image" => ContentBlock::Image(ImageBlock {
             data: text(&mut map, "data"),
             mime_type: text(&mut map, "mimeType"),
-            extra: map,
+            extra: leftover(map),
         }),
         _ => ContentBlock::ToolCall(ToolCall {
             id: text(&mut map, "id"),
             name: text(&mut map, "name"),
             arguments: take(&mut map, "arguments").unwrap_or(Value::Null),
             thought_signature: opt_text(&mut map, "thoughtSignature"),
-            extra: map,
+            extra: leftover(map),
         }),
     }
 }
