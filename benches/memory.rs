@@ -6,7 +6,7 @@
 //! ```text
 //! cargo build --release --bin compactd
 //! cargo bench --bench memory                                   # 100k and 300k entries
-//! cargo bench --bench memory -- --entries 1000000 --no-compact  # compactions still ~25x
+//! cargo bench --bench memory -- --entries 1000000 --no-compact  # compactions ~6x the file
 //! cargo bench --bench memory -- --bin /path/to/other/compactd  # e.g. an older build
 //! ```
 //!
