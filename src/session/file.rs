@@ -250,6 +250,41 @@ pub struct Session {
     blobs: Option<super::size_controls::BlobStore>,
 }
 
+impl Session {
+    /// A session of `header` with no entries yet, read up to `disk`, its lines in `store`:
+    /// what creating a file and loading one start from.
+    fn empty(
+        path: PathBuf,
+        file: PathBuf,
+        header: SessionHeader,
+        disk: DiskState,
+        lazy: bool,
+        store: Box<dyn store::Store>,
+    ) -> Session {
+        Session {
+            path,
+            file,
+            header,
+            entries: Vec::new(),
+            index: Default::default(),
+            leaf: None,
+            file_leaf: None,
+            raw_lines: Vec::new(),
+            needs_rewrite: false,
+            disk,
+            sync: SyncPolicy::default(),
+            lazy,
+            revision: next_revision(),
+            paths: Default::default(),
+            store,
+            partial: None,
+            duplicate_ids: false,
+            digest_memo: Default::default(),
+            blobs: super::size_controls::default_store(),
+        }
+    }
+}
+
 /// The next value of [`Session::revision`]; shared by every session of the process so a
 /// value is never reused, not even after a reload replaces a session whole.
 fn next_revision() -> u64 {

@@ -739,16 +739,18 @@ fn a_layer_root_re_exports_only_what_other_layers_use() {
     );
 }
 
+/// Appends `line` to the source file `path` (relative to `src/`) of `files`.
+fn plant(files: &mut BTreeMap<PathBuf, String>, path: &str, line: &str) {
+    let text = files.get_mut(Path::new(path)).expect("the file exists");
+    text.push_str(line);
+}
+
 /// The re-export check itself: a planted re-export that only `src/testkit.rs`, a comment or a
 /// string names is reported; one that another layer's code or unit tests use is not.
 #[test]
 fn planted_unused_re_exports_are_reported() {
     let mut files = sources();
     let lib_rs = files[Path::new("lib.rs")].clone();
-    let plant = |files: &mut BTreeMap<PathBuf, String>, path: &str, line: &str| {
-        let text = files.get_mut(Path::new(path)).expect("the file exists");
-        text.push_str(line);
-    };
     plant(
         &mut files,
         "compaction/mod.rs",
@@ -789,10 +791,6 @@ fn planted_unused_re_exports_are_reported() {
 fn planted_violations_are_each_reported() {
     let mut files = sources();
     let lib_rs = files[Path::new("lib.rs")].clone();
-    let plant = |files: &mut BTreeMap<PathBuf, String>, path: &str, line: &str| {
-        let text = files.get_mut(Path::new(path)).expect("the file exists");
-        text.push_str(line);
-    };
     // The engine sees a wire type, in a path inside a `use` group.
     plant(
         &mut files,

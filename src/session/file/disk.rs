@@ -74,32 +74,15 @@ impl Session {
         }
         let file_path = fs::canonicalize(&path).map_err(io_err(&path))?;
         let meta = file.metadata().map_err(io_err(&path))?;
-        Ok(Session {
-            path,
-            file: file_path,
-            header,
-            entries: Vec::new(),
-            index: Default::default(),
-            leaf: None,
-            file_leaf: None,
-            raw_lines: Vec::new(),
-            needs_rewrite: false,
-            disk: DiskState {
-                consumed: line.len() as u64,
-                missing_newline: false,
-                lines: 1,
-                id: file_id(&meta),
-            },
-            sync,
-            lazy: true,
-            revision: next_revision(),
-            paths: Default::default(),
-            store: Box::new(FileStore),
-            partial: None,
-            duplicate_ids: false,
-            digest_memo: Default::default(),
-            blobs: super::super::size_controls::default_store(),
-        })
+        let disk = DiskState {
+            consumed: line.len() as u64,
+            missing_newline: false,
+            lines: 1,
+            id: file_id(&meta),
+        };
+        let mut session = Session::empty(path, file_path, header, disk, true, Box::new(FileStore));
+        session.sync = sync;
+        Ok(session)
     }
 
     /// Opens a session file without writing to it. Versions 1 and 2 are migrated in memory.

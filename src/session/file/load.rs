@@ -13,7 +13,7 @@ use super::cursor::{DiskState, FileId, Loaded, TailMode, TailRepair};
 use super::migrate::migrate;
 use super::{
     DuplicateId, LoadReport, LoadStep, RawLine, Result, Session, SessionError, SkippedLine,
-    SyncPolicy, file_leaf_of, next_revision, stream,
+    file_leaf_of, next_revision, stream,
 };
 use crate::session::entry::{
     CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader, TitleLine, read_exact_at,
@@ -106,32 +106,14 @@ fn with_header(path: PathBuf, file: PathBuf, bytes: &[u8], id: Option<FileId>) -
     let header = head.header;
     // Only current-version entries are kept raw: migration rewrites ids and fields.
     let lazy = header.version.unwrap_or(1) >= CURRENT_SESSION_VERSION;
-    Ok(Session {
-        path,
-        file,
-        header,
-        entries: Vec::new(),
-        index: Default::default(),
-        leaf: None,
-        file_leaf: None,
-        raw_lines: Vec::new(),
-        needs_rewrite: false,
-        disk: DiskState {
-            consumed: head.end as u64,
-            missing_newline: head.missing_newline,
-            lines: head.lines,
-            id,
-        },
-        sync: SyncPolicy::default(),
-        lazy,
-        revision: next_revision(),
-        paths: Default::default(),
-        store: Box::new(super::store::NoStore),
-        partial: None,
-        duplicate_ids: false,
-        digest_memo: Default::default(),
-        blobs: super::super::size_controls::default_store(),
-    })
+    let disk = DiskState {
+        consumed: head.end as u64,
+        missing_newline: head.missing_newline,
+        lines: head.lines,
+        id,
+    };
+    let store = Box::new(super::store::NoStore);
+    Ok(Session::empty(path, file, header, disk, lazy, store))
 }
 
 /// Migrates and indexes the loaded entries; the leaf is what the file implies.
