@@ -32,8 +32,8 @@ use compactd::compaction::{
 };
 use compactd::session::CompactionEntry;
 use compactd::session::Session;
+use compactd::session::SessionContext;
 use compactd::session::{AgentMessage, Entry, EntryKind};
-use compactd::session::{SessionContext, convert_to_llm};
 use compactd::summarize::{Purpose, SummaryRequest};
 use compactd::testkit::ExtractiveSummarizer;
 use compactd::testkit::prune_live_cached;
@@ -928,7 +928,7 @@ fn compact_without_summarizer(path: &Path) -> Result<Timed> {
         else {
             return Ok("nothing to compact".into());
         };
-        let input = serialize_conversation(&convert_to_llm(&prep.messages_to_summarize));
+        let input = serialize_conversation(&prep.messages_to_summarize.for_llm().to_vec());
         let entry = CompactionEntry {
             summary: "## Goal\n- benchmark".into(),
             short_summary: None,
@@ -960,7 +960,7 @@ fn extractive(path: &Path) -> Result<Timed> {
         return Ok("nothing to compact".to_owned().into());
     };
     let mut req = SummaryRequest::new(Purpose::History, "", "", 16_384);
-    req.messages = convert_to_llm(&prep.messages_to_summarize).into();
+    req.messages = prep.messages_to_summarize.for_llm().to_vec().into();
     req.previous_summary = prep.previous_summary.clone();
     let (summary, t) = timed(|| ExtractiveSummarizer::new().summarize_text(&req));
     Ok(Timed {

@@ -31,7 +31,7 @@ pub use ledger::{
 };
 pub use prepare::{
     BoundaryError, CompactionParams, CompactionPreparation, CompactionSummary, prepare_compaction,
-    prepare_compaction_at, summarize_compaction, validate_boundary,
+    prepare_compaction_at, prepare_compaction_in, summarize_compaction, validate_boundary,
 };
 pub use prune::{PruneConfig, apply_prune, prune_tool_outputs};
-pub use serialize::serialize_conversation;
+pub use serialize::{serialize_conversation, serialize_messages};

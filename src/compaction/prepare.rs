@@ -12,11 +12,10 @@
 //! [`CutMode::Parity`] turns both off and reproduces the reference.
 
 use std::borrow::Cow;
-
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 use crate::session::entry::CompactionEntry;
-use crate::session::{AgentMessage, Entry, EntryKind, Usage};
+use crate::session::{AgentMessage, Entry, EntryKind, EntrySpan, Usage};
 use crate::tokens::{TokenCounter, is_chars4};
 
 use super::cut_point::{CutMode, CutPoint, CutRejection, cut_point_at, find_cut_point};
@@ -45,19 +44,21 @@ impl Default for CompactionParams {
     }
 }
 
-/// Everything a summarizer needs for one compaction. Indices are into the path.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// Everything a summarizer needs for one compaction. Indices are into the path. The messages
+/// stay in the path's entries, read when they are needed (issue 35 item 7).
+#[derive(Clone, Debug)]
 pub struct CompactionPreparation {
     /// The entry the new compaction keeps from.
     pub first_kept_entry_id: String,
     pub first_kept_entry_index: usize,
     /// History to summarise (before the split turn, if any).
-    pub messages_to_summarize: Vec<AgentMessage>,
+    pub messages_to_summarize: EntrySpan,
     /// The beginning of a turn cut in two; summarised separately. Empty unless split.
-    pub turn_prefix_messages: Vec<AgentMessage>,
+    pub turn_prefix_messages: EntrySpan,
     /// Messages kept verbatim, from the first kept entry to the leaf.
-    pub recent_messages: Vec<AgentMessage>,
+    pub recent_messages: EntrySpan,
+    /// History and turn prefix together: everything summarised.
+    pub summarized: EntrySpan,
     pub is_split_turn: bool,
     pub turn_start_index: Option<usize>,
     /// The context size before compaction, from the newest usable provider usage (0 if none).
@@ -80,7 +81,7 @@ impl CompactionPreparation {
     /// reference still compacts then (re-summarising the previous summary); later versions
     /// report "nothing to compact", which is the caller's choice.
     pub fn summarizes_nothing(&self) -> bool {
-        self.messages_to_summarize.is_empty() && self.turn_prefix_messages.is_empty()
+        self.summarized.is_empty()
     }
 }
 
@@ -197,13 +198,28 @@ fn adjusted_keep(
 }
 
 /// Plans a compaction of `path` (root to leaf). `None` when the path is empty or already ends
-/// with a compaction.
+/// with a compaction. The preparation's messages are read from a copy of the path's entries;
+/// [`prepare_compaction_in`] shares a copy the caller holds.
 pub fn prepare_compaction(
     path: &[&Entry],
     params: &CompactionParams,
     counter: &dyn TokenCounter,
 ) -> Option<CompactionPreparation> {
-    plan(path, params, counter).map(Plan::into_preparation)
+    prepare_compaction_in(&owned(path), params, counter)
+}
+
+/// [`prepare_compaction`] of a path the caller owns; the preparation reads its messages from it.
+pub fn prepare_compaction_in(
+    path: &Arc<[Entry]>,
+    params: &CompactionParams,
+    counter: &dyn TokenCounter,
+) -> Option<CompactionPreparation> {
+    let refs: Vec<&Entry> = path.iter().collect();
+    plan(&refs, params, counter).map(|plan| plan.into_preparation(path))
+}
+
+fn owned(path: &[&Entry]) -> Arc<[Entry]> {
+    path.iter().map(|&e| e.clone()).collect()
 }
 
 /// [`prepare_compaction`] without copying a message: where the cut falls and how many messages
@@ -307,23 +323,25 @@ fn boundary_cut<'a>(
     Ok((window, entries, cut))
 }
 
-/// [`prepare_compaction`] with a caller-chosen first kept entry, checked by
+/// [`prepare_compaction_in`] with a caller-chosen first kept entry, checked by
 /// [`validate_boundary`]. Always uses compactd's rules.
 pub fn prepare_compaction_at(
-    path: &[&Entry],
+    path: &Arc<[Entry]>,
     first_kept_entry_id: &str,
     params: &CompactionParams,
     counter: &dyn TokenCounter,
 ) -> Result<CompactionPreparation, BoundaryError> {
-    let (window, entries, cut) = boundary_cut(path, first_kept_entry_id)?;
+    let refs: Vec<&Entry> = path.iter().collect();
+    let path_refs = &refs;
+    let (window, entries, cut) = boundary_cut(path_refs, first_kept_entry_id)?;
     if Entry::worth_keeping_parsed(&entries) {
         Entry::parse_all(&entries);
     }
-    let usage = last_usage(path);
+    let usage = last_usage(path_refs);
     // Not used for the cut, which the caller chose; reported for comparison.
     let keep = adjusted_keep(params.keep_recent_tokens, usage, &entries, counter);
     Plan::new(window, entries, cut, usage, keep, CutMode::Fixed)
-        .map(Plan::into_preparation)
+        .map(|plan| plan.into_preparation(path))
         .ok_or(BoundaryError::NothingToCompact)
 }
 
@@ -420,40 +438,43 @@ impl<'a> Plan<'a> {
         }
     }
 
-    fn into_preparation(self) -> CompactionPreparation {
-        // Sized for every entry of the range up front (most are messages): a vector grown by
-        // doubling may hold twice the span's messages' inline size (issue 35 item 7).
-        let owned = |range: std::ops::Range<usize>| -> (Vec<AgentMessage>, Vec<String>) {
-            let mut out = (
-                Vec::with_capacity(range.len()),
-                Vec::with_capacity(range.len()),
-            );
-            for (m, e) in self.messages(range) {
-                out.0.push(m.into_owned());
-                out.1.push(e.id.clone());
-            }
-            out
-        };
-        let (messages_to_summarize, mut summarize_entry_ids) = owned(0..self.history_end);
-        let (turn_prefix_messages, prefix_ids) = owned(self.prefix.clone());
-        summarize_entry_ids.extend(prefix_ids);
-        let (recent_messages, _) = owned(self.cut.first_kept_entry_index..self.entries.len());
+    /// The messages of `entries[range]` as a span of `path`, the path the window indexes:
+    /// between two window entries the path holds only compaction entries, which yield none.
+    fn span(&self, path: &Arc<[Entry]>, range: std::ops::Range<usize>) -> EntrySpan {
+        let indices = &self.window.indices[range];
+        match (indices.first(), indices.last()) {
+            (Some(&first), Some(&last)) => EntrySpan::new(Arc::clone(path), first..last + 1),
+            _ => EntrySpan::empty(),
+        }
+    }
+
+    fn into_preparation(self, path: &Arc<[Entry]>) -> CompactionPreparation {
+        let first_kept = self.cut.first_kept_entry_index;
+        // One look at each summarised message for its id and its file operations.
+        let mut summarize_entry_ids = Vec::with_capacity(first_kept);
+        let file_ops = self.file_ops(self.messages(0..first_kept).map(|(m, e)| {
+            summarize_entry_ids.push(e.id.clone());
+            m
+        }));
+        summarize_entry_ids.shrink_to_fit();
         // The ledger block is re-rendered by each compaction; the summarizer gets the prose.
         let previous_summary = self
             .window
             .previous
             .map(|c| super::ledger::strip_block(&c.summary));
+        let messages_to_summarize = self.span(path, 0..self.history_end);
         let reuse_previous_summary = self.mode == CutMode::Fixed
             && self.cut.is_split_turn
             && messages_to_summarize.is_empty()
             && previous_summary.is_some();
         CompactionPreparation {
             first_kept_entry_id: self.first_kept().id.clone(),
-            first_kept_entry_index: self.window.indices[self.cut.first_kept_entry_index],
-            file_ops: self.file_ops(messages_to_summarize.iter().chain(&turn_prefix_messages)),
+            first_kept_entry_index: self.window.indices[first_kept],
+            file_ops,
             messages_to_summarize,
-            turn_prefix_messages,
-            recent_messages,
+            turn_prefix_messages: self.span(path, self.prefix.clone()),
+            recent_messages: self.span(path, first_kept..self.entries.len()),
+            summarized: self.span(path, 0..first_kept),
             is_split_turn: self.cut.is_split_turn,
             turn_start_index: self.cut.turn_start_index.map(|i| self.window.indices[i]),
             tokens_before: self.usage.map_or(0, Usage::context_tokens),

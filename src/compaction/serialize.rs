@@ -1,6 +1,8 @@
 //! The conversation as plain text for a summarizer (spec §4.11), so it is read as a transcript
 //! rather than continued as a dialogue.
 
+use std::borrow::Borrow;
+
 use serde_json::Value;
 
 use crate::session::message::{AgentMessage, ContentBlock, join_text};
@@ -14,9 +16,17 @@ pub const TOOL_RESULT_MAX_CHARS: usize = 2000;
 /// (user, assistant, tool result); any other role is rendered as user text from its textual
 /// fields, and unknown roles are skipped. Images are dropped.
 pub fn serialize_conversation(llm_messages: &[AgentMessage]) -> String {
-    let mut parts: Vec<String> = Vec::new();
+    serialize_messages(llm_messages)
+}
+
+/// [`serialize_conversation`] of messages as they are read (e.g. from their entries).
+pub fn serialize_messages<M: Borrow<AgentMessage>>(
+    llm_messages: impl IntoIterator<Item = M>,
+) -> String {
+    // Written into one string: parts joined at the end were the transcript twice.
+    let mut parts = String::new();
     for msg in llm_messages {
-        match msg {
+        match msg.borrow() {
             AgentMessage::User(u) => push_part(&mut parts, "User", &u.content.joined_text("")),
             AgentMessage::Assistant(a) => {
                 let thinking: Vec<&str> = a
@@ -46,12 +56,18 @@ pub fn serialize_conversation(llm_messages: &[AgentMessage]) -> String {
             other => push_part(&mut parts, "User", &fallback_text(other)),
         }
     }
-    parts.join("\n\n")
+    parts
 }
 
-fn push_part(parts: &mut Vec<String>, label: &str, text: &str) {
+fn push_part(parts: &mut String, label: &str, text: &str) {
     if !text.is_empty() {
-        parts.push(format!("[{label}]: {text}"));
+        if !parts.is_empty() {
+            parts.push_str("\n\n");
+        }
+        parts.push('[');
+        parts.push_str(label);
+        parts.push_str("]: ");
+        parts.push_str(text);
     }
 }
 

@@ -9,7 +9,6 @@
 
 mod edit;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -17,13 +16,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{
     BoundaryError, CompactionParams, CompactionPreparation, FileOps, Ledger, compute_file_lists,
-    file_lists_details, format_file_operations, prepare_compaction, prepare_compaction_at,
+    file_lists_details, format_file_operations, prepare_compaction_at, prepare_compaction_in,
     record_ledger_in_details, render_ledger_block, validate_boundary,
 };
 use crate::session::context::compaction_summary_text;
-use crate::session::context::convert_to_llm_owned;
 use crate::session::entry::CompactionEntry;
-use crate::session::{AgentMessage, Entry, EntryKind, Session, convert_to_llm};
+use crate::session::{AgentMessage, Entry, EntryKind, EntrySpan, LlmMessages, Session};
 use crate::summarize::prompts::{
     HistoryPrompt, history_max_tokens, short_summary_max_tokens, turn_prefix_max_tokens,
 };
@@ -164,8 +162,9 @@ pub struct CompactOutcome {
 /// What was prepared under the read lock.
 struct Prepared {
     prep: CompactionPreparation,
-    /// The path, root first, as it was when prepared.
-    path: Vec<Entry>,
+    /// The path, root first, as it was when prepared; the preparation's messages are read from
+    /// it.
+    path: Arc<[Entry]>,
     leaf: Option<String>,
 }
 
@@ -213,10 +212,10 @@ pub async fn compact_keeping(
     observer: &dyn OperationObserver,
 ) -> Result<(CompactOutcome, Option<PreviewedCompaction>), EngineError> {
     observer.phase(Phase::Preparing, "Preparing compaction", None);
-    let mut prepared = prepare(session, env, &opts).await?;
+    let prepared = prepare(session, env, &opts).await?;
     let mut drafted = match run_before_compact(env, &opts, &prepared, &cancel).await? {
         Some(drafted) => drafted,
-        None => draft(env, &opts, &mut prepared, &cancel, observer).await?,
+        None => draft(env, &opts, &prepared, &cancel, observer).await?,
     };
     record_reason(&mut drafted.details, opts.reason);
     if cancel.is_cancelled() {
@@ -421,10 +420,10 @@ pub async fn draft_armed(
         ..CompactOptions::manual()
     };
     observer.phase(Phase::Preparing, "Preparing compaction", None);
-    let mut prepared = prepare(session, env, &opts).await?;
+    let prepared = prepare(session, env, &opts).await?;
     let mut drafted = match run_before_compact(env, &opts, &prepared, &cancel).await? {
         Some(drafted) => drafted,
-        None => draft(env, &opts, &mut prepared, &cancel, observer).await?,
+        None => draft(env, &opts, &prepared, &cancel, observer).await?,
     };
     record_reason(&mut drafted.details, reason);
     if cancel.is_cancelled() {
@@ -563,20 +562,17 @@ fn plan(
         recompact: opts.keep_recent_tokens.is_some(),
         ..CompactionParams::default()
     };
+    let path: Arc<[Entry]> = path.into_iter().cloned().collect();
     let prep = match &opts.first_kept_entry_id {
         Some(id) => prepare_compaction_at(&path, id, &params, counter).map_err(boundary_error)?,
-        None => prepare_compaction(&path, &params, counter).ok_or_else(|| {
+        None => prepare_compaction_in(&path, &params, counter).ok_or_else(|| {
             match path.last().map(|e| e.kind()) {
                 Some(EntryKind::Compaction(_)) => EngineError::AlreadyCompacted,
                 _ => EngineError::NothingToCompact,
             }
         })?,
     };
-    Ok(Prepared {
-        prep,
-        path: path.into_iter().cloned().collect(),
-        leaf,
-    })
+    Ok(Prepared { prep, path, leaf })
 }
 
 fn boundary_error(e: BoundaryError) -> EngineError {
@@ -667,35 +663,21 @@ fn kept_messages(path: &[Entry], first_kept: &str) -> Vec<AgentMessage> {
 async fn draft(
     env: &CompactEnv,
     opts: &CompactOptions,
-    prepared: &mut Prepared,
+    prepared: &Prepared,
     cancel: &CancellationToken,
     observer: &dyn OperationObserver,
 ) -> Result<Drafted, EngineError> {
     let prep = &prepared.prep;
-    // What is summarised, for the hook and the retention guard: borrowed unless a split turn
-    // adds its prefix, and dropped before the summarizers run: a copy of a million messages
-    // is about ten times their file (issue 35 item 7).
-    let span: Cow<'_, [AgentMessage]> = if prep.turn_prefix_messages.is_empty() {
-        Cow::Borrowed(&prep.messages_to_summarize)
-    } else {
-        prep.messages_to_summarize
-            .iter()
-            .chain(&prep.turn_prefix_messages)
-            .cloned()
-            .collect()
-    };
-    let hook = run_compacting(env, &span, cancel).await?;
+    // Everything here reads the summarised messages from the path's entries as it needs them:
+    // held at once, a million messages are about twice their file (issue 35 item 7).
+    let span = &prep.summarized;
+    let hook = run_compacting(env, span, cancel).await?;
     let mut span_ops = FileOps::default();
-    span.iter().for_each(|m| span_ops.add_message(m));
+    span.messages().for_each(|m| span_ops.add_message(&m));
     let (_, span_modified) = compute_file_lists(&span_ops);
-    let facts = retention::extract_facts(&span, &span_modified);
-    drop(span);
-    // The history's messages move into the summarizers' form (shared by every chunk and
-    // request); the preparation keeps none of them, nothing after the summary reads them.
-    let has_history = !prepared.prep.messages_to_summarize.is_empty();
-    let history: Arc<Vec<AgentMessage>> =
-        convert_to_llm_owned(std::mem::take(&mut prepared.prep.messages_to_summarize)).into();
-    let prep = &prepared.prep;
+    let facts = retention::extract_facts_from(|| span.messages(), &span_modified);
+    let has_history = !prep.messages_to_summarize.is_empty();
+    let history = prep.messages_to_summarize.for_llm();
 
     observer.phase(Phase::Summarizing, "Summarizing the conversation", None);
     let scale = detail_scale(&env.settings.compaction, opts.target_tokens);
@@ -751,7 +733,7 @@ async fn draft(
         from_extension: false,
         summarizer: history_output.map_or_else(|| "none".to_owned(), |o| o.model),
         reports,
-        kept: prep.recent_messages.clone(),
+        kept: prep.recent_messages.to_vec(),
         kit: Some(edit::EditKit {
             file_block: file_block.clone(),
             ledger_block: ledger_block.clone(),
@@ -783,7 +765,7 @@ fn ledger_block(env: &CompactEnv, prepared: &Prepared, details: &mut Value, scal
 
 async fn run_compacting(
     env: &CompactEnv,
-    span: &[AgentMessage],
+    span: &EntrySpan,
     cancel: &CancellationToken,
 ) -> Result<CompactingReply, EngineError> {
     let req = CompactingRequest {
@@ -848,9 +830,8 @@ struct Summaries<'a> {
     /// The summarizers with this compaction's breaker and retry budget.
     set: SummarizerSet,
     prep: &'a CompactionPreparation,
-    /// The history's messages, converted for the summarizers (the preparation's
-    /// `messages_to_summarize`, moved here).
-    history: Arc<Vec<AgentMessage>>,
+    /// The history's messages, as the summarizers read them.
+    history: LlmMessages,
     /// Whether there was any history to summarise before the conversion.
     has_history: bool,
     custom: Option<&'a str>,
@@ -898,9 +879,7 @@ impl Summaries<'_> {
                 // Everything summarised is the start of the current turn and nothing came
                 // before it: summarised as the history (one request, the usual headings), the
                 // summary opens with the goal and the progress, not "No prior history.".
-                let output = self
-                    .history_of(convert_to_llm(&prep.turn_prefix_messages).into())
-                    .await?;
+                let output = self.history_of(prep.turn_prefix_messages.for_llm()).await?;
                 return Ok((output.text.clone(), Some(output)));
             }
             let (history, prefix) = futures::join!(self.history_or_previous(), self.turn_prefix());
@@ -942,13 +921,10 @@ impl Summaries<'_> {
     }
 
     async fn history(&self) -> Result<SummaryOutput, EngineError> {
-        self.history_of(Arc::clone(&self.history)).await
+        self.history_of(self.history.clone()).await
     }
 
-    async fn history_of(
-        &self,
-        messages: Arc<Vec<AgentMessage>>,
-    ) -> Result<SummaryOutput, EngineError> {
+    async fn history_of(&self, messages: LlmMessages) -> Result<SummaryOutput, EngineError> {
         let prompts = &self.env.prompts;
         let build = |conversation: &str, previous: Option<&str>| {
             prompts.history_prompt(&HistoryPrompt {
@@ -986,7 +962,7 @@ impl Summaries<'_> {
         };
         let job = self.job(
             Purpose::TurnPrefix,
-            convert_to_llm(&self.prep.turn_prefix_messages).into(),
+            self.prep.turn_prefix_messages.for_llm(),
             None,
             &build,
             self.budget(turn_prefix_max_tokens(self.reserve())),
@@ -1005,7 +981,7 @@ impl Summaries<'_> {
         };
         let mut job = self.job(
             Purpose::Short,
-            convert_to_llm(&self.prep.recent_messages).into(),
+            self.prep.recent_messages.for_llm(),
             Some(summary.to_owned()),
             &build,
             short_summary_max_tokens(self.reserve()),
@@ -1025,7 +1001,7 @@ impl Summaries<'_> {
     fn job<'b>(
         &self,
         purpose: Purpose,
-        messages: Arc<Vec<AgentMessage>>,
+        messages: LlmMessages,
         previous_summary: Option<String>,
         build: &'b PromptBuilder<'b>,
         max_tokens: u32,

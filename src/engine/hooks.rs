@@ -6,7 +6,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::FileOps;
-use crate::session::{AgentMessage, Entry};
+use crate::session::{Entry, EntrySpan};
 
 /// What `before_compact` sees: the prepared compaction and the branch it came from.
 #[derive(Debug, Clone)]
@@ -17,10 +17,10 @@ pub struct BeforeCompactRequest<'a> {
     /// Entries of the current path, root first.
     pub branch_entries: &'a [Entry],
     /// The messages that will be summarised (history, then the turn prefix of a split turn).
-    pub messages_to_summarize: &'a [AgentMessage],
-    pub turn_prefix_messages: &'a [AgentMessage],
+    pub messages_to_summarize: &'a EntrySpan,
+    pub turn_prefix_messages: &'a EntrySpan,
     /// The messages kept after the summary.
-    pub recent_messages: &'a [AgentMessage],
+    pub recent_messages: &'a EntrySpan,
     /// File operations of the summarised span (and the previous summary's file lists).
     pub file_ops: &'a FileOps,
     pub first_kept_entry_id: &'a str,
@@ -60,7 +60,7 @@ pub struct CompactingRequest<'a> {
     /// The compaction's operation id (the one its events carry).
     pub operation_id: &'a str,
     /// messagesToSummarize ++ turnPrefixMessages.
-    pub messages: &'a [AgentMessage],
+    pub messages: &'a EntrySpan,
     pub cancel: CancellationToken,
 }
 

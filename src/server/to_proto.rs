@@ -24,7 +24,7 @@ use crate::protocol::{
     TreePreparation, WireEntry, WireMessage,
 };
 use crate::rpc::RpcError;
-use crate::session::{AgentMessage, Entry, LoadStep, SessionError};
+use crate::session::{AgentMessage, Entry, EntrySpan, LoadStep, SessionError};
 use crate::summarize::SummaryReport;
 use crate::summarize::client::ClientSummaryRequest;
 
@@ -521,8 +521,8 @@ pub fn summarizer_report(part: Purpose, report: &SummaryReport) -> SummarizerRep
     }
 }
 
-fn messages(messages: &[AgentMessage]) -> Vec<WireMessage> {
-    messages.iter().map(message).collect()
+fn messages(span: &EntrySpan) -> Vec<WireMessage> {
+    span.messages().map(|m| message(&m)).collect()
 }
 
 /// The params of `hooks/beforeCompact`.

@@ -668,17 +668,18 @@ pub fn convert_to_llm(messages: &[AgentMessage]) -> Vec<AgentMessage> {
     messages.iter().filter_map(convert_one).collect()
 }
 
-/// [`convert_to_llm`] of messages that are no longer needed as they were: the user and
-/// assistant messages (most of a conversation) are moved, not copied, so converting a
-/// compaction's span of a million messages does not hold it twice (issue 35 item 7).
-pub fn convert_to_llm_owned(messages: Vec<AgentMessage>) -> Vec<AgentMessage> {
-    messages
-        .into_iter()
-        .filter_map(|m| match m {
-            AgentMessage::User(_) | AgentMessage::Assistant(_) => Some(m),
-            other => convert_one(&other),
-        })
-        .collect()
+/// [`convert_to_llm`] of one message, kept as it came (borrowed or owned) when the model
+/// sees it unchanged: a user or assistant message, a tool result not pruned.
+pub(crate) fn convert_for_llm(m: Cow<'_, AgentMessage>) -> Option<Cow<'_, AgentMessage>> {
+    match &*m {
+        AgentMessage::User(_) | AgentMessage::Assistant(_) => Some(m),
+        AgentMessage::ToolResult(t) if !is_pruned(t) => Some(m),
+        other => convert_one(other).map(Cow::Owned),
+    }
+}
+
+fn is_pruned(t: &ToolResultMessage) -> bool {
+    t.pruned_at.as_ref().is_some_and(|v| !v.is_null())
 }
 
 fn convert_one(m: &AgentMessage) -> Option<AgentMessage> {
@@ -726,7 +727,7 @@ fn user(blocks: Vec<ContentBlock>, timestamp: &Option<Value>) -> AgentMessage {
 /// A pruned result shows only its text (the pruning notice); images are dropped.
 fn tool_result_for_llm(t: &ToolResultMessage) -> ToolResultMessage {
     let mut out = t.clone();
-    if t.pruned_at.as_ref().is_some_and(|v| !v.is_null()) {
+    if is_pruned(t) {
         let has_text = t.content.iter().any(|b| b.as_text().is_some());
         let text = if has_text {
             join_text(&t.content, "\n")

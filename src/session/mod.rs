@@ -13,6 +13,7 @@ pub(crate) mod message;
 pub(crate) mod postgres;
 pub(crate) mod recall;
 pub(crate) mod size_controls;
+pub(crate) mod span;
 pub(crate) mod tree;
 pub(crate) mod undo;
 
@@ -34,5 +35,6 @@ pub use recall::{
     SearchQuery, SearchScope, entry_texts, read_entry, search,
 };
 pub use size_controls::FULL_TEXT_FIELD;
+pub use span::{EntrySpan, LlmMessages};
 pub use tree::{Tree, TreeNode};
 pub use undo::{UndoError, plan_undo};

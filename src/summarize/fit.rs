@@ -9,12 +9,10 @@
 //! one after the other, each with the previous chunk's summary as `<previous-summary>` (an
 //! iterative fold). A request bound to overflow is refused before it is sent.
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
-use crate::compaction::serialize_conversation;
-use crate::session::{AgentMessage, Content, ContentBlock};
+use crate::compaction::{serialize_conversation, serialize_messages};
+use crate::session::{AgentMessage, Content, ContentBlock, LlmMessages};
 use crate::tokens::TokenCounter;
 
 use super::SummarizeError;
@@ -50,9 +48,9 @@ pub fn plan_chunks(
     budget: u64,
     max_output: u32,
     counter: &dyn TokenCounter,
-) -> Result<Vec<Arc<Vec<AgentMessage>>>, SummarizeError> {
+) -> Result<Vec<LlmMessages>, SummarizeError> {
     if budget == u64::MAX {
-        return Ok(vec![Arc::clone(&job.messages)]);
+        return Ok(vec![job.messages.clone()]);
     }
     let system = counter.count_text(job.system_prompt)
         + counter.count_text(&length_instruction(job.purpose, max_output));
@@ -65,10 +63,10 @@ pub fn plan_chunks(
     let room_rest = budget.saturating_sub(overhead_rest);
     let measure = |msgs: &[AgentMessage]| counter.count_text(&serialize_conversation(msgs));
 
-    if measure(&job.messages) <= room_first {
-        return Ok(vec![Arc::clone(&job.messages)]);
+    if counter.count_text(&serialize_messages(job.messages.iter())) <= room_first {
+        return Ok(vec![job.messages.clone()]);
     }
-    let reduced: Vec<AgentMessage> = job.messages.iter().map(reduce_message).collect();
+    let reduced: Vec<AgentMessage> = job.messages.iter().map(|m| reduce_message(&m)).collect();
     if measure(&reduced) <= room_first {
         return Ok(vec![reduced.into()]);
     }
@@ -83,7 +81,7 @@ pub fn plan_chunks(
     }
     Ok(split_into_chunks(reduced, room_first, room_rest, &measure)
         .into_iter()
-        .map(Arc::from)
+        .map(LlmMessages::from)
         .collect())
 }
 
@@ -325,7 +323,7 @@ mod tests {
         j.tail_only = true;
         let chunks = plan_chunks(&j, 400, 100, &Chars4).unwrap();
         assert_eq!(chunks.len(), 1);
-        let text = serialize_conversation(&chunks[0]);
+        let text = serialize_conversation(&chunks[0].to_vec());
         assert!(text.contains("m39 "));
         assert!(!text.contains("m0 "));
     }

@@ -20,8 +20,8 @@
 use std::collections::HashSet;
 
 use super::SummaryRequest;
-use crate::session::AgentMessage;
 use crate::session::message::join_text;
+use crate::session::{AgentMessage, LlmMessages};
 
 /// Words too common to say what a request is about.
 const COMMON: &[&str] = &[
@@ -84,8 +84,8 @@ fn goal_of_summary(summary: &str) -> Option<String> {
 }
 
 /// The first user request that has something to name.
-fn first_request(messages: &[AgentMessage]) -> Option<String> {
-    messages.iter().find_map(|m| match m {
+fn first_request(messages: &LlmMessages) -> Option<String> {
+    messages.iter().find_map(|m| match &*m {
         AgentMessage::User(user) => {
             let text = join_text(&user.content.blocks(), "\n");
             (!Terms::of(&text).is_empty()).then_some(text)

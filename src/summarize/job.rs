@@ -2,9 +2,7 @@
 //! prompts that frame them and the output budget. Both the ladder ([`super::ladder`]) and the
 //! planning that fits it to a summarizer ([`super::fit`]) read it, so it stands below both.
 
-use std::sync::Arc;
-
-use crate::session::AgentMessage;
+use crate::session::LlmMessages;
 
 use super::Purpose;
 #[cfg(doc)]
@@ -19,7 +17,7 @@ pub struct SummaryJob<'a> {
     pub purpose: Purpose,
     /// The messages to summarise, as `convert_to_llm` returns them; shared with the chunks
     /// and requests made of them.
-    pub messages: Arc<Vec<AgentMessage>>,
+    pub messages: LlmMessages,
     pub previous_summary: Option<String>,
     pub system_prompt: &'a str,
     pub build_prompt: &'a PromptBuilder<'a>,
@@ -40,7 +38,7 @@ impl<'a> SummaryJob<'a> {
     /// A job with no previous summary, no reasoning, no custom instructions and no file lists.
     pub fn new(
         purpose: Purpose,
-        messages: impl Into<Arc<Vec<AgentMessage>>>,
+        messages: impl Into<LlmMessages>,
         system_prompt: &'a str,
         build_prompt: &'a PromptBuilder<'a>,
         max_tokens: u32,

@@ -22,8 +22,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::serialize_conversation;
-use crate::session::AgentMessage;
+use crate::compaction::serialize_messages;
+use crate::session::LlmMessages;
 use crate::tokens::TokenCounter;
 
 use super::breaker::Breaker;
@@ -354,7 +354,7 @@ impl RungRun<'_, '_> {
         error: &SummarizeError,
         budget: u64,
         max_output: u32,
-        chunks: &[Arc<Vec<AgentMessage>>],
+        chunks: &[LlmMessages],
     ) -> u64 {
         // Our count of the largest request sent, as it was sent (the length line included),
         // to compare with the server's.
@@ -365,7 +365,7 @@ impl RungRun<'_, '_> {
         let ours = chunks
             .iter()
             .map(|chunk| {
-                let conversation = serialize_conversation(chunk);
+                let conversation = serialize_messages(chunk.iter());
                 instructions
                     + self.counter.count_text(&(self.job.build_prompt)(
                         &conversation,
@@ -394,7 +394,7 @@ impl RungRun<'_, '_> {
     async fn run_chunks(
         &self,
         rung: Rung<'_>,
-        chunks: &[Arc<Vec<AgentMessage>>],
+        chunks: &[LlmMessages],
     ) -> Result<(SummaryOutput, Option<String>), SummarizeError> {
         let part = self.job.purpose;
         let id = rung.summarizer.id();
@@ -452,9 +452,9 @@ impl RungRun<'_, '_> {
         Ok((kept.output, checks))
     }
 
-    fn request(&self, chunk: &Arc<Vec<AgentMessage>>, previous: Option<String>) -> SummaryRequest {
+    fn request(&self, chunk: &LlmMessages, previous: Option<String>) -> SummaryRequest {
         let job = self.job;
-        let conversation = serialize_conversation(chunk);
+        let conversation = serialize_messages(chunk.iter());
         let mut req = SummaryRequest::new(
             job.purpose,
             job.system_prompt,
@@ -462,7 +462,7 @@ impl RungRun<'_, '_> {
             job.max_tokens,
         );
         req.reasoning = job.reasoning;
-        req.messages = Arc::clone(chunk);
+        req.messages = chunk.clone();
         req.previous_summary = previous;
         req.custom_instructions = job.custom_instructions.clone();
         req.read_files = job.read_files.clone();

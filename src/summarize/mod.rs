@@ -47,7 +47,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::session::{AgentMessage, Usage};
+use crate::session::{LlmMessages, Usage};
 use queue::RequestQueue;
 
 pub use candidates::{
@@ -108,7 +108,7 @@ pub struct SummaryRequest {
     /// The LLM-ready messages being summarised, shared (a request is cloned per rung and per
     /// output limit, and a single chunk is the job's whole span: a copy of a million messages
     /// is about ten times their file).
-    pub messages: Arc<Vec<AgentMessage>>,
+    pub messages: LlmMessages,
     /// The previous summary (history update) or, for [`Purpose::Short`], the new summary.
     pub previous_summary: Option<String>,
     pub custom_instructions: Option<String>,
@@ -135,7 +135,7 @@ impl SummaryRequest {
             prompt: prompt.into(),
             max_tokens,
             reasoning: false,
-            messages: Arc::from(Vec::new()),
+            messages: LlmMessages::default(),
             previous_summary: None,
             custom_instructions: None,
             read_files: Vec::new(),

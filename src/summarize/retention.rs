@@ -10,14 +10,15 @@
 //! Containment is checked on normalised text (whitespace collapsed, lower case), so a summary
 //! that quotes a fact with other line breaks still counts as carrying it.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
 
 use crate::compaction::facts::{
     Outcome, call_command, error_line, execution_outcome, instructions, tool_outcome,
 };
-use crate::session::message::{ToolCall, join_text};
+use crate::session::message::join_text;
 use crate::session::{AgentMessage, ContentBlock};
 
 /// Longest fact kept, in characters (a pending question is kept whole).
@@ -70,44 +71,150 @@ pub struct Fact {
 /// Extracts the facts of `span` (the messages being summarised, chronological). `modified_files`
 /// are the paths the span's tool calls wrote or edited.
 pub fn extract_facts(span: &[AgentMessage], modified_files: &[String]) -> Vec<Fact> {
-    let mut facts = Vec::new();
-    let last_user = span.iter().rposition(is_real_user);
-    if let Some(i) = last_user {
-        let text = message_text(&span[i]);
-        if !text.trim().is_empty() {
-            facts.push(fact(FactKind::LastUserRequest, clip(text.trim())));
+    extract_facts_from(|| span.iter().map(Cow::Borrowed), modified_files)
+}
+
+/// [`extract_facts`] of messages read as they are needed: `span` gives them from the start each
+/// time it is called. One look at each message, a second only when the final turn has a failed
+/// tool result (its call's command tells a failure from a search that found nothing, and the
+/// call may be anywhere in the span).
+pub fn extract_facts_from<'m, I>(span: impl Fn() -> I, modified_files: &[String]) -> Vec<Fact>
+where
+    I: Iterator<Item = Cow<'m, AgentMessage>>,
+{
+    let mut last_request = None;
+    let mut question = Question::default();
+    // The final turn (from the last real user message on, or everything)'s errors, in order.
+    let mut errors: Vec<ErrorSource> = Vec::new();
+    let mut constraints = Vec::new();
+    for m in span() {
+        if is_real_user(&m) {
+            let text = message_text(&m);
+            constraints.extend(instructions(&text).iter().map(|s| clip(s)));
+            last_request = Some(text);
+            question = Question::default();
+            errors.clear();
+            continue;
+        }
+        question.after(&m);
+        match &*m {
+            AgentMessage::ToolResult(t) if t.is_error => errors.push(ErrorSource::ToolResult {
+                call_id: t.tool_call_id.clone(),
+                tool_name: t.tool_name.clone(),
+                output: join_text(&t.content, "\n"),
+            }),
+            other => errors.extend(error_text(other).map(ErrorSource::Known)),
         }
     }
-    if let Some(question) = pending_question(span, last_user) {
-        facts.push(Fact {
-            kind: FactKind::PendingQuestion,
-            text: question,
-        });
+    let mut facts = Vec::new();
+    if let Some(text) = last_request.filter(|t| !t.trim().is_empty()) {
+        facts.push(fact(FactKind::LastUserRequest, clip(text.trim())));
+    }
+    if let Some(text) = question.pending() {
+        facts.push(fact(FactKind::PendingQuestion, text));
     }
     for path in modified_files {
         facts.push(fact(FactKind::ModifiedFile, path.clone()));
     }
-    let calls: HashMap<&str, &ToolCall> = span
-        .iter()
-        .filter_map(AgentMessage::as_assistant)
-        .flat_map(|a| a.tool_calls())
-        .map(|c| (c.id.as_str(), c))
-        .collect();
-    let final_turn = &span[last_user.unwrap_or(0)..];
-    let errors = final_turn.iter().filter_map(|m| error_text(m, &calls));
+    let commands = call_commands(&span, &errors);
+    let errors = errors.into_iter().filter_map(|e| match e {
+        ErrorSource::Known(text) => Some(text),
+        ErrorSource::ToolResult {
+            call_id,
+            tool_name,
+            output,
+        } => {
+            let command = commands.get(&call_id).and_then(Option::as_deref);
+            tool_error(command, &tool_name, &output)
+        }
+    });
     for error in latest(errors.collect()) {
         facts.push(fact(FactKind::Error, error));
     }
-    let constraints: Vec<String> = span
-        .iter()
-        .filter(|m| is_real_user(m))
-        .flat_map(|m| instructions(&message_text(m)))
-        .map(|s| clip(&s))
-        .collect();
     for constraint in latest(dedup(constraints)) {
         facts.push(fact(FactKind::UserConstraint, constraint));
     }
     facts
+}
+
+/// An error of the final turn, or a failed tool result whose call is still to be found.
+enum ErrorSource {
+    Known(String),
+    ToolResult {
+        call_id: String,
+        tool_name: String,
+        output: String,
+    },
+}
+
+/// The commands of the calls whose failed results `errors` holds (the last call of an id wins).
+fn call_commands<'m, I>(
+    span: &impl Fn() -> I,
+    errors: &[ErrorSource],
+) -> HashMap<String, Option<String>>
+where
+    I: Iterator<Item = Cow<'m, AgentMessage>>,
+{
+    let wanted: HashSet<&str> = errors
+        .iter()
+        .filter_map(|e| match e {
+            ErrorSource::ToolResult { call_id, .. } => Some(call_id.as_str()),
+            ErrorSource::Known(_) => None,
+        })
+        .collect();
+    let mut commands = HashMap::new();
+    if wanted.is_empty() {
+        return commands;
+    }
+    for m in span() {
+        let Some(a) = m.as_assistant() else { continue };
+        for call in a.tool_calls().filter(|c| wanted.contains(c.id.as_str())) {
+            commands.insert(call.id.clone(), call_command(call).map(str::to_owned));
+        }
+    }
+    commands
+}
+
+/// The question the span ends on: the last assistant text after the last user message, when it
+/// asks something, and nothing (no tool call, no user reply, no tool result) came after it.
+/// Kept verbatim. Fed every message after the last real user message.
+#[derive(Default)]
+struct Question {
+    /// The last assistant message's question, if it has no calls and asks one.
+    asked: Option<String>,
+    /// A user message or tool result came after it.
+    answered: bool,
+}
+
+impl Question {
+    fn after(&mut self, m: &AgentMessage) {
+        match m {
+            AgentMessage::Assistant(a) => {
+                let has_calls = a
+                    .content
+                    .iter()
+                    .any(|b| matches!(b, ContentBlock::ToolCall(_)));
+                self.asked = (!has_calls)
+                    .then(|| question_paragraph(&join_text(&a.content, "\n")))
+                    .flatten();
+                self.answered = false;
+            }
+            AgentMessage::User(_) | AgentMessage::ToolResult(_) => self.answered = true,
+            _ => {}
+        }
+    }
+
+    fn pending(self) -> Option<String> {
+        self.asked.filter(|_| !self.answered)
+    }
+}
+
+fn question_paragraph(text: &str) -> Option<String> {
+    text.split("\n\n")
+        .map(str::trim)
+        .filter(|p| p.contains('?'))
+        .last()
+        .map(str::to_owned)
 }
 
 /// `summary` guarded for the span it summarises: [`extract_facts`] then [`apply_guard`]; the
@@ -187,50 +294,11 @@ fn message_text(m: &AgentMessage) -> String {
     }
 }
 
-/// The question the span ends on: the last assistant text after the last user message, when it
-/// asks something, and nothing (no tool call, no user reply) came after it. Kept verbatim.
-fn pending_question(span: &[AgentMessage], last_user: Option<usize>) -> Option<String> {
-    let from = last_user.map_or(0, |i| i + 1);
-    let (pos, assistant) = span
-        .iter()
-        .enumerate()
-        .skip(from)
-        .rev()
-        .find_map(|(i, m)| m.as_assistant().map(|a| (i, a)))?;
-    let tail_is_quiet = span[pos + 1..]
-        .iter()
-        .all(|m| !matches!(m, AgentMessage::User(_) | AgentMessage::ToolResult(_)));
-    let has_calls = assistant
-        .content
-        .iter()
-        .any(|b| matches!(b, ContentBlock::ToolCall(_)));
-    if !tail_is_quiet || has_calls {
-        return None;
-    }
-    let text = join_text(&assistant.content, "\n");
-    let paragraph = text
-        .split("\n\n")
-        .map(str::trim)
-        .filter(|p| p.contains('?'))
-        .last()?;
-    Some(paragraph.to_owned())
-}
-
-/// The error a message reports, read as the extractive summarizer reads it: a failed tool
-/// result's or command's error line (a search without a match and an aborted run are no
-/// errors), or an assistant's error message.
-fn error_text(m: &AgentMessage, calls: &HashMap<&str, &ToolCall>) -> Option<String> {
+/// The error a message other than a failed tool result reports, read as the extractive
+/// summarizer reads it: a failed command's error line (an aborted run is no error), or an
+/// assistant's error message.
+fn error_text(m: &AgentMessage) -> Option<String> {
     let text = match m {
-        AgentMessage::ToolResult(t) if t.is_error => {
-            let output = join_text(&t.content, "\n");
-            let command = calls
-                .get(t.tool_call_id.as_str())
-                .and_then(|c| call_command(c));
-            let outcome = tool_outcome(command, &t.tool_name, &output, true);
-            (outcome == Outcome::Failed)
-                .then(|| error_line(&output))
-                .flatten()
-        }
         AgentMessage::BashExecution(e) | AgentMessage::PythonExecution(e)
             if execution_outcome(e) == Outcome::Failed =>
         {
@@ -239,6 +307,19 @@ fn error_text(m: &AgentMessage, calls: &HashMap<&str, &ToolCall>) -> Option<Stri
         AgentMessage::Assistant(a) if a.is_error() => a.error_message.clone(),
         _ => None,
     }?;
+    fact_text(&text)
+}
+
+/// A failed tool result's error line, unless it is no failure (a search without a match).
+fn tool_error(command: Option<&str>, tool_name: &str, output: &str) -> Option<String> {
+    let outcome = tool_outcome(command, tool_name, output, true);
+    (outcome == Outcome::Failed)
+        .then(|| error_line(output))
+        .flatten()
+        .and_then(|text| fact_text(&text))
+}
+
+fn fact_text(text: &str) -> Option<String> {
     let text = text.trim();
     (!text.is_empty()).then(|| clip(text))
 }
@@ -283,6 +364,7 @@ fn normalize(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::message::ToolCall;
     use serde_json::json;
 
     fn msg(v: Value) -> AgentMessage {
@@ -426,5 +508,171 @@ mod tests {
         let mut details = json!({"readFiles": []});
         record_in_details(&mut details, &facts);
         assert_eq!(details["retainedFacts"][0]["kind"], "lastUserRequest");
+    }
+
+    // The guard as it read a held span (before messages were read from their entries): the
+    // oracle of the streamed reading.
+    fn held_facts(span: &[AgentMessage], modified_files: &[String]) -> Vec<Fact> {
+        let mut facts = Vec::new();
+        let last_user = span.iter().rposition(is_real_user);
+        if let Some(i) = last_user {
+            let text = message_text(&span[i]);
+            if !text.trim().is_empty() {
+                facts.push(fact(FactKind::LastUserRequest, clip(text.trim())));
+            }
+        }
+        if let Some(question) = held_question(span, last_user) {
+            facts.push(Fact {
+                kind: FactKind::PendingQuestion,
+                text: question,
+            });
+        }
+        for path in modified_files {
+            facts.push(fact(FactKind::ModifiedFile, path.clone()));
+        }
+        let calls: HashMap<&str, &ToolCall> = span
+            .iter()
+            .filter_map(AgentMessage::as_assistant)
+            .flat_map(|a| a.tool_calls())
+            .map(|c| (c.id.as_str(), c))
+            .collect();
+        let final_turn = &span[last_user.unwrap_or(0)..];
+        let errors = final_turn.iter().filter_map(|m| held_error(m, &calls));
+        for error in latest(errors.collect()) {
+            facts.push(fact(FactKind::Error, error));
+        }
+        let constraints: Vec<String> = span
+            .iter()
+            .filter(|m| is_real_user(m))
+            .flat_map(|m| instructions(&message_text(m)))
+            .map(|s| clip(&s))
+            .collect();
+        for constraint in latest(dedup(constraints)) {
+            facts.push(fact(FactKind::UserConstraint, constraint));
+        }
+        facts
+    }
+    fn held_question(span: &[AgentMessage], last_user: Option<usize>) -> Option<String> {
+        let from = last_user.map_or(0, |i| i + 1);
+        let (pos, assistant) = span
+            .iter()
+            .enumerate()
+            .skip(from)
+            .rev()
+            .find_map(|(i, m)| m.as_assistant().map(|a| (i, a)))?;
+        let tail_is_quiet = span[pos + 1..]
+            .iter()
+            .all(|m| !matches!(m, AgentMessage::User(_) | AgentMessage::ToolResult(_)));
+        let has_calls = assistant
+            .content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolCall(_)));
+        if !tail_is_quiet || has_calls {
+            return None;
+        }
+        let text = join_text(&assistant.content, "\n");
+        let paragraph = text
+            .split("\n\n")
+            .map(str::trim)
+            .filter(|p| p.contains('?'))
+            .last()?;
+        Some(paragraph.to_owned())
+    }
+    fn held_error(m: &AgentMessage, calls: &HashMap<&str, &ToolCall>) -> Option<String> {
+        let text = match m {
+            AgentMessage::ToolResult(t) if t.is_error => {
+                let output = join_text(&t.content, "\n");
+                let command = calls
+                    .get(t.tool_call_id.as_str())
+                    .and_then(|c| call_command(c));
+                let outcome = tool_outcome(command, &t.tool_name, &output, true);
+                (outcome == Outcome::Failed)
+                    .then(|| error_line(&output))
+                    .flatten()
+            }
+            AgentMessage::BashExecution(e) | AgentMessage::PythonExecution(e)
+                if execution_outcome(e) == Outcome::Failed =>
+            {
+                error_line(&e.output)
+            }
+            AgentMessage::Assistant(a) if a.is_error() => a.error_message.clone(),
+            _ => None,
+        }?;
+        let text = text.trim();
+        (!text.is_empty()).then(|| clip(text))
+    }
+
+    /// Spans of random turns: real and synthetic user messages, assistant replies with and
+    /// without calls, questions and errors, failed and passing tool results (a search that
+    /// found nothing among them), commands, results whose call comes later or never.
+    fn random_span(seed: u64) -> Vec<AgentMessage> {
+        let mut state = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut next = move |n: u64| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (state >> 33) % n
+        };
+        let texts = [
+            "Fix the build please.",
+            "Never touch the lockfile.",
+            "Always run cargo fmt.\nNow rename the crate.",
+            "Don't push yet?",
+            "",
+        ];
+        let replies = [
+            "Done.",
+            "I renamed it.\n\nShould I also update the README?",
+            "Which one?\n\nThe first or the second?",
+            "error: it failed",
+        ];
+        let outputs = [
+            "error[E0308]: mismatched types\n  --> src/a.rs",
+            "permission denied",
+            "",
+            "ok",
+        ];
+        let commands = ["grep -rn foo src", "cargo build", "rg bar"];
+        (0..next(24) + 1)
+            .map(|_| {
+                let call = format!("c{}", next(6));
+                match next(9) {
+                    0 => user(texts[next(5) as usize]),
+                    1 => msg(json!({"role": "user", "content": texts[next(5) as usize],
+                                    "synthetic": true})),
+                    2 => assistant(replies[next(4) as usize]),
+                    3 => msg(json!({"role": "assistant", "content": [
+                        {"type": "text", "text": replies[next(4) as usize]},
+                        {"type": "toolCall", "id": call, "name": "bash",
+                         "arguments": {"command": commands[next(3) as usize]}}]})),
+                    4 => msg(json!({"role": "assistant", "content": [],
+                                    "stopReason": "error", "errorMessage": "overloaded"})),
+                    5 | 6 => msg(json!({"role": "toolResult", "toolCallId": call,
+                        "toolName": "bash", "isError": next(2) == 0,
+                        "content": [{"type": "text", "text": outputs[next(4) as usize]}]})),
+                    7 => msg(json!({"role": "bashExecution", "command": commands[next(3) as usize],
+                        "output": outputs[next(4) as usize], "exitCode": next(2)})),
+                    _ => msg(json!({"role": "toolResult", "toolCallId": call, "toolName": "grep",
+                        "isError": true, "content": [{"type": "text", "text": "No matches found"}]})),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn facts_read_once_over_the_messages_are_the_facts_of_the_held_span() {
+        let mut seen = HashSet::new();
+        for seed in 0..3_000 {
+            let span = random_span(seed);
+            let modified = ["src/lib.rs".to_owned()];
+            let facts = extract_facts(&span, &modified);
+            assert_eq!(
+                facts,
+                held_facts(&span, &modified),
+                "seed {seed}: {span:#?}"
+            );
+            seen.extend(facts.iter().map(|f| f.kind));
+        }
+        assert_eq!(seen.len(), 5, "every kind of fact came up: {seen:?}");
     }
 }

@@ -1,15 +1,18 @@
 //! Huge sessions (issue 35 item 7): counting the context and planning a compaction of a path
 //! whose lines are more than what is kept parsed leave its entries unparsed (a parsed body
 //! costs about ten times its line: a million entries took `session/usage` to 15x the file),
-//! and give what a pass over fully parsed entries gives. Listed in `docs/robustness.md`.
+//! and give what a pass over fully parsed entries gives; a compaction reads the messages it
+//! summarises from the entries as it needs them, and writes the summary it writes from the
+//! messages held. Listed in `docs/robustness.md`.
 
 use std::io::Write;
 use std::sync::Arc;
 
-use compactd::compaction::{CompactionParams, Ledger, summarize_compaction};
+use compactd::compaction::{CompactionParams, Ledger, prepare_compaction_in, summarize_compaction};
 use compactd::session::{Entry, Session};
 use compactd::settings::Settings;
-use compactd::testkit::usage_view;
+use compactd::summarize::{Purpose, SummaryRequest};
+use compactd::testkit::{ExtractiveSummarizer, usage_view};
 use compactd::tokens::{Chars4, TokenCache};
 use serde_json::json;
 
@@ -96,5 +99,31 @@ fn usage_plan_and_ledger_of_a_huge_path_keep_no_body_parsed() {
     assert!(usage.estimated_tokens > 500_000, "{usage:?}");
     assert!(plan.messages_to_summarize > n - 2000, "{plan:?}");
     // Before: every entry of the path stayed parsed (15x the file for a million entries).
+    assert!(kept_parsed < 10, "{kept_parsed} of {n} entries kept parsed");
+}
+
+#[test]
+fn a_compaction_of_a_huge_path_reads_its_span_from_the_entries_and_keeps_none_parsed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("huge.jsonl");
+    let n = 64_000;
+    write_linear(&file, n);
+    let (s, _) = Session::open(&file).unwrap();
+    // The engine's copy of the path, which the preparation reads its messages from.
+    let path: Arc<[Entry]> = s.path_to_leaf().into_iter().cloned().collect();
+    let prep = prepare_compaction_in(&path, &CompactionParams::default(), &Chars4).expect("a plan");
+    let mut req = SummaryRequest::new(Purpose::History, "", "", 16_384);
+    req.messages = prep.messages_to_summarize.for_llm();
+    let read = ExtractiveSummarizer::new().summarize_text(&req);
+    let kept_parsed = path.iter().filter(|e| e.is_parsed()).count();
+
+    // The same summary from the messages held, as compaction read them before.
+    let held = prep.messages_to_summarize.for_llm().to_vec();
+    assert!(held.len() > n - 2000, "{} messages", held.len());
+    assert_eq!(prep.summarize_entry_ids.len(), prep.summarized.len());
+    req.messages = held.into();
+    assert_eq!(read, ExtractiveSummarizer::new().summarize_text(&req));
+    assert!(read.contains("src/parser.rs"), "{read}");
+    // Before: the span's messages were held parsed, about twice the file again.
     assert!(kept_parsed < 10, "{kept_parsed} of {n} entries kept parsed");
 }

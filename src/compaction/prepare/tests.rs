@@ -13,9 +13,9 @@ fn params(keep: u64, mode: CutMode) -> CompactionParams {
 }
 
 /// The text of every user/assistant message in `msgs`.
-fn texts(msgs: &[AgentMessage]) -> Vec<String> {
-    msgs.iter()
-        .map(|m| match m {
+fn texts(span: &EntrySpan) -> Vec<String> {
+    span.messages()
+        .map(|m| match &*m {
             AgentMessage::User(u) => u.content.joined_text(""),
             AgentMessage::Assistant(a) => crate::session::message::join_text(&a.content, ""),
             other => other.role().to_owned(),
@@ -230,26 +230,33 @@ fn caller_chosen_boundaries_are_validated() {
     let err = validate_boundary(&path, "e13").unwrap_err();
     assert!(err.to_string().contains("tool call before it"), "{err}");
     assert_eq!(validate_boundary(&path, "e4"), Ok(()));
-    let p = prepare_compaction_at(&path, "e9", &CompactionParams::default(), &Chars4).unwrap();
+    let p =
+        prepare_compaction_at(&owned(&path), "e9", &CompactionParams::default(), &Chars4).unwrap();
     assert_eq!(p.first_kept_entry_id, "e9");
     assert_eq!(p.first_kept_entry_index, 9);
     assert_eq!(p.summarize_entry_ids, ["e4", "e5", "e7", "e8"]);
-    let p = prepare_compaction_at(&path, "e11", &CompactionParams::default(), &Chars4).unwrap();
+    let p =
+        prepare_compaction_at(&owned(&path), "e11", &CompactionParams::default(), &Chars4).unwrap();
     assert!(p.is_split_turn);
     assert_eq!(p.turn_start_index, Some(9));
 }
 
 #[test]
-fn preparation_serialises_in_camel_case_with_sorted_sets() {
+fn a_preparation_reads_its_messages_from_the_path_and_carries_file_ops() {
     let b = compacted_path();
     let p = prepare_compaction(&b.refs(), &params(200, CutMode::Fixed), &Chars4).unwrap();
-    let v = serde_json::to_value(&p).unwrap();
-    assert_eq!(v["firstKeptEntryId"], json!("e9"));
-    assert_eq!(v["fileOps"]["read"], json!(["old.rs"]));
-    assert_eq!(v["summarizeEntryIds"], json!(["e4", "e5", "e7", "e8"]));
-    assert_eq!(v["messagesToSummarize"][0]["role"], json!("user"));
-    let back: CompactionPreparation = serde_json::from_value(v).unwrap();
-    assert_eq!(back, p);
+    assert_eq!(p.first_kept_entry_id, "e9");
+    assert!(p.file_ops.read.contains("old.rs"), "{:?}", p.file_ops);
+    assert_eq!(p.summarize_entry_ids, ["e4", "e5", "e7", "e8"]);
+    assert_eq!(p.messages_to_summarize.to_vec()[0].role(), "user");
+    let summarized: Vec<AgentMessage> = p
+        .messages_to_summarize
+        .messages()
+        .chain(p.turn_prefix_messages.messages())
+        .map(std::borrow::Cow::into_owned)
+        .collect();
+    assert_eq!(p.summarized.to_vec(), summarized);
+    assert_eq!(p.summarized.len(), p.summarize_entry_ids.len());
 }
 
 #[test]

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::compaction::facts::{
     Outcome, error_line, execution_outcome, instructions, is_search_command, tool_outcome,
 };
+use crate::session::LlmMessages;
 use crate::session::message::{AgentMessage, ToolCall, join_text};
 
 use super::cues::{
@@ -252,12 +253,12 @@ pub(super) struct Facts {
 }
 
 impl Facts {
-    pub(super) fn extract(messages: &[AgentMessage]) -> Facts {
+    pub(super) fn extract(messages: &LlmMessages) -> Facts {
         let mut facts = Facts::default();
-        let mut calls: HashMap<&str, (CallInfo, usize)> = HashMap::new();
+        let mut calls: HashMap<String, (CallInfo, usize)> = HashMap::new();
         let mut grouped: HashMap<String, usize> = HashMap::new();
-        for message in messages {
-            match message {
+        for message in messages.iter() {
+            match &*message {
                 AgentMessage::User(user) => {
                     let text = user.content.joined_text("\n");
                     facts.user_text(&text, user.synthetic == Some(true));
@@ -282,7 +283,7 @@ impl Facts {
                     for call in assistant.tool_calls() {
                         let info = CallInfo::of(call);
                         let action = facts.record_call(&info, &mut grouped);
-                        calls.insert(call.id.as_str(), (info, action));
+                        calls.insert(call.id.clone(), (info, action));
                     }
                     let mut text = join_text(&assistant.content, "\n");
                     let cut = assistant.is_aborted()

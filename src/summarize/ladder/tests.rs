@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use serde_json::json;
 
 use super::*;
+use crate::session::AgentMessage;
 use crate::summarize::extractive::ExtractiveSummarizer;
 use crate::summarize::{DeltaSink, PromptBuilder};
 use crate::tokens::Chars4;
