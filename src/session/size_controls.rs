@@ -230,12 +230,36 @@ pub fn control_entry(entry: &Entry, store: &BlobStore) -> std::io::Result<Option
 /// A cheap pre-check on the serialized entry, so entries that need nothing are never copied.
 fn needs_control(entry: &Entry) -> bool {
     let line = entry.to_line();
-    line.len() > MAX_STRING_CHARS
+    longest_string(line.as_bytes()) > MAX_STRING_CHARS
         || TRANSIENT_KEYS
             .iter()
             .any(|k| line.contains(&format!("\"{k}\"")))
         || line.contains("\"lineCount\"")
         || (line.len() >= IMAGE_BLOB_MIN_CHARS && line.contains("\"image\""))
+}
+
+/// Bytes of the longest JSON string in `line` as written, escapes included: never fewer than
+/// the string's UTF-16 units, so a line with no string over [`MAX_STRING_CHARS`] bytes has
+/// nothing to truncate. A long line of short strings (a compaction's ledger) is not converted
+/// and compared for nothing.
+fn longest_string(line: &[u8]) -> usize {
+    let (mut longest, mut at) = (0, 0);
+    while let Some(open) = memchr::memchr(b'"', &line[at..]) {
+        let start = at + open + 1;
+        let mut i = start;
+        loop {
+            match memchr::memchr2(b'"', b'\\', &line[i..]) {
+                None => return longest.max(line.len() - start),
+                Some(k) if line[i + k] == b'\\' => i = (i + k + 2).min(line.len()),
+                Some(k) => {
+                    longest = longest.max(i + k - start);
+                    at = i + k + 1;
+                    break;
+                }
+            }
+        }
+    }
+    longest
 }
 
 fn blob_image(block: &mut Value, store: &BlobStore) -> std::io::Result<()> {
@@ -407,6 +431,40 @@ mod tests {
 
     fn entry(v: Value) -> Entry {
         Entry::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_longest_string_is_measured_as_written_and_never_under_its_utf16_units() {
+        let line = |v: Value| serde_json::to_string(&v).unwrap();
+        assert_eq!(
+            longest_string(line(json!({"a": "xyz", "bb": 1})).as_bytes()),
+            3
+        );
+        // Escapes count as written: a quote, a backslash, a newline, a control character.
+        let escaped = line(json!({"k": "a\"b\\c\nd\u{1}"}));
+        assert_eq!(
+            longest_string(escaped.as_bytes()),
+            r#"a\"b\\c\nd\u0001"#.len()
+        );
+        assert_eq!(
+            longest_string(br#"{"open": "never closed"#),
+            "never closed".len()
+        );
+        assert_eq!(longest_string(br#"{"e": "\"#), 1);
+        for text in ["é".repeat(1000), "😀".repeat(1000), "\u{7}".repeat(1000)] {
+            let units: usize = text.chars().map(char::len_utf16).sum();
+            assert!(longest_string(line(json!({"t": text})).as_bytes()) >= units);
+        }
+        // A compaction's ledger: a long line of short strings needs no control.
+        let requests: Vec<String> = (0..40_000).map(|i| format!("request {i}")).collect();
+        let ledger = entry(json!({"type": "compaction", "id": "c", "parentId": null,
+            "timestamp": "t", "summary": "s", "firstKeptEntryId": "e", "tokensBefore": 1,
+            "details": {"ledger": {"requests": requests}}}));
+        assert!(ledger.to_line().len() > MAX_STRING_CHARS);
+        assert!(!needs_control(&ledger));
+        let long = entry(json!({"type": "custom", "id": "c", "parentId": null,
+            "timestamp": "t", "data": "x".repeat(MAX_STRING_CHARS + 1)}));
+        assert!(needs_control(&long));
     }
 
     #[test]

@@ -440,7 +440,7 @@ impl RungRun<'_, '_> {
                 on_delta: &on_delta,
                 on_attempt: &on_attempt,
             };
-            let req = self.request(chunk, previous.clone());
+            let req = self.request(chunk, previous.clone(), rung.summarizer.reads_prompt());
             let kept = try_summarizer(rung, &req, &ctx).await?;
             previous = Some(kept.output.text.clone());
             last = Some(kept);
@@ -452,15 +452,21 @@ impl RungRun<'_, '_> {
         Ok((kept.output, checks))
     }
 
-    fn request(&self, chunk: &LlmMessages, previous: Option<String>) -> SummaryRequest {
+    /// The request for `chunk`; its prompt (the transcript in the instructions) only for a
+    /// summarizer that reads it.
+    fn request(
+        &self,
+        chunk: &LlmMessages,
+        previous: Option<String>,
+        with_prompt: bool,
+    ) -> SummaryRequest {
         let job = self.job;
-        let conversation = serialize_messages(chunk.iter());
-        let mut req = SummaryRequest::new(
-            job.purpose,
-            job.system_prompt,
-            (job.build_prompt)(&conversation, previous.as_deref()),
-            job.max_tokens,
-        );
+        let prompt = if with_prompt {
+            (job.build_prompt)(&serialize_messages(chunk.iter()), previous.as_deref())
+        } else {
+            String::new()
+        };
+        let mut req = SummaryRequest::new(job.purpose, job.system_prompt, prompt, job.max_tokens);
         req.reasoning = job.reasoning;
         req.messages = chunk.clone();
         req.previous_summary = previous;

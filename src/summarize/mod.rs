@@ -217,6 +217,12 @@ pub trait Summarizer: Send + Sync {
         Box::pin(std::future::ready(()))
     }
 
+    /// Whether it reads [`SummaryRequest::prompt`]. The extractive summarizer reads the
+    /// messages alone: the transcript of a huge span is not written for it (issue 35 item 7).
+    fn reads_prompt(&self) -> bool {
+        true
+    }
+
     /// Produces the summary. When `cancel` fires, the work stops, any HTTP request is dropped
     /// and the result is [`SummarizeError::Cancelled`].
     fn summarize<'a>(

@@ -141,6 +141,10 @@ impl Summarizer for ExtractiveSummarizer {
         u64::MAX
     }
 
+    fn reads_prompt(&self) -> bool {
+        false
+    }
+
     fn summarize<'a>(
         &'a self,
         req: &'a SummaryRequest,

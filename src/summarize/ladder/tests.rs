@@ -166,6 +166,58 @@ async fn small_input_is_one_request_unchanged() {
     assert!(prompts[0].contains("[User]: hello"));
 }
 
+/// A summarizer that reads the messages alone, as the extractive one does: what it was sent.
+#[derive(Default)]
+struct Blind {
+    sent: Mutex<Vec<(String, usize)>>,
+}
+
+impl Summarizer for Blind {
+    fn id(&self) -> String {
+        "test/blind".into()
+    }
+    fn context_window(&self) -> u64 {
+        u64::MAX
+    }
+    fn reads_prompt(&self) -> bool {
+        false
+    }
+    fn summarize<'a>(
+        &'a self,
+        req: &'a SummaryRequest,
+        _cancel: CancellationToken,
+        _on_delta: DeltaSink<'a>,
+    ) -> BoxFuture<'a, Result<SummaryOutput, SummarizeError>> {
+        let sent = (req.prompt.clone(), req.messages.len());
+        self.sent.lock().unwrap().push(sent);
+        Box::pin(async { Ok(SummaryOutput::cut("read".to_owned(), "test/blind")) })
+    }
+}
+
+#[tokio::test]
+async fn a_summarizer_that_reads_no_prompt_gets_the_messages_without_a_transcript() {
+    let blind = Arc::new(Blind::default());
+    let set = SummarizerSet {
+        candidates: vec![blind.clone()],
+        ..set_of(TinyWindow::new(2_000))
+    };
+    let b: &PromptBuilder = &builder;
+    let j = job(vec![user("hello"), tool_result("ok")], b);
+    let out = write_summary(&j, &set, &Chars4, &CancellationToken::new(), &Quiet)
+        .await
+        .unwrap();
+    assert_eq!(out.output.text, "read");
+    let sent = blind.sent.lock().unwrap();
+    assert_eq!(sent.len(), 1);
+    let (prompt, messages) = &sent[0];
+    assert_eq!(*messages, 2);
+    // A candidate's request says the output limit; the transcript is not written.
+    assert!(
+        !prompt.contains("hello") && !prompt.contains("<conversation>"),
+        "{prompt}"
+    );
+}
+
 #[tokio::test]
 async fn long_tool_output_is_clipped_to_fit_one_request() {
     // The transcript's own 2000-character clip would not fit: the tighter clip must.
