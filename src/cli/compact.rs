@@ -188,9 +188,10 @@ fn compact_and_print(
     let env = engine_env_with_choice(&session, settings, args.tokenizer, &choice)?;
     // What a person compares: the context's size before and after, by the same counter (what
     // `compactd context` reports), and what the cut summarises and keeps (what `plan` reports).
-    let cache = TokenCache::new(env.counter.clone());
     // The sum of the context's counts (`context_view`'s total), without holding the context.
-    let context_before = estimate_context(&session, &cache);
+    // Its cache is dropped at once: a count for every entry of a huge path is not held through
+    // the compaction for the few kept entries counted again after it.
+    let context_before = estimate_context(&session, &TokenCache::new(env.counter.clone()));
     let cut = summarize_compaction(
         &session.path_to_leaf(),
         &CompactionParams {
@@ -259,7 +260,10 @@ fn compact_and_print(
         return common::print(&codex_pretty(&outcome, &args.session, args.preview));
     }
     let context_after = match outcome.entry_id {
-        Some(_) => estimate_context(&shared.blocking_read(), &cache),
+        Some(_) => estimate_context(
+            &shared.blocking_read(),
+            &TokenCache::new(env.counter.clone()),
+        ),
         None => outcome.tokens_after,
     };
     let sizes = Sizes {

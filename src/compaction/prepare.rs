@@ -70,8 +70,6 @@ pub struct CompactionPreparation {
     pub reuse_previous_summary: bool,
     /// Files read and modified, carried from the previous compaction.
     pub file_ops: FileOps,
-    /// Ids of the entries whose messages are summarised (history and turn prefix).
-    pub summarize_entry_ids: Vec<String>,
     /// The keep-recent budget actually used (after the chars4 usage adjustment).
     pub keep_recent_tokens: u64,
 }
@@ -450,13 +448,7 @@ impl<'a> Plan<'a> {
 
     fn into_preparation(self, path: &Arc<[Entry]>) -> CompactionPreparation {
         let first_kept = self.cut.first_kept_entry_index;
-        // One look at each summarised message for its id and its file operations.
-        let mut summarize_entry_ids = Vec::with_capacity(first_kept);
-        let file_ops = self.file_ops(self.messages(0..first_kept).map(|(m, e)| {
-            summarize_entry_ids.push(e.id.clone());
-            m
-        }));
-        summarize_entry_ids.shrink_to_fit();
+        let file_ops = self.file_ops(self.messages(0..first_kept).map(|(m, _)| m));
         // The ledger block is re-rendered by each compaction; the summarizer gets the prose.
         let previous_summary = self
             .window
@@ -480,7 +472,6 @@ impl<'a> Plan<'a> {
             tokens_before: self.usage.map_or(0, Usage::context_tokens),
             previous_summary,
             reuse_previous_summary,
-            summarize_entry_ids,
             keep_recent_tokens: self.keep,
         }
     }

@@ -44,11 +44,12 @@ impl EntrySpan {
             .filter_map(|e| e.peek_message(false))
     }
 
-    /// The entries that yield a message, in order (a message's entry, e.g. for its id).
-    pub fn message_entries(&self) -> impl Iterator<Item = (&Entry, Cow<'_, AgentMessage>)> {
+    /// The ids of the entries that yield a message, in order.
+    pub fn message_ids(&self) -> impl Iterator<Item = &str> {
         self.entries[self.range.clone()]
             .iter()
-            .filter_map(|e| e.peek_message(false).map(|m| (e, m)))
+            .filter(|e| e.peek_message(false).is_some())
+            .map(|e| e.id.as_str())
     }
 
     /// Reads entries up to the first message.
@@ -201,6 +202,7 @@ mod tests {
         assert_eq!(held.len(), 3, "the compaction entry yields nothing");
         assert_eq!(span.to_vec(), held);
         assert_eq!(span.len(), 3);
+        assert_eq!(span.message_ids().collect::<Vec<_>>(), ["e0", "e2", "e3"]);
         let for_llm = span.for_llm();
         assert_eq!(for_llm.to_vec(), convert_to_llm(&held));
         assert_eq!(

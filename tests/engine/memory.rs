@@ -120,7 +120,7 @@ fn a_compaction_of_a_huge_path_reads_its_span_from_the_entries_and_keeps_none_pa
     // The same summary from the messages held, as compaction read them before.
     let held = prep.messages_to_summarize.for_llm().to_vec();
     assert!(held.len() > n - 2000, "{} messages", held.len());
-    assert_eq!(prep.summarize_entry_ids.len(), prep.summarized.len());
+    assert_eq!(prep.summarized.message_ids().count(), prep.summarized.len());
     req.messages = held.into();
     assert_eq!(read, ExtractiveSummarizer::new().summarize_text(&req));
     assert!(read.contains("src/parser.rs"), "{read}");

@@ -13,6 +13,11 @@ fn params(keep: u64, mode: CutMode) -> CompactionParams {
 }
 
 /// The text of every user/assistant message in `msgs`.
+/// The ids of the entries whose messages `span` gives.
+fn ids(span: &EntrySpan) -> Vec<&str> {
+    span.message_ids().collect()
+}
+
 fn texts(span: &EntrySpan) -> Vec<String> {
     span.messages()
         .map(|m| match &*m {
@@ -57,7 +62,7 @@ fn splits_a_plain_path_into_history_and_recent() {
     assert_eq!(p.messages_to_summarize.len(), 2);
     assert_eq!(p.recent_messages.len(), 2);
     assert!(!p.is_split_turn && p.turn_prefix_messages.is_empty());
-    assert_eq!(p.summarize_entry_ids, ["e0", "e1"]);
+    assert_eq!(ids(&p.summarized), ["e0", "e1"]);
     assert_eq!(p.previous_summary, None);
     assert_eq!(p.tokens_before, 2);
 }
@@ -103,7 +108,7 @@ fn deviation1_the_kept_region_is_summarised_or_kept_never_dropped() {
             "{kept} must appear exactly once"
         );
     }
-    assert_eq!(p.summarize_entry_ids, ["e4", "e5", "e7", "e8"]);
+    assert_eq!(ids(&p.summarized), ["e4", "e5", "e7", "e8"]);
     assert_eq!(p.first_kept_entry_id, "e9");
     assert_eq!(p.previous_summary.as_deref(), Some("summary one"));
 
@@ -234,7 +239,7 @@ fn caller_chosen_boundaries_are_validated() {
         prepare_compaction_at(&owned(&path), "e9", &CompactionParams::default(), &Chars4).unwrap();
     assert_eq!(p.first_kept_entry_id, "e9");
     assert_eq!(p.first_kept_entry_index, 9);
-    assert_eq!(p.summarize_entry_ids, ["e4", "e5", "e7", "e8"]);
+    assert_eq!(ids(&p.summarized), ["e4", "e5", "e7", "e8"]);
     let p =
         prepare_compaction_at(&owned(&path), "e11", &CompactionParams::default(), &Chars4).unwrap();
     assert!(p.is_split_turn);
@@ -247,7 +252,7 @@ fn a_preparation_reads_its_messages_from_the_path_and_carries_file_ops() {
     let p = prepare_compaction(&b.refs(), &params(200, CutMode::Fixed), &Chars4).unwrap();
     assert_eq!(p.first_kept_entry_id, "e9");
     assert!(p.file_ops.read.contains("old.rs"), "{:?}", p.file_ops);
-    assert_eq!(p.summarize_entry_ids, ["e4", "e5", "e7", "e8"]);
+    assert_eq!(ids(&p.summarized), ["e4", "e5", "e7", "e8"]);
     assert_eq!(p.messages_to_summarize.to_vec()[0].role(), "user");
     let summarized: Vec<AgentMessage> = p
         .messages_to_summarize
@@ -256,7 +261,7 @@ fn a_preparation_reads_its_messages_from_the_path_and_carries_file_ops() {
         .map(std::borrow::Cow::into_owned)
         .collect();
     assert_eq!(p.summarized.to_vec(), summarized);
-    assert_eq!(p.summarized.len(), p.summarize_entry_ids.len());
+    assert_eq!(p.summarized.len(), ids(&p.summarized).len());
 }
 
 #[test]

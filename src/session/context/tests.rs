@@ -600,7 +600,7 @@ proptest::proptest! {
                 // What the plan summarises and keeps, not where it is on the path.
                 (
                     plan.first_kept_entry_id,
-                    plan.summarize_entry_ids,
+                    plan.summarized.message_ids().map(str::to_owned).collect::<Vec<_>>(),
                     plan.messages_to_summarize.to_vec(),
                     plan.turn_prefix_messages.to_vec(),
                     plan.recent_messages.to_vec(),
