@@ -168,6 +168,13 @@ struct Prepared {
     leaf: Option<String>,
 }
 
+impl Prepared {
+    /// The leaf it was prepared at; the rest (a copy of the whole branch) is dropped.
+    fn into_leaf(self) -> Option<String> {
+        self.leaf
+    }
+}
+
 /// The summary parts of a compaction before it is persisted.
 #[derive(Clone)]
 struct Drafted {
@@ -218,19 +225,21 @@ pub async fn compact_keeping(
         None => draft(env, &opts, &prepared, &cancel, observer).await?,
     };
     record_reason(&mut drafted.details, opts.reason);
+    // The snapshot of the branch is not needed to write what was drafted from it.
+    let leaf = prepared.into_leaf();
     if cancel.is_cancelled() {
         return Err(EngineError::compaction_cancelled());
     }
     let tokens_after = estimate_after(env.counter.as_ref(), &drafted);
     if opts.preview {
         let kept = PreviewedCompaction {
-            leaf: prepared.leaf,
+            leaf,
             drafted: drafted.clone(),
         };
         return Ok((outcome(None, drafted, tokens_after, true), Some(kept)));
     }
     observer.phase(Phase::Persisting, "Saving the compaction", None);
-    let entry_id = persist(session, &opts, &prepared, &drafted, &cancel).await?;
+    let entry_id = persist(session, &opts, &leaf, &drafted, &cancel).await?;
     Ok((outcome(Some(entry_id), drafted, tokens_after, false), None))
 }
 
@@ -319,7 +328,9 @@ pub async fn commit_preview(
 /// A compaction drafted on a snapshot of the branch and not yet written: what a background
 /// (speculative) compaction holds until a reply crosses the threshold.
 pub struct ArmedCompaction {
-    prepared: Prepared,
+    /// The leaf of the branch it was drafted on (the snapshot itself is not kept: a huge one
+    /// would be held for as long as the compaction stays armed).
+    leaf: Option<String>,
     drafted: Drafted,
     reason: CompactReason,
 }
@@ -327,7 +338,7 @@ pub struct ArmedCompaction {
 impl std::fmt::Debug for ArmedCompaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ArmedCompaction")
-            .field("snapshot_leaf", &self.prepared.leaf)
+            .field("snapshot_leaf", &self.leaf)
             .field("first_kept_entry_id", &self.drafted.first_kept_entry_id)
             .finish_non_exhaustive()
     }
@@ -343,13 +354,13 @@ impl ArmedCompaction {
     /// leaf is on it, and no compaction came after it. The entries after the snapshot then stay
     /// in the kept part, between the first kept entry and the compaction.
     pub fn fits(&self, path: &[&Entry]) -> Result<(), DiscardReason> {
-        snapshot_fits(self.prepared.leaf.as_deref(), path)
+        snapshot_fits(self.leaf.as_deref(), path)
     }
 
     /// Estimated context tokens right after writing it at the end of `path`: the summary, the
     /// kept part of the snapshot, and every message appended since.
     pub fn tokens_after_on(&self, path: &[&Entry], counter: &dyn TokenCounter) -> u64 {
-        let since = match self.prepared.leaf.as_deref() {
+        let since = match self.leaf.as_deref() {
             Some(snapshot) => path
                 .iter()
                 .position(|e| e.id == snapshot)
@@ -430,7 +441,7 @@ pub async fn draft_armed(
         return Err(EngineError::compaction_cancelled());
     }
     Ok(ArmedCompaction {
-        prepared,
+        leaf: prepared.into_leaf(),
         drafted,
         reason,
     })
@@ -451,7 +462,7 @@ pub async fn commit_armed(
     let path = s.path_to_leaf();
     if armed.fits(&path).is_err() {
         return Err(EngineError::LeafMoved {
-            expected: armed.prepared.leaf.clone(),
+            expected: armed.leaf.clone(),
             actual: leaf,
         });
     }
@@ -460,13 +471,8 @@ pub async fn commit_armed(
     if cancel.is_cancelled() {
         return Err(EngineError::compaction_cancelled());
     }
-    let ArmedCompaction {
-        mut prepared,
-        drafted: d,
-        ..
-    } = armed;
-    prepared.leaf = leaf;
-    let id = append_compaction(&mut s, &prepared.leaf, &d)?;
+    let id = append_compaction(&mut s, &leaf, &armed.drafted)?;
+    let d = armed.drafted;
     Ok(outcome(Some(id), d, tokens_after, false))
 }
 
@@ -1083,7 +1089,7 @@ fn estimate_after(counter: &dyn TokenCounter, d: &Drafted) -> u64 {
 async fn persist(
     session: &SharedSession,
     opts: &CompactOptions,
-    prepared: &Prepared,
+    leaf: &Option<String>,
     d: &Drafted,
     cancel: &CancellationToken,
 ) -> Result<String, EngineError> {
@@ -1091,9 +1097,9 @@ async fn persist(
     // Pick up other writers' appends before deciding the leaf is still ours.
     s.refresh()?;
     let actual = s.leaf_id().map(str::to_owned);
-    if actual != prepared.leaf {
+    if actual != *leaf {
         return Err(EngineError::LeafMoved {
-            expected: prepared.leaf.clone(),
+            expected: leaf.clone(),
             actual,
         });
     }
@@ -1101,7 +1107,7 @@ async fn persist(
     if cancel.is_cancelled() {
         return Err(EngineError::compaction_cancelled());
     }
-    append_compaction(&mut s, &prepared.leaf, d)
+    append_compaction(&mut s, leaf, d)
 }
 
 /// Appends the compaction entry of `d` at `leaf` (the session's leaf, under the held write
