@@ -254,7 +254,7 @@ fn compact_and_print(
         None => None,
     };
     if args.json {
-        return common::print_json(&to_proto::compact_result(&outcome));
+        return common::print_json(&to_proto::compact_result(outcome));
     }
     if codex {
         return common::print(&codex_pretty(&outcome, &args.session, args.preview));

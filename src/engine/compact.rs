@@ -239,7 +239,7 @@ pub async fn compact_keeping(
         return Ok((outcome(None, drafted, tokens_after, true), Some(kept)));
     }
     observer.phase(Phase::Persisting, "Saving the compaction", None);
-    let entry_id = persist(session, &opts, &leaf, &drafted, &cancel).await?;
+    let entry_id = persist(session, &opts, &leaf, &mut drafted, &cancel).await?;
     Ok((outcome(Some(entry_id), drafted, tokens_after, false), None))
 }
 
@@ -321,7 +321,7 @@ pub async fn commit_preview(
         return Err(EngineError::compaction_cancelled());
     }
     let tokens_after = estimate_after(counter, &drafted);
-    let id = append_compaction(&mut s, &leaf, &drafted)?;
+    let id = append_compaction(&mut s, &leaf, &mut drafted)?;
     Ok(outcome(Some(id), drafted, tokens_after, false))
 }
 
@@ -471,8 +471,8 @@ pub async fn commit_armed(
     if cancel.is_cancelled() {
         return Err(EngineError::compaction_cancelled());
     }
-    let id = append_compaction(&mut s, &leaf, &armed.drafted)?;
-    let d = armed.drafted;
+    let mut d = armed.drafted;
+    let id = append_compaction(&mut s, &leaf, &mut d)?;
     Ok(outcome(Some(id), d, tokens_after, false))
 }
 
@@ -1090,7 +1090,7 @@ async fn persist(
     session: &SharedSession,
     opts: &CompactOptions,
     leaf: &Option<String>,
-    d: &Drafted,
+    d: &mut Drafted,
     cancel: &CancellationToken,
 ) -> Result<String, EngineError> {
     let mut s = session.write().await;
@@ -1115,16 +1115,18 @@ async fn persist(
 fn append_compaction(
     s: &mut Session,
     leaf: &Option<String>,
-    d: &Drafted,
+    d: &mut Drafted,
 ) -> Result<String, EngineError> {
     // The leaf is checked again under the writers' lock: another daemon's append may land
-    // between the refresh above and the write.
+    // between the refresh above and the write. The details (a huge session's ledger is
+    // megabytes) move into the entry and are copied back once its line is written and gone.
+    let details = std::mem::take(&mut d.details);
     let kind = EntryKind::Compaction(CompactionEntry {
         summary: d.summary.clone(),
         short_summary: d.short_summary.clone(),
         first_kept_entry_id: d.first_kept_entry_id.clone(),
         tokens_before: d.tokens_before,
-        details: Some(d.details.clone()),
+        details: Some(details),
         preserve_data: d.preserve_data.clone(),
         from_extension: Some(d.from_extension),
         extra: Default::default(),
@@ -1133,6 +1135,9 @@ fn append_compaction(
         .append_expecting(vec![(kind, Default::default())], Some(leaf.clone()))
         .map_err(EngineError::from_write)?;
     let id = written[0].id.clone();
+    if let EntryKind::Compaction(c) = written[0].kind() {
+        d.details = c.details.clone().unwrap_or_default();
+    }
     // Planning and summarising parsed the old history; the context from now on starts at the
     // first kept entry, so give that memory back.
     s.release_parsed_bodies();

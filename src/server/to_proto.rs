@@ -46,43 +46,70 @@ pub fn message(message: &AgentMessage) -> WireMessage {
 }
 
 /// The wire result of a compaction.
-pub fn compact_result(outcome: &CompactOutcome) -> CompactResult {
+pub fn compact_result(outcome: CompactOutcome) -> CompactResult {
     CompactResult {
-        entry_id: outcome.entry_id.clone(),
-        summary: outcome.summary.clone(),
-        short_summary: outcome.short_summary.clone(),
-        first_kept_entry_id: outcome.first_kept_entry_id.clone(),
+        entry_id: outcome.entry_id,
+        summary: outcome.summary,
+        short_summary: outcome.short_summary,
+        first_kept_entry_id: outcome.first_kept_entry_id,
         tokens_before: outcome.tokens_before,
         tokens_after: Some(outcome.tokens_after),
-        details: summary_details(&outcome.details),
-        preserve_data: match &outcome.preserve_data {
-            Some(Value::Object(map)) => Some(map.clone()),
-            Some(other) => Some(Map::from_iter([("value".to_owned(), other.clone())])),
+        details: summary_details(outcome.details),
+        preserve_data: match outcome.preserve_data {
+            Some(Value::Object(map)) => Some(map),
+            Some(other) => Some(Map::from_iter([("value".to_owned(), other)])),
             None => None,
         },
         preview: outcome.preview,
-        preview_id: outcome.preview_id.clone(),
+        preview_id: outcome.preview_id,
         target_met: outcome.target.as_ref().map(|t| t.met),
         summary_tokens: outcome.target.as_ref().map(|t| t.summary_tokens),
-        target_reason: outcome.target.as_ref().and_then(|t| t.reason.clone()),
-        background_operation_id: outcome.background_operation_id.clone(),
+        target_reason: outcome.target.and_then(|t| t.reason),
+        background_operation_id: outcome.background_operation_id,
         from_extension: outcome.from_extension,
-        summarizer: Some(outcome.summarizer.clone()),
-        warnings: outcome.warnings.clone(),
+        summarizer: Some(outcome.summarizer),
+        warnings: outcome.warnings,
     }
 }
 
 /// An entry's `details` on the wire. Details that do not have the usual shape (a hook's own)
-/// are kept whole under their own keys rather than dropped.
-fn summary_details(details: &Value) -> SummaryDetails {
-    serde_json::from_value::<SummaryDetails>(details.clone()).unwrap_or_else(|_| SummaryDetails {
-        other: match details {
-            Value::Object(map) => map.clone(),
-            Value::Null => Map::new(),
-            other => Map::from_iter([("value".to_owned(), other.clone())]),
+/// are kept whole under their own keys rather than dropped. Moved, not copied: the ledger of a
+/// huge session is megabytes (issue 35 item 7); only the few fields read are copied.
+fn summary_details(details: Value) -> SummaryDetails {
+    const READ: [&str; 5] = [
+        "readFiles",
+        "modifiedFiles",
+        "retainedFacts",
+        "summarizers",
+        "edited",
+    ];
+    let mut map = match details {
+        Value::Object(map) => map,
+        Value::Null => Map::new(),
+        other => {
+            return SummaryDetails {
+                other: Map::from_iter([("value".to_owned(), other)]),
+                ..SummaryDetails::default()
+            };
+        }
+    };
+    let read: Map<String, Value> = READ
+        .iter()
+        .filter_map(|&k| map.get(k).map(|v| (k.to_owned(), v.clone())))
+        .collect();
+    match serde_json::from_value::<SummaryDetails>(Value::Object(read)) {
+        Ok(mut usual) => {
+            for k in READ {
+                map.shift_remove(k);
+            }
+            usual.other = map;
+            usual
+        }
+        Err(_) => SummaryDetails {
+            other: map,
+            ..SummaryDetails::default()
         },
-        ..SummaryDetails::default()
-    })
+    }
 }
 
 /// The wire description of an open session.
@@ -293,7 +320,8 @@ pub fn progress_phase(phase: Phase, characters: u64) -> ProgressPhase {
 pub fn auto_outcome(auto: &AutoResult) -> AutoCompactionOutcome {
     AutoCompactionOutcome {
         reason: auto_reason(auto.reason),
-        result: auto.outcome.as_ref().map(compact_result),
+        // Reported twice (the append's answer and the event), so copied.
+        result: auto.outcome.clone().map(compact_result),
         aborted: auto.aborted,
         will_retry: auto.will_retry,
         skipped: auto.skipped,
@@ -730,6 +758,48 @@ pub fn ledger(l: &engine::Ledger) -> crate::protocol::SessionLedgerResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Details read as they would be whole (`serde_json::from_value` of the object): the
+    /// fields the wire names, everything else in order under its own key; details of another
+    /// shape (a hook's own) kept whole.
+    #[test]
+    fn details_reach_the_wire_as_a_whole_read_would_give_them() {
+        let whole = |v: &Value| {
+            serde_json::from_value::<SummaryDetails>(v.clone()).unwrap_or_else(|_| SummaryDetails {
+                other: match v {
+                    Value::Object(map) => map.clone(),
+                    Value::Null => Map::new(),
+                    other => Map::from_iter([("value".to_owned(), other.clone())]),
+                },
+                ..SummaryDetails::default()
+            })
+        };
+        let cases = [
+            serde_json::json!({"readFiles": ["a.rs"], "ledger": {"requests": [{"text": "x"}]},
+                "modifiedFiles": [], "reason": "manual", "edited": true, "z": 1}),
+            serde_json::json!({"summarizers": [{"part": "history", "summarizer": "extractive"}],
+                "retainedFacts": [{"kind": "error", "text": "e"}], "a": null}),
+            serde_json::json!({"b": 1, "readFiles": 5, "c": 2}),
+            serde_json::json!({"edited": "yes"}),
+            serde_json::json!({}),
+            Value::Null,
+            serde_json::json!([1, 2]),
+            serde_json::json!("text"),
+        ];
+        for v in cases {
+            let moved = summary_details(v.clone());
+            assert_eq!(moved, whole(&v), "{v}");
+            let (a, b) = (
+                serde_json::to_string(&moved),
+                serde_json::to_string(&whole(&v)),
+            );
+            assert_eq!(
+                a.unwrap(),
+                b.unwrap(),
+                "the same keys in the same order: {v}"
+            );
+        }
+    }
 
     /// ENOSPC, EACCES, EROFS and EFBIG on a session file are `ioError` with the OS error in
     /// `data`; a file that is not a session stays `sessionFileInvalid`.

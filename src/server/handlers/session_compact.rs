@@ -56,7 +56,7 @@ impl OperationRequest for SessionCompact {
     }
 
     fn result(outcome: CompactOutcome) -> CompactResult {
-        to_proto::compact_result(&outcome)
+        to_proto::compact_result(outcome)
     }
 }
 
@@ -106,7 +106,7 @@ impl OperationRequest for SessionCommitCompaction {
     }
 
     fn result(outcome: CompactOutcome) -> CompactResult {
-        to_proto::compact_result(&outcome)
+        to_proto::compact_result(outcome)
     }
 }
 

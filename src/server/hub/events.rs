@@ -76,7 +76,7 @@ impl Hub {
                 out.notify::<SessionCompactionFinished>(CompactionFinished {
                     session_id: key.0,
                     operation_id,
-                    result: outcome.map(|o| to_proto::compact_result(&o)),
+                    result: outcome.map(|o| to_proto::compact_result(*o)),
                     aborted,
                     error: to_proto::finished_error(aborted, error),
                 });
