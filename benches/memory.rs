@@ -6,7 +6,7 @@
 //! ```text
 //! cargo build --release --bin compactd
 //! cargo bench --bench memory                                   # 100k and 300k entries
-//! cargo bench --bench memory -- --entries 1000000 --no-compact  # compactions ~6x the file
+//! cargo bench --bench memory -- --entries 1000000 --no-compact  # without the compactions
 //! cargo bench --bench memory -- --bin /path/to/other/compactd  # e.g. an older build
 //! ```
 //!
@@ -41,8 +41,7 @@ struct Args {
     /// Skip the daemon's columns.
     #[arg(long)]
     no_daemon: bool,
-    /// Skip the compactions (the CLI's and the daemon's): at 1M entries they still take
-    /// ~25x the file.
+    /// Skip the compactions (the CLI's and the daemon's), the slowest columns.
     #[arg(long)]
     no_compact: bool,
     /// Ignored (cargo bench passes it).

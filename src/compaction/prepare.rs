@@ -330,12 +330,11 @@ pub fn prepare_compaction_at(
     counter: &dyn TokenCounter,
 ) -> Result<CompactionPreparation, BoundaryError> {
     let refs: Vec<&Entry> = path.iter().collect();
-    let path_refs = &refs;
-    let (window, entries, cut) = boundary_cut(path_refs, first_kept_entry_id)?;
+    let (window, entries, cut) = boundary_cut(&refs, first_kept_entry_id)?;
     if Entry::worth_keeping_parsed(&entries) {
         Entry::parse_all(&entries);
     }
-    let usage = last_usage(path_refs);
+    let usage = last_usage(&refs);
     // Not used for the cut, which the caller chose; reported for comparison.
     let keep = adjusted_keep(params.keep_recent_tokens, usage, &entries, counter);
     Plan::new(window, entries, cut, usage, keep, CutMode::Fixed)
