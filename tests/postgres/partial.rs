@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactd::compaction::{CompactionParams, prepare_compaction};
-use compactd::session::{Catalog, EntryKind, Session};
+use compactd::session::{Catalog, EntryKind, EntrySpan, Session};
 use compactd::settings::Settings;
 use compactd::testkit::{AutoMemory, PgOptions, PgStore, decide, import_file, usage_view};
 use compactd::tokens::{Chars4, TokenCache};
@@ -46,12 +46,22 @@ fn views(session: &Session) -> Value {
     let settings = Settings::default();
     let cache = TokenCache::new(Arc::new(Chars4));
     let path = session.path_to_leaf();
+    // Everything but positions in the path, which a partly loaded session does not hold whole.
     let plan = prepare_compaction(&path, &CompactionParams::default(), &Chars4).map(|p| {
-        let mut v = serde_json::to_value(p).unwrap();
-        // Positions in the path, which a partly loaded session does not hold whole.
-        v.as_object_mut().unwrap().remove("firstKeptEntryIndex");
-        v.as_object_mut().unwrap().remove("turnStartIndex");
-        v
+        let messages = |span: &EntrySpan| serde_json::to_value(span.to_vec()).unwrap();
+        json!({
+            "firstKeptEntryId": p.first_kept_entry_id,
+            "messagesToSummarize": messages(&p.messages_to_summarize),
+            "turnPrefixMessages": messages(&p.turn_prefix_messages),
+            "recentMessages": messages(&p.recent_messages),
+            "summarizedEntryIds": p.summarized.message_ids().collect::<Vec<_>>(),
+            "isSplitTurn": p.is_split_turn,
+            "tokensBefore": p.tokens_before,
+            "previousSummary": p.previous_summary,
+            "reusePreviousSummary": p.reuse_previous_summary,
+            "fileOps": serde_json::to_value(&p.file_ops).unwrap(),
+            "keepRecentTokens": p.keep_recent_tokens,
+        })
     });
     let owned: Vec<_> = path.iter().map(|e| (*e).clone()).collect();
     let decision = owned.last().map(|last| {
