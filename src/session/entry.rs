@@ -7,8 +7,8 @@
 //! line of a loaded entry (`raw`), and the conversion to and from JSON (`wire`).
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -308,12 +308,15 @@ struct Fields {
     unparsed: Option<RawSpan>,
 }
 
+/// A parsed body is shared between clones of an entry (a copy of a long branch, an event's
+/// copy of an appended entry) and copied only when one of them is modified: a compaction's
+/// entry holds its whole ledger, megabytes on a huge session (issue 35 item 7).
 #[derive(Clone)]
 enum Body {
-    Parsed(Box<Fields>),
+    Parsed(Arc<Fields>),
     Raw {
         line: RawSpan,
-        parsed: OnceLock<Box<Fields>>,
+        parsed: OnceLock<Arc<Fields>>,
     },
 }
 
@@ -361,7 +364,7 @@ impl Entry {
             id: id.into(),
             parent_id,
             timestamp: timestamp.into(),
-            body: Body::Parsed(Box::new(Fields {
+            body: Body::Parsed(Arc::new(Fields {
                 kind,
                 extra,
                 unparsed: None,
@@ -372,26 +375,31 @@ impl Entry {
     fn fields(&self) -> &Fields {
         match &self.body {
             Body::Parsed(f) => f,
-            Body::Raw { line, parsed } => parsed.get_or_init(|| Box::new(line.parse())),
+            Body::Raw { line, parsed } => parsed.get_or_init(|| Arc::new(line.parse())),
         }
     }
 
+    /// The fields to modify: this entry's own copy when a clone shares them.
     fn fields_mut(&mut self) -> &mut Fields {
         if let Body::Raw { line, parsed } = &mut self.body {
-            let fields = parsed.take().unwrap_or_else(|| Box::new(line.parse()));
+            let fields = parsed.take().unwrap_or_else(|| Arc::new(line.parse()));
             self.body = Body::Parsed(fields);
         }
         match &mut self.body {
-            Body::Parsed(f) => f,
+            Body::Parsed(f) => Arc::make_mut(f),
             Body::Raw { .. } => unreachable!("a raw body was just replaced by a parsed one"),
         }
     }
 
     fn into_fields(self) -> Fields {
-        match self.body {
-            Body::Parsed(f) => *f,
-            Body::Raw { line, parsed } => parsed.into_inner().map_or_else(|| line.parse(), |f| *f),
-        }
+        let shared = match self.body {
+            Body::Parsed(f) => f,
+            Body::Raw { line, parsed } => match parsed.into_inner() {
+                Some(f) => f,
+                None => return line.parse(),
+            },
+        };
+        Arc::unwrap_or_clone(shared)
     }
 
     /// What the entry is (parsed on first use for a loaded entry).
@@ -448,7 +456,7 @@ impl Entry {
                 id: self.id.clone(),
                 parent_id: self.parent_id.clone(),
                 timestamp: self.timestamp.clone(),
-                body: Body::Parsed(Box::new(line.parse())),
+                body: Body::Parsed(Arc::new(line.parse())),
             }),
             _ => Cow::Borrowed(self),
         }
