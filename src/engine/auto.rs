@@ -388,7 +388,7 @@ impl AutoPlan {
                             if let Some(id) = &outcome.entry_id {
                                 state.auto_memory().overflow_recoveries.insert(id.clone());
                             }
-                            result.outcome = Some(outcome);
+                            result.outcome = Some(Arc::new(outcome));
                             result.will_retry = true;
                             AppendAction::Retry
                         }
@@ -441,7 +441,7 @@ impl AutoPlan {
                         drop(session);
                         after = measure(&state, &cache, overhead).await;
                     }
-                    result.outcome = Some(outcome);
+                    result.outcome = Some(Arc::new(outcome));
                     if after > target {
                         let e = EngineError::CannotGetUnderThreshold {
                             tokens: after,

@@ -159,6 +159,32 @@ pub struct CompactOutcome {
     pub background_operation_id: Option<String>,
 }
 
+impl CompactOutcome {
+    /// A copy without the `details` (`null` in their place): the part of an outcome that stays
+    /// small when a huge session's ledger is megabytes, for a report that writes the details
+    /// from the original (issue 35 item 7).
+    pub fn clone_without_details(&self) -> CompactOutcome {
+        CompactOutcome {
+            entry_id: self.entry_id.clone(),
+            summary: self.summary.clone(),
+            short_summary: self.short_summary.clone(),
+            first_kept_entry_id: self.first_kept_entry_id.clone(),
+            tokens_before: self.tokens_before,
+            tokens_after: self.tokens_after,
+            details: Value::Null,
+            preserve_data: self.preserve_data.clone(),
+            from_extension: self.from_extension,
+            preview: self.preview,
+            summarizer: self.summarizer.clone(),
+            reports: self.reports.clone(),
+            warnings: self.warnings.clone(),
+            preview_id: self.preview_id.clone(),
+            target: self.target.clone(),
+            background_operation_id: self.background_operation_id.clone(),
+        }
+    }
+}
+
 /// What was prepared under the read lock.
 struct Prepared {
     prep: CompactionPreparation,

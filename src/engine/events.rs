@@ -1,6 +1,8 @@
 //! What operations report while they run ([`OperationObserver`]) and the session-level events
 //! the registry forwards to clients ([`EngineEvent`] through an [`EventSink`]).
 
+use std::sync::Arc;
+
 use crate::session::Entry;
 
 use super::{CompactOutcome, EngineError, EngineErrorKind};
@@ -84,7 +86,9 @@ impl From<&EngineError> for OperationError {
 #[derive(Debug, Clone)]
 pub struct AutoResult {
     pub reason: CompactReason,
-    pub outcome: Option<CompactOutcome>,
+    /// Shared by the end event and the append's answer, so neither copies it: a huge
+    /// session's outcome holds megabytes of ledger (issue 35 item 7).
+    pub outcome: Option<Arc<CompactOutcome>>,
     pub aborted: bool,
     pub will_retry: bool,
     /// Nothing to compact (or another compaction was running): not a failure.
@@ -140,7 +144,9 @@ pub enum EngineEvent {
     CompactionFinished {
         session_id: String,
         operation_id: String,
-        outcome: Option<Box<CompactOutcome>>,
+        /// Shared with the compaction's caller, which gets it back once the event is handled:
+        /// a huge session's outcome holds megabytes of ledger (issue 35 item 7).
+        outcome: Option<Arc<CompactOutcome>>,
         aborted: bool,
         /// Set when the compaction failed (not when it was cancelled: see `aborted`).
         error: Option<OperationError>,

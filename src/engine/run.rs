@@ -2,6 +2,8 @@
 //! one: `CompactionStarted`, the compaction, `EntriesAppended` for the entry it wrote, and
 //! `CompactionFinished`, which clients treat as authoritative.
 
+use std::sync::Arc;
+
 use super::compact::{ArmedCompaction, SummaryEdit};
 use super::preview::TakenPreview;
 use super::state::{OpGuard, SessionState};
@@ -124,19 +126,21 @@ async fn bracket(
     if let Some(event) = appended_compaction(state, &run).await {
         events.emit(event);
     }
-    let (outcome, aborted, error) = match &run {
-        Ok(o) => (Some(Box::new(o.clone())), false, None),
-        Err(EngineError::Cancelled(_)) => (None, true, None),
-        Err(e) => (None, false, Some(OperationError::from(e))),
+    let run = run.map(Arc::new);
+    let (aborted, error) = match &run {
+        Ok(_) => (false, None),
+        Err(EngineError::Cancelled(_)) => (true, None),
+        Err(e) => (false, Some(OperationError::from(e))),
     };
     events.emit(EngineEvent::CompactionFinished {
         session_id: state.id.clone(),
         operation_id: env.operation_id.clone(),
-        outcome,
+        outcome: run.as_ref().ok().cloned(),
         aborted,
         error,
     });
-    run
+    // The sink has let go of its share by now unless it keeps events (a test's does).
+    run.map(Arc::unwrap_or_clone)
 }
 
 /// `EntriesAppended` for the entry a compaction wrote (none for a preview or a failure), so

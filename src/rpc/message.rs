@@ -472,13 +472,13 @@ struct OutgoingResponse<'a> {
 }
 
 #[derive(Serialize)]
-struct OutgoingRequest<'a> {
+struct OutgoingRequest<'a, P: ?Sized> {
     jsonrpc: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a RequestId>,
     method: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<&'a RawValue>,
+    params: Option<&'a P>,
 }
 
 // Serialising these cannot fail: every member is a string, an integer, a `RawValue` (already
@@ -514,6 +514,21 @@ pub(crate) fn request_json(id: Option<&RequestId>, method: &str, params: &RawVal
         params,
     };
     serde_json::to_string(&request).expect(INFALLIBLE)
+}
+
+/// A notification of `params` (an object), serialised straight into its message: for params
+/// that may be megabytes, which [`request_json`] would have serialised once more. `Err` when
+/// `params` cannot be serialised.
+pub fn notification_json<P: Serialize + ?Sized>(
+    method: &str,
+    params: &P,
+) -> Result<String, serde_json::Error> {
+    serde_json::to_string(&OutgoingRequest {
+        jsonrpc: "2.0",
+        id: None,
+        method,
+        params: Some(params),
+    })
 }
 
 #[cfg(test)]

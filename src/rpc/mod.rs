@@ -82,7 +82,7 @@ mod tests;
 
 pub use client::{Client, ClientRequestError};
 pub use handle::{ExitReason, NotificationCtx, RequestCtx};
-pub use message::{RequestId, RpcError, TransportErrorKind, error_code};
+pub use message::{RequestId, RpcError, TransportErrorKind, error_code, notification_json};
 pub use peer::{Peer, TRANSPORT_NOTIFICATIONS};
 pub use router::{Concurrency, Router};
 use std::sync::{Mutex, MutexGuard, PoisonError};

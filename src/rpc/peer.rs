@@ -619,6 +619,8 @@ impl<S: Send + 'static> RequestJob<S> {
             Ok(value) => response_json(Some(&ctx.id), Ok(value)),
             Err(error) => response_json(Some(&ctx.id), Err(error)),
         };
+        // Not held while the message waits for room: a result may be megabytes.
+        drop(result);
         // An error means the writer is gone and nobody can be told.
         let _ = ctx.peer.shared.client.send(json).await;
         // The response is counted now: what the handler reserved for it is given back.

@@ -53,15 +53,17 @@ pub async fn append(
         });
     }
     let auto = outcome.auto.as_ref();
+    let action = to_proto::next_action(outcome.action, auto);
+    let auto_continue_entry_id = auto.and_then(|a| a.continue_entry_id.clone());
     Ok(SessionAppendResult {
         leaf_id: outcome.leaf_id.clone().unwrap_or_default(),
         appended: outcome.appended,
         context_tokens: usage.context_tokens,
         context_window: usage.context_window,
         threshold_tokens: usage.threshold,
-        action: to_proto::next_action(outcome.action, auto),
-        auto_continue_entry_id: auto.and_then(|a| a.continue_entry_id.clone()),
+        action,
+        auto_continue_entry_id,
         pruned: None,
-        auto_compaction: auto.map(to_proto::auto_outcome),
+        auto_compaction: outcome.auto.map(to_proto::auto_outcome),
     })
 }

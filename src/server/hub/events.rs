@@ -8,11 +8,12 @@ use super::{Hub, lock};
 use crate::engine::{AutoResult, CompactReason, EngineEvent};
 use crate::protocol::method::*;
 use crate::protocol::{
-    AutoCompactionFinished, AutoCompactionPaused, AutoCompactionReason, AutoCompactionStarted,
-    AutoContinue, BackgroundCompaction, CompactionFinished, EntriesAppended, TreeNavigated,
-    WorkDoneProgress,
+    AutoCompactionPaused, AutoCompactionReason, AutoCompactionStarted, AutoContinue,
+    BackgroundCompaction, TreeNavigated, WorkDoneProgress,
 };
-use crate::server::to_proto;
+use crate::server::to_proto::{
+    self, AutoCompactionFinishedRef, CompactionFinishedRef, EntriesAppendedRef,
+};
 
 impl Hub {
     /// Turns `event` into its notifications, queued in order.
@@ -23,13 +24,13 @@ impl Hub {
                 session_id,
                 entries,
             } => {
-                let Some(leaf_id) = entries.last().map(|e| e.id.clone()) else {
+                let Some(leaf) = entries.last() else {
                     return;
                 };
-                out.notify::<SessionEntriesAppended>(EntriesAppended {
-                    session_id,
-                    entries: entries.iter().map(to_proto::entry).collect(),
-                    leaf_id,
+                out.notify_as::<SessionEntriesAppended>(&EntriesAppendedRef {
+                    session_id: &session_id,
+                    entries: &entries,
+                    leaf_id: &leaf.id,
                     external: false,
                 });
             }
@@ -37,10 +38,10 @@ impl Hub {
                 session_id,
                 entries,
                 leaf_id,
-            } => out.notify::<SessionEntriesAppended>(EntriesAppended {
-                session_id,
-                entries: entries.iter().map(to_proto::entry).collect(),
-                leaf_id,
+            } => out.notify_as::<SessionEntriesAppended>(&EntriesAppendedRef {
+                session_id: &session_id,
+                entries: &entries,
+                leaf_id: &leaf_id,
                 external: true,
             }),
             EngineEvent::CompactionStarted {
@@ -73,10 +74,10 @@ impl Hub {
                     op.settle(out, &key.0, now);
                     op.started_sent = false;
                 }
-                out.notify::<SessionCompactionFinished>(CompactionFinished {
-                    session_id: key.0,
-                    operation_id,
-                    result: outcome.map(|o| to_proto::compact_result(*o)),
+                out.notify_as::<SessionCompactionFinished>(&CompactionFinishedRef {
+                    session_id: &key.0,
+                    operation_id: &operation_id,
+                    result: outcome.as_deref(),
                     aborted,
                     error: to_proto::finished_error(aborted, error),
                 });
@@ -194,11 +195,11 @@ impl Hub {
         } else {
             "done".to_owned()
         };
-        out.notify::<SessionAutoCompactionFinished>(AutoCompactionFinished {
-            session_id: key.0,
-            operation_id,
-            outcome: to_proto::auto_outcome(result),
-        });
+        out.notify_as::<SessionAutoCompactionFinished>(&AutoCompactionFinishedRef::new(
+            &key.0,
+            &operation_id,
+            result,
+        ));
         if let Some(token) = &op.progress {
             self.tokens.forget(token);
         }

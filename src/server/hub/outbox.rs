@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use super::lock;
@@ -27,7 +27,10 @@ pub(crate) const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the forwarder task does, in order.
 pub(super) enum Out {
-    Notify(&'static str, Value),
+    /// The whole message, serialised when queued: a queued value would hold a parsed copy of
+    /// what may be a compaction's megabytes of details until the writer gets to it, and
+    /// serialised params would be copied once more into the message (issue 35 item 7).
+    Notify(&'static str, String),
     /// Ask the client to create a progress token; `$/progress` for it is dropped if refused.
     CreateProgress(ProgressToken),
     Flush(oneshot::Sender<()>),
@@ -71,12 +74,12 @@ impl Outbox {
             let mut refused: HashSet<ProgressToken> = HashSet::new();
             while let Some(out) = rx.recv().await {
                 match out {
-                    Out::Notify(method, params) => {
-                        if method == Progress::NAME && names_refused(&params, &refused) {
+                    Out::Notify(method, message) => {
+                        if method == Progress::NAME && names_refused(&message, &refused) {
                             continue;
                         }
                         // A closed connection: keep draining so flushes still resolve.
-                        let _ = client.notify(method, params).await;
+                        let _ = client.send(message).await;
                     }
                     Out::CreateProgress(token) => {
                         let params = WorkDoneProgressTokenParams {
@@ -112,6 +115,13 @@ impl Outbox {
     /// Queues the notification `M`; its wire name and params type come from the protocol
     /// table. Dropped when the client opted out of it.
     pub fn notify<M: ServerNotification>(&self, params: M::Params) {
+        self.notify_as::<M>(&params);
+    }
+
+    /// Queues the notification `M` from `params`, a borrowed form of `M::Params` that
+    /// serialises exactly as the owned one would (`to_proto`'s `…Ref` forms): for the large
+    /// ones, so nothing is copied to build them.
+    pub(super) fn notify_as<M: ServerNotification>(&self, params: &impl Serialize) {
         let method = M::NAME;
         if self
             .capabilities
@@ -120,9 +130,9 @@ impl Outbox {
         {
             return;
         }
-        match serde_json::to_value(params) {
+        match crate::rpc::notification_json(method, params) {
             // The receiver lives as long as the forwarder; nobody to tell otherwise.
-            Ok(params) => drop(self.tx.send(Out::Notify(method, params))),
+            Ok(message) => drop(self.tx.send(Out::Notify(method, message))),
             Err(error) => tracing::error!(%error, method, "cannot serialise a notification"),
         }
     }
@@ -150,10 +160,12 @@ impl Outbox {
             .expect("the forwarder was not started");
         let mut out = Vec::new();
         while let Ok(message) = rx.try_recv() {
-            if let Out::Notify(method, params) = message
+            if let Out::Notify(method, message) = message
                 && method == Progress::NAME
             {
-                out.push(serde_json::from_value(params).expect("progress"));
+                let message: Message<ProgressParams> =
+                    serde_json::from_str(&message).expect("progress");
+                out.push(message.params);
             }
         }
         out
@@ -166,11 +178,20 @@ impl Default for Outbox {
     }
 }
 
-/// Whether `$/progress` params name a token the client refused.
-fn names_refused(params: &Value, refused: &HashSet<ProgressToken>) -> bool {
+/// The params of a queued message.
+#[derive(serde::Deserialize)]
+struct Message<P> {
+    params: P,
+}
+
+/// Whether a `$/progress` message names a token the client refused.
+fn names_refused(message: &str, refused: &HashSet<ProgressToken>) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Token {
+        token: ProgressToken,
+    }
     if refused.is_empty() {
         return false;
     }
-    serde_json::from_value::<ProgressToken>(params["token"].clone())
-        .is_ok_and(|token| refused.contains(&token))
+    serde_json::from_str::<Message<Token>>(message).is_ok_and(|m| refused.contains(&m.params.token))
 }

@@ -28,6 +28,10 @@ use crate::session::{AgentMessage, Entry, EntrySpan, LoadStep, SessionError};
 use crate::summarize::SummaryReport;
 use crate::summarize::client::ClientSummaryRequest;
 
+mod borrowed;
+
+pub use borrowed::{AutoCompactionFinishedRef, CompactionFinishedRef, EntriesAppendedRef};
+
 /// An entry as stored in the file.
 pub fn entry(entry: &Entry) -> WireEntry {
     match entry.to_value() {
@@ -72,17 +76,19 @@ pub fn compact_result(outcome: CompactOutcome) -> CompactResult {
     }
 }
 
+/// The members of `details` read into [`SummaryDetails`]' own fields; the rest go to `other`.
+const READ_DETAILS: [&str; 5] = [
+    "readFiles",
+    "modifiedFiles",
+    "retainedFacts",
+    "summarizers",
+    "edited",
+];
+
 /// An entry's `details` on the wire. Details that do not have the usual shape (a hook's own)
 /// are kept whole under their own keys rather than dropped. Moved, not copied: the ledger of a
 /// huge session is megabytes (issue 35 item 7); only the few fields read are copied.
 fn summary_details(details: Value) -> SummaryDetails {
-    const READ: [&str; 5] = [
-        "readFiles",
-        "modifiedFiles",
-        "retainedFacts",
-        "summarizers",
-        "edited",
-    ];
     let mut map = match details {
         Value::Object(map) => map,
         Value::Null => Map::new(),
@@ -93,23 +99,29 @@ fn summary_details(details: Value) -> SummaryDetails {
             };
         }
     };
-    let read: Map<String, Value> = READ
-        .iter()
-        .filter_map(|&k| map.get(k).map(|v| (k.to_owned(), v.clone())))
-        .collect();
-    match serde_json::from_value::<SummaryDetails>(Value::Object(read)) {
-        Ok(mut usual) => {
-            for k in READ {
+    match read_details(&map) {
+        Some(mut usual) => {
+            for k in READ_DETAILS {
                 map.shift_remove(k);
             }
             usual.other = map;
             usual
         }
-        Err(_) => SummaryDetails {
+        None => SummaryDetails {
             other: map,
             ..SummaryDetails::default()
         },
     }
+}
+
+/// The fields of `details` that [`SummaryDetails`] reads (its `other` left empty); `None` when
+/// one of them has another shape, and the details then go to `other` whole.
+fn read_details(details: &Map<String, Value>) -> Option<SummaryDetails> {
+    let read: Map<String, Value> = READ_DETAILS
+        .iter()
+        .filter_map(|&k| details.get(k).map(|v| (k.to_owned(), v.clone())))
+        .collect();
+    serde_json::from_value(Value::Object(read)).ok()
 }
 
 /// The wire description of an open session.
@@ -315,13 +327,25 @@ pub fn progress_phase(phase: Phase, characters: u64) -> ProgressPhase {
     }
 }
 
-/// What an auto-compaction did, as `session/autoCompactionFinished` and `session/append`
-/// report it.
-pub fn auto_outcome(auto: &AutoResult) -> AutoCompactionOutcome {
+/// What an auto-compaction did, as `session/append` reports it (the end event is its
+/// borrowed form, [`AutoCompactionFinishedRef`]). The compaction's outcome is moved out when
+/// nothing else holds it any more (the event has gone out by then), copied otherwise.
+pub fn auto_outcome(mut auto: AutoResult) -> AutoCompactionOutcome {
+    let result = auto
+        .outcome
+        .take()
+        .map(|o| compact_result(std::sync::Arc::unwrap_or_clone(o)));
+    AutoCompactionOutcome {
+        result,
+        ..auto_outcome_head(&auto)
+    }
+}
+
+/// [`auto_outcome`] without the compaction's result.
+fn auto_outcome_head(auto: &AutoResult) -> AutoCompactionOutcome {
     AutoCompactionOutcome {
         reason: auto_reason(auto.reason),
-        // Reported twice (the append's answer and the event), so copied.
-        result: auto.outcome.clone().map(compact_result),
+        result: None,
         aborted: auto.aborted,
         will_retry: auto.will_retry,
         skipped: auto.skipped,

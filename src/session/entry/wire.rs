@@ -5,14 +5,27 @@
 use std::borrow::Cow;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::{Body, Entry, EntryKind, LEAF_MOVE_TYPE};
+use super::{Body, BranchSummaryEntry, CompactionEntry, Entry, EntryKind, LEAF_MOVE_TYPE};
 use crate::session::message::{AgentMessage, leftover};
 
 impl Entry {
     /// The entry as a JSON object: `type`, `id`, `parentId`, `timestamp`, then its fields.
     pub fn to_value(&self) -> Value {
+        self.value_with(kind_fields(self.kind()))
+    }
+
+    /// What [`Entry::to_value`] serialises to, without copying the entry into a value first:
+    /// a compaction's or branch summary's `details` (a huge session's ledger, megabytes) are
+    /// written from the entry, and a loaded line nothing modified is written as it was read,
+    /// unparsed (the same JSON, its spelling as in the file) (issue 35 item 7).
+    pub fn json(&self) -> EntryJson<'_> {
+        EntryJson(self)
+    }
+
+    fn value_with(&self, fields: Map<String, Value>) -> Value {
         let mut out = Map::new();
         out.insert("type".into(), Value::from(self.type_name()));
         out.insert("id".into(), Value::from(self.id.clone()));
@@ -21,7 +34,6 @@ impl Entry {
             self.parent_id.clone().map_or(Value::Null, Value::from),
         );
         out.insert("timestamp".into(), Value::from(self.timestamp.clone()));
-        let fields = kind_fields(self.kind());
         out.extend(fields);
         for (k, v) in self.extra() {
             out.entry(k.clone()).or_insert_with(|| v.clone());
@@ -54,7 +66,9 @@ impl Entry {
             }
             return line.bytes();
         }
-        Ok(Cow::Owned(self.to_value().to_string().into_bytes()))
+        Ok(Cow::Owned(
+            serde_json::to_vec(&self.json()).expect("an entry serialises"),
+        ))
     }
 
     /// [`Entry::line_bytes`] as text (invalid UTF-8 replaced), or the entry serialized when
@@ -208,6 +222,95 @@ fn parse_kind(type_name: &str, map: &mut Map<String, Value>) -> Option<EntryKind
         LEAF_MOVE_TYPE => EntryKind::LeafMove,
         _ => return None,
     })
+}
+
+/// An entry serialising as its [`Entry::to_value`]; see [`Entry::json`].
+pub struct EntryJson<'a>(&'a Entry);
+
+impl Serialize for EntryJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let entry = self.0;
+        // A line nothing modified is written as read, unparsed.
+        if let Body::Raw { line, .. } = &entry.body
+            && line.head_matches(entry)
+            && let Ok(bytes) = line.bytes()
+            && let Ok(raw) = serde_json::from_slice::<&RawValue>(&bytes)
+        {
+            return raw.serialize(s);
+        }
+        let Some((fields, details)) = hollow_fields(entry.kind()) else {
+            return entry.to_value().serialize(s);
+        };
+        let value = entry.value_with(fields);
+        Splice {
+            value: &value,
+            key: "details",
+            with: details,
+        }
+        .serialize(s)
+    }
+}
+
+/// An object serialised with its member `key` written from `with` instead of its own value.
+struct Splice<'a> {
+    value: &'a Value,
+    key: &'a str,
+    with: &'a Value,
+}
+
+impl Serialize for Splice<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Value::Object(map) = self.value else {
+            return self.value.serialize(s);
+        };
+        let mut out = s.serialize_map(Some(map.len()))?;
+        for (k, v) in map {
+            let v = if k == self.key { self.with } else { v };
+            out.serialize_entry(k, v)?;
+        }
+        out.end()
+    }
+}
+
+/// The fields of a compaction or branch summary with a `null` in place of its `details`, and
+/// the details: the one member of an entry that grows with the session. `None` for the other
+/// kinds (and for one whose unmodelled fields also name `details`, which would take its place).
+fn hollow_fields(kind: &EntryKind) -> Option<(Map<String, Value>, &Value)> {
+    fn ser<T: Serialize>(t: &T) -> Map<String, Value> {
+        match serde_json::to_value(t).expect("entry fields serialise") {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+    match kind {
+        EntryKind::Compaction(c) if !c.extra.contains_key("details") => {
+            let details = c.details.as_ref()?;
+            let hollow = CompactionEntry {
+                summary: c.summary.clone(),
+                short_summary: c.short_summary.clone(),
+                first_kept_entry_id: c.first_kept_entry_id.clone(),
+                tokens_before: c.tokens_before,
+                details: Some(Value::Null),
+                preserve_data: c.preserve_data.clone(),
+                from_extension: c.from_extension,
+                extra: c.extra.clone(),
+            };
+            Some((ser(&hollow), details))
+        }
+        EntryKind::BranchSummary(b) if !b.extra.contains_key("details") => {
+            let details = b.details.as_ref()?;
+            let hollow = BranchSummaryEntry {
+                from_id: b.from_id.clone(),
+                summary: b.summary.clone(),
+                details: Some(Value::Null),
+                from_extension: b.from_extension,
+                extra: b.extra.clone(),
+            };
+            Some((ser(&hollow), details))
+        }
+        _ => None,
+    }
 }
 
 /// The fields of a kind, in wire form (without the common fields).
@@ -373,5 +476,63 @@ mod tests {
         };
         assert_eq!(c.from_extension, Some(true));
         assert_eq!(e.to_value()["fromExtension"], json!(true));
+    }
+
+    #[test]
+    fn an_entry_serialised_in_place_is_its_value_byte_for_byte() {
+        let fixtures = [
+            include_str!("../../../tests/fixtures/pi-sessions/before-compaction.jsonl"),
+            include_str!("../../../tests/fixtures/pi-sessions/large-session.jsonl"),
+            include_str!("../../../tests/fixtures/sessions/v2.jsonl"),
+        ];
+        let mut entries: Vec<Entry> = fixtures
+            .iter()
+            .flat_map(|f| f.lines())
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|v| v["type"] != "session")
+            .filter_map(|v| Entry::from_value(v).ok())
+            .collect();
+        let details = json!({"readFiles": ["a.rs"], "ledger": {"requests": [{"text": "é\u{1}"}]}});
+        for v in [
+            json!({"type": "compaction", "id": "c1", "parentId": "p", "timestamp": "t",
+                   "summary": "s", "firstKeptEntryId": "e", "tokensBefore": 5,
+                   "details": details, "preserveData": {"x": 1}, "mine": [1]}),
+            json!({"type": "compaction", "id": "c2", "parentId": null, "timestamp": "t",
+                   "summary": "s", "details": null}),
+            json!({"type": "compaction", "id": "c3", "summary": "s", "details": "text"}),
+            json!({"type": "compaction", "id": "c4", "summary": "no details"}),
+            json!({"type": "branch_summary", "id": "b1", "parentId": "p", "timestamp": "t",
+                   "fromId": "root", "summary": "left", "details": details, "other": true}),
+            json!({"type": "branch_summary", "id": "b2", "fromId": "x", "summary": 3}),
+        ] {
+            entries.push(Entry::from_value(v).unwrap());
+        }
+        // Built in code: unmodelled fields that repeat a modelled name, at both levels.
+        let mut kind = EntryKind::Compaction(CompactionEntry {
+            summary: "s".into(),
+            short_summary: None,
+            first_kept_entry_id: "e".into(),
+            tokens_before: 1,
+            details: Some(details.clone()),
+            preserve_data: None,
+            from_extension: None,
+            extra: Map::from_iter([("details".to_owned(), json!("shadow"))]),
+        });
+        entries.push(Entry::new("c5", None, "t", kind.clone()));
+        if let EntryKind::Compaction(c) = &mut kind {
+            c.extra.clear();
+        }
+        let entry_extra = Map::from_iter([
+            ("details".to_owned(), json!("ignored")),
+            ("id".to_owned(), json!("ignored")),
+            ("late".to_owned(), json!(1)),
+        ]);
+        entries.push(Entry::with_extra("c6", None, "t", kind, entry_extra));
+        assert!(entries.len() > 1500, "{} entries", entries.len());
+        for e in &entries {
+            let in_place = serde_json::to_string(&e.json()).unwrap();
+            assert_eq!(in_place, e.to_value().to_string(), "entry {}", e.id);
+            assert_eq!(e.line_bytes().unwrap().as_ref(), in_place.as_bytes());
+        }
     }
 }
