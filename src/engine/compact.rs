@@ -1136,6 +1136,10 @@ async fn persist(
     append_compaction(&mut s, leaf, d)
 }
 
+/// From this many bytes of line on, a written compaction entry stays in the session as its
+/// line (see `Session::keep_as_line`).
+const KEEP_AS_LINE_FROM: usize = 1 << 20;
+
 /// Appends the compaction entry of `d` at `leaf` (the session's leaf, under the held write
 /// lock).
 fn append_compaction(
@@ -1161,9 +1165,15 @@ fn append_compaction(
         .append_expecting(vec![(kind, Default::default())], Some(leaf.clone()))
         .map_err(EngineError::from_write)?;
     let id = written[0].id.clone();
-    if let EntryKind::Compaction(c) = written[0].kind() {
-        d.details = c.details.clone().unwrap_or_default();
-    }
+    // A large entry stays in the session as its line and its details move back; a small one
+    // stays parsed and they are copied.
+    d.details = match s.keep_as_line(&id, KEEP_AS_LINE_FROM) {
+        Some(EntryKind::Compaction(c)) => c.details.unwrap_or_default(),
+        _ => match s.get(&id).map(Entry::kind) {
+            Some(EntryKind::Compaction(c)) => c.details.clone().unwrap_or_default(),
+            _ => Value::Null,
+        },
+    };
     // Planning and summarising parsed the old history; the context from now on starts at the
     // first kept entry, so give that memory back.
     s.release_parsed_bodies();

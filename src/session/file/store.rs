@@ -27,7 +27,7 @@ use std::path::Path;
 use super::cursor::{Loaded, TailMode, TailRepair};
 use super::{LoadReport, Result, Session, SessionError, file_leaf_of, next_revision};
 use crate::session::changes::ChangeSignal;
-use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, LineSource, SessionHeader};
+use crate::session::entry::{CURRENT_SESSION_VERSION, Entry, EntryKind, LineSource, SessionHeader};
 
 /// Builds the entries a write appends, under the writers' lock, from the session as it is
 /// once every other writer's lines are read; an error writes nothing.
@@ -229,6 +229,31 @@ impl Session {
         }
         self.file_leaf = file_leaf_of(&self.entries);
         self.leaf = self.file_leaf.clone();
+    }
+
+    /// Keeps the entry `id` as its line, parsed again on first use, and gives back its parsed
+    /// kind, when the line is `from_len` bytes or more: for an entry just appended whose parts
+    /// its writer still needs, when they are far larger parsed than written (a compaction's
+    /// ledger on a huge session: megabytes of JSON, several times that as values), so they
+    /// move back to the writer instead of being copied (issue 35 item 7). `None`, with nothing
+    /// changed, when the entry is not there, its line is shorter, or the line does not read
+    /// back as the same entry.
+    pub fn keep_as_line(&mut self, id: &str, from_len: usize) -> Option<EntryKind> {
+        let at = self.position(id)?;
+        let entry = &self.entries[at];
+        let line = entry.line_bytes().ok()?.into_owned();
+        let len = line.len();
+        if len < from_len {
+            return None;
+        }
+        let kept = Entry::from_shared_line(&LineSource::memory(line), 0, len).ok()?;
+        if (&kept.id, &kept.parent_id, &kept.timestamp)
+            != (&entry.id, &entry.parent_id, &entry.timestamp)
+        {
+            return None;
+        }
+        // The entry is the same, so its revision stays.
+        Some(std::mem::replace(&mut self.entries[at], kept).into_kind())
     }
 
     /// A rewrite ([`Store::replace`]): lets `edit` change the entries (the leaf stays if its

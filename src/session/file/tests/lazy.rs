@@ -244,3 +244,42 @@ fn a_rewrite_refuses_lines_changed_in_place_under_it() {
     assert!(err.to_string().contains("changed on disk"), "{err}");
     assert_eq!(fs::read(&path).unwrap(), before, "nothing written");
 }
+
+/// An appended entry kept as its line reads, writes and serialises as it did parsed, and
+/// gives its parsed kind back whole; a line under the threshold is left parsed.
+#[test]
+fn an_appended_entry_kept_as_its_line_is_the_same_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    write_session(&path, 3, &[]);
+    let (mut s, _) = Session::open(&path).unwrap();
+    let details = json!({"readFiles": ["a.rs"], "ledger": {"requests": ["x".repeat(5000)]}});
+    let kind = EntryKind::Compaction(crate::session::CompactionEntry {
+        summary: "s".into(),
+        short_summary: None,
+        first_kept_entry_id: "f1".into(),
+        tokens_before: 9,
+        details: Some(details.clone()),
+        preserve_data: None,
+        from_extension: Some(false),
+        extra: Default::default(),
+    });
+    let id = s.append(kind.clone()).unwrap().id.clone();
+    let before = s.get(&id).unwrap().clone();
+    let line = before.to_line();
+
+    assert_eq!(s.keep_as_line(&id, line.len() + 1), None);
+    assert!(s.get(&id).unwrap().is_parsed());
+
+    let back = s.keep_as_line(&id, line.len()).expect("kept as its line");
+    assert_eq!(back, kind);
+    let kept = s.get(&id).unwrap();
+    assert!(!kept.is_parsed());
+    assert!(kept.is_unmodified_line());
+    assert_eq!(kept.to_line(), line);
+    assert_eq!(serde_json::to_string(&kept.json()).unwrap(), line);
+    assert_eq!(kept, &before);
+    assert_eq!(s.leaf_id(), Some(id.as_str()));
+    let (again, _) = Session::open(&path).unwrap();
+    assert_eq!(again.get(&id).unwrap(), &before);
+}
