@@ -1,11 +1,70 @@
 //! Identifiers and timestamps for session files: session ids (16-hex snowflakes), entry ids
 //! (8 hex), and the ISO-8601 UTC timestamps the format uses, without a date-time crate.
 
+use std::borrow::Borrow;
 use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Longest id held inline; longer ones are boxed.
+pub(crate) const INLINE: usize = 22;
+
+/// An entry id as a map key, hashed and compared as its bytes (so a `&[u8]` finds it): held
+/// inline up to [`INLINE`] bytes (the ids writers produce are 8 hex digits), so a key costs no
+/// allocation. For maps with a key per entry of a session of a million entries.
+#[derive(Clone, Debug)]
+pub struct IdKey(Repr);
+
+#[derive(Clone, Debug)]
+enum Repr {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Boxed(Box<[u8]>),
+}
+
+impl IdKey {
+    pub fn new(id: &str) -> IdKey {
+        IdKey(match u8::try_from(id.len()) {
+            Ok(len) if id.len() <= INLINE => {
+                let mut bytes = [0; INLINE];
+                bytes[..id.len()].copy_from_slice(id.as_bytes());
+                Repr::Inline { len, bytes }
+            }
+            _ => Repr::Boxed(id.as_bytes().into()),
+        })
+    }
+}
+
+impl Borrow<[u8]> for IdKey {
+    fn borrow(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Repr::Boxed(b) => b,
+        }
+    }
+}
+
+impl Hash for IdKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        Borrow::<[u8]>::borrow(self).hash(state);
+    }
+}
+
+impl PartialEq for IdKey {
+    fn eq(&self, other: &IdKey) -> bool {
+        match (&self.0, &other.0) {
+            // Bytes past `len` are zero, so whole arrays compare: a few vector compares
+            // instead of a call to `memcmp`.
+            (Repr::Inline { len: a, bytes: x }, Repr::Inline { len: b, bytes: y }) => {
+                a == b && x == y
+            }
+            _ => Borrow::<[u8]>::borrow(self) == Borrow::<[u8]>::borrow(other),
+        }
+    }
+}
+
+impl Eq for IdKey {}
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 

@@ -25,7 +25,7 @@ pub use entry::{BranchSummaryEntry, CURRENT_SESSION_VERSION, CompactionEntry, En
 pub use file::{
     CreateOptions, Destination, LoadReport, LoadStep, Session, SessionError, SyncPolicy,
 };
-pub use ids::{iso_from_ms, now_ms};
+pub use ids::{IdKey, iso_from_ms, now_ms};
 pub use message::{
     AgentMessage, AssistantMessage, Content, ContentBlock, ExecutionMessage, Extra,
     ORIGINAL_CONTENT_FIELD, ToolCall, ToolResultMessage, Usage, UserMessage,

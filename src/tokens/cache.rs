@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::session::{AgentMessage, Entry};
+use crate::session::{AgentMessage, Entry, IdKey};
 
 use super::TokenCounter;
 
@@ -11,17 +11,31 @@ use super::TokenCounter;
 ///
 /// Entries are append-only, so an id's content is fixed, with one exception: pruning replaces
 /// a tool result's content. Each id therefore has a count for its unpruned and pruned state.
+///
+/// A daemon holds one for every entry of an open session, so a slot is small: its id inline,
+/// two 32-bit counts, 32 bytes (it was an owned id and two optional 64-bit counts, ~120 bytes
+/// with the id's allocation: a third of a huge session's file; issue 35 item 7).
 pub struct TokenCache {
     counter: Arc<dyn TokenCounter>,
-    /// id -> [unpruned, pruned] counts.
-    counts: Mutex<HashMap<String, [Option<u64>; 2]>>,
+    /// id -> [unpruned, pruned] counts, [`UNCOUNTED`] where not counted yet.
+    counts: Mutex<Counts>,
+}
+
+type Counts = HashMap<IdKey, [u32; 2], foldhash::fast::RandomState>;
+
+/// A count slot not counted yet.
+const UNCOUNTED: u32 = u32::MAX;
+
+/// `n` in a slot: an entry of 4 billion tokens (16 GB of text) is counted as one just under.
+fn slot_count(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(UNCOUNTED - 1).min(UNCOUNTED - 1)
 }
 
 impl TokenCache {
     pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
         TokenCache {
             counter,
-            counts: Mutex::new(HashMap::new()),
+            counts: Mutex::new(Counts::default()),
         }
     }
 
@@ -41,9 +55,10 @@ impl TokenCache {
         );
         let slot = usize::from(pruned);
         if !entry.id.is_empty()
-            && let Some(n) = self.lock().get(entry.id.as_str()).and_then(|c| c[slot])
+            && let Some(&counts) = self.lock().get(entry.id.as_bytes())
+            && counts[slot] != UNCOUNTED
         {
-            return n;
+            return u64::from(counts[slot]);
         }
         let Some(message) = entry.agent_message(true) else {
             return 0;
@@ -51,17 +66,20 @@ impl TokenCache {
         // Counted outside the lock: tokenising a large entry must not block other readers.
         let n = self.counter.count_message(&message);
         if !entry.id.is_empty() {
-            self.lock().entry(entry.id.clone()).or_default()[slot] = Some(n);
+            let mut counts = self.lock();
+            counts
+                .entry(IdKey::new(&entry.id))
+                .or_insert([UNCOUNTED; 2])[slot] = slot_count(n);
         }
         n
     }
 
     /// Forgets the count of `id` (after an entry was changed in place).
     pub fn invalidate(&self, id: &str) {
-        self.lock().remove(id);
+        self.lock().remove(id.as_bytes());
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, [Option<u64>; 2]>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
         // A panic while holding the lock leaves a map of plain numbers, still valid.
         self.counts.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -1,72 +1,19 @@
 //! The id → entry index of a session: built for every line at open, so its keys are held
-//! inline (the ids writers produce are 8 hex digits) and hashed with foldhash instead of
-//! SipHash; a key costs no allocation and a lookup a few dozen instructions.
+//! inline ([`IdKey`]) and hashed with foldhash instead of SipHash; a key costs no allocation
+//! and a lookup a few dozen instructions.
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 
-/// Longest id held inline; longer ones are boxed.
-const INLINE: usize = 22;
-
-/// An id as a key, hashed and compared as its bytes (so a `&[u8]` finds it).
-#[derive(Clone, Debug)]
-enum Key {
-    Inline { len: u8, bytes: [u8; INLINE] },
-    Boxed(Box<[u8]>),
-}
-
-impl Key {
-    fn new(id: &str) -> Key {
-        match u8::try_from(id.len()) {
-            Ok(len) if id.len() <= INLINE => {
-                let mut bytes = [0; INLINE];
-                bytes[..id.len()].copy_from_slice(id.as_bytes());
-                Key::Inline { len, bytes }
-            }
-            _ => Key::Boxed(id.as_bytes().into()),
-        }
-    }
-}
-
-impl Borrow<[u8]> for Key {
-    fn borrow(&self) -> &[u8] {
-        match self {
-            Key::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Key::Boxed(b) => b,
-        }
-    }
-}
-
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        Borrow::<[u8]>::borrow(self).hash(state);
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Key) -> bool {
-        match (self, other) {
-            // Bytes past `len` are zero, so whole arrays compare: a few vector compares
-            // instead of a call to `memcmp`.
-            (Key::Inline { len: a, bytes: x }, Key::Inline { len: b, bytes: y }) => {
-                a == b && x == y
-            }
-            _ => Borrow::<[u8]>::borrow(self) == Borrow::<[u8]>::borrow(other),
-        }
-    }
-}
-
-impl Eq for Key {}
+use crate::session::ids::{INLINE, IdKey};
 
 /// id → index of the first entry with that id.
 #[derive(Debug, Default)]
-pub(super) struct IdIndex(HashMap<Key, usize, foldhash::fast::RandomState>);
+pub(super) struct IdIndex(HashMap<IdKey, usize, foldhash::fast::RandomState>);
 
 impl IdIndex {
     pub(super) fn get(&self, id: &str) -> Option<&usize> {
         if id.len() <= INLINE {
-            self.0.get(&Key::new(id))
+            self.0.get(&IdKey::new(id))
         } else {
             self.0.get(id.as_bytes())
         }
@@ -78,7 +25,7 @@ impl IdIndex {
 
     /// Maps `id` to `at` unless it is already there; returns whether it was added.
     pub(super) fn insert_new(&mut self, id: &str, at: usize) -> bool {
-        match self.0.entry(Key::new(id)) {
+        match self.0.entry(IdKey::new(id)) {
             std::collections::hash_map::Entry::Occupied(_) => false,
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(at);
