@@ -12,8 +12,8 @@ use super::TokenCounter;
 /// Entries are append-only, so an id's content is fixed, with one exception: pruning replaces
 /// a tool result's content. Each id therefore has a count for its unpruned and pruned state.
 ///
-/// A daemon holds one for every entry of an open session, so a slot is small: its id inline,
-/// two 32-bit counts, 32 bytes (it was an owned id and two optional 64-bit counts, ~120 bytes
+/// A daemon holds one for every entry of an open session, so a slot is small: its id inline
+/// (up to 22 bytes), two 32-bit counts, 32 bytes (it was an owned id and two optional 64-bit counts, ~120 bytes
 /// with the id's allocation: a third of a huge session's file; issue 35 item 7).
 pub struct TokenCache {
     counter: Arc<dyn TokenCounter>,

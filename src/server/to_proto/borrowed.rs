@@ -125,13 +125,12 @@ struct DetailsRef<'a>(&'a Value);
 
 impl Serialize for DetailsRef<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let empty = Map::new();
         let (typed, rest, skip_read): (SummaryDetails, Vec<(&str, &Value)>, bool) = match self.0 {
             Value::Object(map) => match read_details(map) {
                 Some(typed) => (typed, entries_of(map), true),
                 None => (SummaryDetails::default(), entries_of(map), false),
             },
-            Value::Null => (SummaryDetails::default(), entries_of(&empty), false),
+            Value::Null => (SummaryDetails::default(), Vec::new(), false),
             other => (SummaryDetails::default(), vec![("value", other)], false),
         };
         let typed = serde_json::to_value(typed).map_err(serde::ser::Error::custom)?;

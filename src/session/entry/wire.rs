@@ -224,7 +224,8 @@ fn parse_kind(type_name: &str, map: &mut Map<String, Value>) -> Option<EntryKind
     })
 }
 
-/// An entry serialising as its [`Entry::to_value`]; see [`Entry::json`].
+/// An entry serialising as its [`Entry::to_value`] (a loaded line nothing modified: as read);
+/// see [`Entry::json`].
 pub struct EntryJson<'a>(&'a Entry);
 
 impl Serialize for EntryJson<'_> {
