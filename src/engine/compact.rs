@@ -1149,7 +1149,7 @@ fn append_compaction(
 ) -> Result<String, EngineError> {
     // The leaf is checked again under the writers' lock: another daemon's append may land
     // between the refresh above and the write. The details (a huge session's ledger is
-    // megabytes) move into the entry and are copied back once its line is written and gone.
+    // megabytes) move into the entry, and back once its line is written (see below).
     let details = std::mem::take(&mut d.details);
     let kind = EntryKind::Compaction(CompactionEntry {
         summary: d.summary.clone(),

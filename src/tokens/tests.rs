@@ -157,4 +157,17 @@ fn cache_counts_entries_once_and_sees_pruning() {
         "timestamp":"t","targetId":"t1"}))
     .expect("label parses");
     assert_eq!(cache.count_entry(&meta), 0);
+    // An id too long to be held inline (another agent's UUID) is cached and forgotten alike.
+    let long = "5b1f0c1e-7d1a-4c43-9a0e-2f1d6f3e9a10";
+    let mut e = entry(
+        long,
+        json!({"role":"user","content":"x".repeat(40),"timestamp":1}),
+    );
+    assert_eq!(cache.count_entry(&e), 10);
+    if let crate::session::EntryKind::Message(AgentMessage::User(u)) = e.kind_mut() {
+        u.content = crate::session::Content::Text("y".repeat(80));
+    }
+    assert_eq!(cache.count_entry(&e), 10);
+    cache.invalidate(long);
+    assert_eq!(cache.count_entry(&e), 20);
 }
